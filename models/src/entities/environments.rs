@@ -1,0 +1,29 @@
+//! `environments`: a tenant's deployment targets and their class.
+
+use sea_orm::entity::prelude::*;
+
+/// One environment of a tenant.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "environments")]
+pub struct Model {
+    /// Surrogate key.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    /// Owner tenant.
+    pub tenant_id: String,
+    /// The environment's id, unique within the tenant.
+    pub environment_id: String,
+    /// Owner project.
+    pub project_id: String,
+    /// `production` or `non-production`.
+    pub class: String,
+    /// The runner / observer adapter that serves it (`sandbox`).
+    pub target: String,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

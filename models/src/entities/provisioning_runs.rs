@@ -1,0 +1,40 @@
+//! `provisioning_runs`: the projection of every ProvisioningRun workflow.
+
+use sea_orm::entity::prelude::*;
+
+/// One run. `state` is null while the run waits for its turn on the environment or plans.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "provisioning_runs")]
+pub struct Model {
+    /// A UUIDv7, so ordering by id orders by start time (cursor pagination relies on it).
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub specification_id: String,
+    pub specification_version: i32,
+    pub kind: String,
+    pub promotion_id: Option<String>,
+    pub approval_id: Option<String>,
+    pub plan_receipt: Option<Json>,
+    pub approval: Option<Json>,
+    pub apply_receipt: Option<Json>,
+    pub state: Option<String>,
+    /// Why the run failed, was rejected or cancelled.
+    pub reason: Option<String>,
+    pub logs_ref: Option<String>,
+    /// The `Idempotency-Key` the run was requested with.
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to refuse the same key with another body.
+    pub request_hash: Option<String>,
+    pub started_at: DateTimeUtc,
+    pub completed_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

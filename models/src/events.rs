@@ -1,0 +1,96 @@
+//! Integration events: topic names and payloads, exactly as the spec pages list them.
+
+use serde::Serialize;
+
+/// One event ready for the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxEvent {
+    /// The spec's event name (`ProvisioningApplied`).
+    pub event_type: &'static str,
+    /// The spec's topic (`provisioning.runs.v1.provisioning-applied`).
+    pub topic: &'static str,
+    /// The aggregate the event is about (a run or specification id).
+    pub aggregate_id: String,
+    /// The payload with exactly the spec's fields.
+    pub payload: serde_json::Value,
+}
+
+/// Topic of `SpecificationDeclared`.
+pub const SPECIFICATION_DECLARED: &str = "provisioning.specifications.v1.specification-declared";
+/// Topic of `ProvisioningPlanned`.
+pub const PROVISIONING_PLANNED: &str = "provisioning.runs.v1.provisioning-planned";
+/// Topic of `ProvisioningApplied`.
+pub const PROVISIONING_APPLIED: &str = "provisioning.runs.v1.provisioning-applied";
+/// Topic of `ProvisioningFailed`.
+pub const PROVISIONING_FAILED: &str = "provisioning.runs.v1.provisioning-failed";
+
+/// `SpecificationDeclared`: a desired-state version exists for an environment.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecificationDeclared {
+    pub specification_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub version: i32,
+    pub program_version: String,
+}
+
+/// `ProvisioningPlanned`: a plan exists and may await approval.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisioningPlanned {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub promotion_id: Option<String>,
+    pub plan_summary: serde_json::Value,
+}
+
+/// `ProvisioningApplied`: the desired state was applied; outputs are recorded.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisioningApplied {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub promotion_id: Option<String>,
+    pub specification_version: i32,
+    pub outputs: serde_json::Value,
+}
+
+/// `ProvisioningFailed`: the apply failed; the reason names the failing resource.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisioningFailed {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub promotion_id: Option<String>,
+    pub reason: String,
+}
+
+macro_rules! into_outbox {
+    ($ty:ident, $topic:ident, $id:ident) => {
+        impl From<$ty> for OutboxEvent {
+            fn from(e: $ty) -> Self {
+                OutboxEvent {
+                    event_type: stringify!($ty),
+                    topic: $topic,
+                    aggregate_id: e.$id.clone(),
+                    // Serializing a struct of strings and JSON values cannot fail.
+                    payload: serde_json::to_value(&e).unwrap_or_default(),
+                }
+            }
+        }
+    };
+}
+
+into_outbox!(SpecificationDeclared, SPECIFICATION_DECLARED, specification_id);
+into_outbox!(ProvisioningPlanned, PROVISIONING_PLANNED, provisioning_run_id);
+into_outbox!(ProvisioningApplied, PROVISIONING_APPLIED, provisioning_run_id);
+into_outbox!(ProvisioningFailed, PROVISIONING_FAILED, provisioning_run_id);

@@ -1,0 +1,24 @@
+//! Domain types of Runtime Cloud: pure data and pure rules, no I/O.
+//!
+//! Everything a workflow carries in its payloads, everything an activity projects into a read
+//! table and every business rule that needs no I/O lives here, so it can be unit-tested on its
+//! own and shared by the workflow, activity and API crates.
+//!
+//! # Layout
+//!
+//! - [`provisioning`]: states, kinds, specifications, runs and their receipts.
+//! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
+//! - [`events`]: integration event topics and payloads.
+//! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
+//! - [`entities`]: sea-orm entities of the read tables.
+//! - [`migration`]: the read-table migrations.
+
+pub mod entities;
+pub mod events;
+pub mod migration;
+pub mod options;
+pub mod plan;
+pub mod provisioning;
+
+pub use plan::{PlanChanges, WorkloadChange};
+pub use provisioning::*;

@@ -1,0 +1,15 @@
+//! Read-table migrations. A landed migration is never edited: add a new one.
+
+use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_create_read_tables;
+
+/// Runs every migration in order.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261129_000001_create_read_tables::Migration)]
+    }
+}

@@ -1,0 +1,51 @@
+//! Options named by the spec pages, with their defaults.
+
+use serde::{Deserialize, Serialize};
+
+/// `RuntimeCloud:Provisioning` options.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+pub struct ProvisioningOptions {
+    /// Runner timeout per apply, in minutes.
+    #[serde(default = "default_apply_timeout_minutes")]
+    pub apply_timeout_minutes: f64,
+    /// Reconciliation applies adds and changes automatically outside production.
+    #[serde(default = "default_true")]
+    pub auto_apply_non_destructive: bool,
+    /// How long a production run waits for its approval before it is `Rejected`.
+    /// Fractional hours are allowed so tests can use a short window.
+    #[serde(default = "default_approval_timeout_hours")]
+    pub approval_timeout_hours: f64,
+}
+
+fn default_apply_timeout_minutes() -> f64 {
+    45.0
+}
+fn default_approval_timeout_hours() -> f64 {
+    24.0
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for ProvisioningOptions {
+    fn default() -> Self {
+        Self {
+            apply_timeout_minutes: default_apply_timeout_minutes(),
+            auto_apply_non_destructive: true,
+            approval_timeout_hours: default_approval_timeout_hours(),
+        }
+    }
+}
+
+impl ProvisioningOptions {
+    /// The apply timeout in whole seconds (at least one).
+    pub fn apply_timeout_secs(&self) -> u64 {
+        ((self.apply_timeout_minutes * 60.0).ceil() as u64).max(1)
+    }
+
+    /// The approval timeout in whole seconds (at least one).
+    pub fn approval_timeout_secs(&self) -> u64 {
+        ((self.approval_timeout_hours * 3600.0).ceil() as u64).max(1)
+    }
+}

@@ -1,0 +1,314 @@
+//! Specifications, provisioning runs, their states and receipts.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a string could not be read as one of this module's enums.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} `{value}`")]
+pub struct UnknownVariant {
+    what: &'static str,
+    value: String,
+}
+
+/// Declares a string-backed enum whose wire form is fixed, so the API, the read tables, the
+/// search attributes and the events all spell a value the same way.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value as it is written on the wire and in the read tables.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownVariant;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($wire => Ok($name::$variant),)+
+                    _ => Err(UnknownVariant { what: $what, value: s.to_owned() }),
+                }
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// The state of a provisioning run (the spec's state diagram, exactly).
+    ProvisioningState, "provisioning state" {
+        /// The plan is recorded.
+        Planned => "Planned",
+        /// A production run waits for its approval signal or the expiry timer.
+        AwaitingApproval => "AwaitingApproval",
+        /// The runner is applying the plan.
+        Applying => "Applying",
+        /// The runner succeeded; the apply receipt is recorded.
+        Applied => "Applied",
+        /// The runner failed; the receipt names the failing reason.
+        Failed => "Failed",
+        /// The approval was refused or expired.
+        Rejected => "Rejected",
+        /// The run was cancelled before apply.
+        Cancelled => "Cancelled",
+    }
+);
+
+impl ProvisioningState {
+    /// Whether the run has ended in this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Applied | Self::Failed | Self::Rejected | Self::Cancelled)
+    }
+}
+
+wire_enum!(
+    /// Why a run was requested.
+    ProvisioningKind, "provisioning kind" {
+        /// The first plan of an environment.
+        Baseline => "baseline",
+        /// A promotion hands over its desired state.
+        Promotion => "promotion",
+        /// Drift or the GitOps reconciler asks to converge.
+        Reconciliation => "reconciliation",
+        /// Tear the environment down.
+        Decommission => "decommission",
+    }
+);
+
+wire_enum!(
+    /// The class of an environment: production applies need an approval.
+    EnvironmentClass, "environment class" {
+        /// Approval-gated.
+        Production => "production",
+        /// Everything else.
+        NonProduction => "non-production",
+    }
+);
+
+wire_enum!(
+    /// What a specification describes.
+    SpecificationKind, "specification kind" {
+        /// A whole environment.
+        Environment => "environment",
+        /// One workload.
+        Workload => "workload",
+    }
+);
+
+wire_enum!(
+    /// An operator's answer to a run waiting for approval.
+    ApprovalDecision, "approval decision" {
+        /// Apply the plan.
+        Approve => "approve",
+        /// Do not apply; the run ends `Rejected`.
+        Reject => "reject",
+    }
+);
+
+/// A reference to a configuration key or a secret: never a value.
+pub type Refs = BTreeMap<String, String>;
+
+/// One desired workload of a specification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Workload {
+    /// Unique within the specification.
+    pub name: String,
+    /// `deployment`, `statefulset`, `daemonset`, `job` …
+    pub kind: String,
+    /// The version (image tag, chart version) to run.
+    pub version: String,
+    /// Desired replicas; never negative.
+    pub replicas: u32,
+    /// Config Platform keys by reference.
+    #[serde(default)]
+    pub config_refs: Refs,
+    /// Secret Broker references; never values.
+    #[serde(default)]
+    pub secret_refs: Refs,
+}
+
+/// The desired state a run plans and applies: a snapshot of one specification version.
+///
+/// This is what a workflow carries, so it holds references only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecificationSnapshot {
+    /// The specification row.
+    pub specification_id: String,
+    /// Its version within the environment.
+    pub version: i32,
+    /// Repository + path of the IaC program.
+    pub program_ref: String,
+    /// Commit of the program.
+    pub program_version: String,
+    /// Config Platform keys by reference.
+    pub config_refs: Refs,
+    /// Secret references; never values.
+    pub secret_refs: Refs,
+    /// The desired workloads.
+    pub workloads: Vec<Workload>,
+}
+
+/// The plan receipt: what an apply would change, recorded before any apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReceipt {
+    /// Resources to add, change and delete.
+    #[serde(flatten)]
+    pub changes: crate::plan::PlanChanges,
+    /// Hash of everything the plan was computed from; an approval names it.
+    pub inputs_hash: String,
+    /// The program commit that was planned.
+    pub program_version: String,
+}
+
+impl PlanReceipt {
+    /// The short summary events carry: counts and the hash.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "adds": self.changes.adds.len(),
+            "changes": self.changes.changes.len(),
+            "deletes": self.changes.deletes.len(),
+            "destructive": self.changes.is_destructive(),
+            "inputsHash": self.inputs_hash,
+            "programVersion": self.program_version,
+        })
+    }
+}
+
+/// The result of an apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApplyResult {
+    /// Every change was applied.
+    Succeeded,
+    /// The runner stopped; `reason` says where.
+    Failed,
+}
+
+/// The apply receipt: immutable once recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyReceipt {
+    /// What the target reports after the apply (endpoints, versions).
+    pub outputs: serde_json::Value,
+    /// Wall time of the apply.
+    pub duration_ms: u64,
+    /// Succeeded or failed.
+    pub result: ApplyResult,
+    /// The runner and its version.
+    pub runner_version: String,
+    /// Why it failed, naming the failing resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The operator's approval (or refusal) of a plan.
+///
+/// This is the JSON payload of the `approval` signal:
+/// `{"decision":"approve","approver":"alice","reason":"CAB-42","inputsHash":"…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approval {
+    /// Approve or reject.
+    pub decision: ApprovalDecision,
+    /// Who decided.
+    pub approver: String,
+    /// Why.
+    #[serde(default)]
+    pub reason: String,
+    /// The inputs hash of the plan this approval is for; any other plan refuses it.
+    pub inputs_hash: String,
+}
+
+/// What the workflow recorded about its approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    /// The approval id from the request (a promotion's approval), or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// The operator's decision, when one was signalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Approval>,
+    /// Set when no decision came before the expiry timer.
+    #[serde(default)]
+    pub expired: bool,
+}
+
+/// Everything a ProvisioningRun workflow needs, fixed at start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInput {
+    /// The run id (the workflow id is `provisioning-run/{run_id}`).
+    pub run_id: String,
+    /// Owner tenant.
+    pub tenant_id: String,
+    /// Owner project.
+    pub project_id: String,
+    /// Target environment.
+    pub environment_id: String,
+    /// Its class: production runs wait for approval.
+    pub environment_class: EnvironmentClass,
+    /// Why the run was requested.
+    pub kind: ProvisioningKind,
+    /// The promotion that asked for it.
+    pub promotion_id: Option<String>,
+    /// An approval that came with the request (a promotion's production approval).
+    pub approval_id: Option<String>,
+    /// The desired state.
+    pub specification: SpecificationSnapshot,
+    /// How long to wait for an approval.
+    pub approval_timeout_secs: u64,
+    /// Runner timeout for the apply.
+    pub apply_timeout_secs: u64,
+}
+
+impl RunInput {
+    /// Whether this run must wait for an operator's approval before it applies.
+    pub fn needs_approval(&self) -> bool {
+        self.environment_class == EnvironmentClass::Production && self.approval_id.is_none()
+    }
+}
+
+/// The workflow id of a provisioning run.
+pub fn run_workflow_id(run_id: &str) -> String {
+    format!("provisioning-run/{run_id}")
+}
+
+/// The workflow id of an environment's lock (one applying run at a time).
+pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> String {
+    format!("environment/{tenant_id}/{environment_id}")
+}
+
+/// The live view of a run, as the `state` query returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// None while the run waits for its turn on the environment or is planning.
+    pub state: Option<ProvisioningState>,
+    /// The plan, once recorded.
+    pub plan: Option<PlanReceipt>,
+    /// The approval, once given, refused or expired.
+    pub approval: Option<ApprovalRecord>,
+    /// The apply receipt, once the apply ended.
+    pub apply_receipt: Option<ApplyReceipt>,
+    /// Why the run failed, was rejected or cancelled.
+    pub reason: Option<String>,
+}
