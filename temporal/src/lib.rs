@@ -1,1 +1,39 @@
-//! placeholder
+//! Wiring to Temporal: the client connection, the worker with every workflow and activity,
+//! and the local dev-server bootstrap of `runtime-cloud dev`.
+//!
+//! # Layout
+//!
+//! - [`connection`]: connect a client to a frontend.
+//! - [`worker`]: build and run the worker until shutdown.
+//! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
+//!   the custom search attributes registered.
+
+pub mod connection;
+pub mod dev_server;
+pub mod worker;
+
+pub use connection::connect;
+
+/// The task queue every workflow and activity runs on unless configured otherwise.
+pub const DEFAULT_TASK_QUEUE: &str = "runtime-cloud";
+
+/// The one error type of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The frontend address is not a URL.
+    #[error("invalid Temporal address `{0}`")]
+    Address(String),
+    /// The frontend did not answer.
+    #[error("cannot connect to Temporal at {address}: {source}")]
+    Connect {
+        address: String,
+        #[source]
+        source: anyhow::Error,
+    },
+    /// The worker could not be built or stopped with an error.
+    #[error("worker: {0}")]
+    Worker(#[source] anyhow::Error),
+    /// The dev server could not be started.
+    #[error("dev server: {0}")]
+    DevServer(String),
+}

@@ -1,0 +1,35 @@
+//! The one error type of this crate.
+
+/// What can go wrong in an adapter or a projection.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The read DB refused or lost the statement; retryable.
+    #[error("read database: {0}")]
+    Db(#[from] sea_orm::DbErr),
+    /// The sandbox document could not be read or written; retryable.
+    #[error("sandbox target {path}: {source}")]
+    SandboxIo {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sandbox document is not valid JSON.
+    #[error("sandbox target {path} is corrupt: {source}")]
+    SandboxCorrupt {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The target is unreachable; retryable.
+    #[error("target unreachable: {0}")]
+    Unreachable(String),
+    /// The plan cannot succeed (the program version is missing); never retried.
+    #[error("plan invalid: {0}")]
+    PlanInvalid(String),
+    /// The runner failed the apply; never retried.
+    #[error("{0}")]
+    ApplyFailed(String),
+    /// A stored value is not what this version of the code expects.
+    #[error("invalid stored data: {0}")]
+    Invalid(String),
+}

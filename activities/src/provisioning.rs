@@ -1,0 +1,136 @@
+//! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
+
+use crate::ports::{Runner, Target};
+use crate::{Error, store};
+use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
+use runtime_cloud_workflows::EnvironmentLock;
+use runtime_cloud_workflows::contracts::{
+    APPLY_FAILED, ApplyRequest, LockRequest, PLAN_INVALID, PlanRequest, RunProjection,
+    provisioning_markers as markers,
+};
+use runtime_cloud_workflows::environment_lock::LockState;
+use sea_orm::DatabaseConnection;
+use std::sync::Arc;
+use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
+use temporalio_macros::activities;
+use temporalio_sdk::ApplicationFailure;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use std::time::Duration;
+
+/// Dependencies of the provisioning activities.
+pub struct ProvisioningActivitiesImpl {
+    /// The read DB the projections write to.
+    pub db: DatabaseConnection,
+    /// The runner that plans and applies.
+    pub runner: Arc<dyn Runner>,
+    /// Used to signal-with-start environment locks.
+    pub client: Client,
+    /// The task queue the locks run on.
+    pub task_queue: String,
+}
+
+/// Runner failures and invalid plans are terminal; everything else (the DB, the target's
+/// reachability) is retried by the activity's policy.
+fn activity_error(e: Error) -> ActivityError {
+    {
+        let terminal = match &e {
+            Error::PlanInvalid(_) => Some(PLAN_INVALID),
+            Error::ApplyFailed(_) => Some(APPLY_FAILED),
+            _ => None,
+        };
+        match terminal {
+            Some(type_name) => ActivityError::application(
+                ApplicationFailure::builder(e)
+                    .type_name(type_name.to_owned())
+                    .non_retryable(true)
+                    .build(),
+            ),
+            None => {
+                tracing::warn!(error = %e, "activity failed; it will be retried");
+                ActivityError::application(ApplicationFailure::new(e))
+            }
+        }
+    }
+}
+
+fn target(tenant_id: &str, environment_id: &str) -> Target {
+    Target { tenant_id: tenant_id.to_owned(), environment_id: environment_id.to_owned() }
+}
+
+#[activities]
+impl ProvisioningActivitiesImpl {
+    /// Signal-with-start of the environment's lock workflow.
+    #[activity(definition = markers::RequestLock)]
+    pub async fn request_lock(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LockRequest,
+    ) -> Result<(), ActivityError> {
+        let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
+            .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+            .build();
+        self.client
+            .signal_with_start_workflow(
+                EnvironmentLock::run,
+                LockState::default(),
+                EnvironmentLock::acquire,
+                req.requester_workflow_id,
+                opts,
+            )
+            .await
+            .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
+        Ok(())
+    }
+
+    /// Plans the specification on the environment's target.
+    #[activity(definition = markers::Plan)]
+    pub async fn plan(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PlanRequest,
+    ) -> Result<PlanReceipt, ActivityError> {
+        let span = tracing::info_span!("plan", run_id = %req.run_id);
+        let _e = span.enter();
+        let plan = self
+            .runner
+            .plan(&target(&req.tenant_id, &req.environment_id), &req.specification)
+            .await
+            .map_err(activity_error)?;
+        Ok(plan)
+    }
+
+    /// Applies the recorded plan, heartbeating while the runner works.
+    #[activity(definition = markers::Apply)]
+    pub async fn apply(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        req: ApplyRequest,
+    ) -> Result<ApplyReceipt, ActivityError> {
+        tracing::info!(run_id = %req.run_id, "apply");
+        let target = target(&req.tenant_id, &req.environment_id);
+        let apply = self.runner.apply(&req.run_id, &target, &req.specification, &req.plan);
+        tokio::pin!(apply);
+        // Heartbeat while the runner works, so a lost worker is noticed within the heartbeat
+        // timeout instead of the whole ApplyTimeoutMinutes.
+        let mut beat = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            tokio::select! {
+                receipt = &mut apply => return receipt.map_err(activity_error),
+                _ = beat.tick() => {
+                    let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+                }
+            }
+        }
+    }
+
+    /// Projects the run's status and its event into the read tables.
+    #[activity(definition = markers::Project)]
+    pub async fn project(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        p: RunProjection,
+    ) -> Result<(), ActivityError> {
+        store::project_run(&self.db, &p.run, &p.status).await.map_err(activity_error)?;
+        Ok(())
+    }
+}

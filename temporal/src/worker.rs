@@ -1,0 +1,54 @@
+//! The worker: every workflow and activity of Runtime Cloud on one task queue.
+
+use crate::Error;
+use runtime_cloud_activities::ProvisioningActivitiesImpl;
+use runtime_cloud_activities::ports::Runner;
+use runtime_cloud_workflows::{EnvironmentLock, ProvisioningRun};
+use sea_orm::DatabaseConnection;
+use std::future::Future;
+use std::sync::Arc;
+use temporalio_client::Client;
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+
+/// What the worker's activities need.
+pub struct WorkerDeps {
+    /// The Temporal client (also used by activities that start or signal workflows).
+    pub client: Client,
+    /// The read DB.
+    pub db: DatabaseConnection,
+    /// The runner adapter.
+    pub runner: Arc<dyn Runner>,
+    /// The task queue to poll.
+    pub task_queue: String,
+}
+
+/// Runs the worker until `shutdown` resolves, then drains it.
+///
+/// The worker's future is not `Send` (workflows run on a local set), so call this on the task
+/// that owns it (`tokio::select!` / `join!` from `main`), never through `tokio::spawn`.
+pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    let runtime = Runtime::from_current_tokio(Default::default()).map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let activities = ProvisioningActivitiesImpl {
+        db: deps.db,
+        runner: deps.runner,
+        client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
+    };
+    let options = WorkerOptions::new(deps.task_queue.clone())
+        .register_workflow::<ProvisioningRun>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<EnvironmentLock>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_activities(activities)
+        .build();
+    let mut worker = Worker::new(&runtime, deps.client, options).map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let stop = worker.shutdown_handle();
+    tracing::info!(task_queue = %deps.task_queue, "worker polling");
+    let run = worker.run();
+    tokio::pin!(run);
+    tokio::select! {
+        r = &mut run => return r.map_err(|e| Error::Worker(anyhow::anyhow!(e))),
+        _ = shutdown => stop(),
+    }
+    run.await.map_err(|e| Error::Worker(anyhow::anyhow!(e)))
+}

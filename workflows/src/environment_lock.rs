@@ -1,0 +1,111 @@
+//! `environment/{tenant}/{env}`: at most one provisioning run holds an environment at a time.
+//!
+//! Runs ask for the lock with signal-with-start (activity `provisioning.request-lock`); the
+//! lock grants it to the oldest waiter by signalling `lock_granted` to that run, and waits for
+//! its `release`. A run that ends before its turn releases too, which only drops it from the
+//! queue. The lock ends when nobody holds or waits for it, and continues as new to keep its
+//! history short under a steady stream of runs.
+
+use crate::provisioning_run::ProvisioningRun;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ContinueAsNewOptions, SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
+};
+
+/// Grants after which the lock continues as new.
+const GRANTS_PER_HISTORY: u32 = 200;
+
+/// The lock's durable state, also its continue-as-new input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockState {
+    /// The workflow id that holds the lock.
+    pub holder: Option<String>,
+    /// Workflow ids waiting, oldest first.
+    pub queue: VecDeque<String>,
+}
+
+/// The lock workflow.
+#[workflow]
+pub struct EnvironmentLock {
+    state: LockState,
+    grants: u32,
+}
+
+#[workflow_methods]
+impl EnvironmentLock {
+    /// Starts with the state a previous run handed over (empty on first start).
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, state: LockState) -> Self {
+        Self { state, grants: 0 }
+    }
+
+    /// Grants the lock in arrival order until nobody holds or wants it.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        // Started by signal-with-start, so the first `acquire` is already applied here.
+        ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty()).await?;
+        loop {
+            if let Some(holder) = ctx.state(|s| s.state.holder.clone()) {
+                // Re-granting is harmless: a run ignores a second grant.
+                let granted = ctx
+                    .external_workflow(holder, None)
+                    .signal(ProvisioningRun::lock_granted, (), SignalWorkflowOptions::default())
+                    .await;
+                if granted.is_err() {
+                    // The holder is gone (terminated by hand): do not block the environment.
+                    ctx.state_mut(|s| s.state.holder = None);
+                } else {
+                    ctx.wait_condition(|s| s.state.holder.is_none()).await?;
+                }
+            }
+            let next = ctx.state_mut(|s| {
+                let next = s.state.queue.pop_front();
+                s.state.holder = next.clone();
+                if next.is_some() {
+                    s.grants += 1;
+                }
+                next
+            });
+            if next.is_none() {
+                return Ok(());
+            }
+            if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
+                let state = ctx.state(|s| s.state.clone());
+                ctx.continue_as_new(state, ContinueAsNewOptions::default())?;
+            }
+        }
+    }
+
+    /// A run wants the lock. Asking twice keeps one place in the queue.
+    #[signal]
+    pub fn acquire(&mut self, _ctx: &mut SyncWorkflowContext<Self>, requester: String) {
+        let known = self.state.holder.as_deref() == Some(requester.as_str())
+            || self.state.queue.contains(&requester);
+        if !known {
+            if self.state.holder.is_none() && self.state.queue.is_empty() {
+                self.state.holder = Some(requester);
+            } else {
+                self.state.queue.push_back(requester);
+            }
+        }
+    }
+
+    /// A run is done with the lock, or no longer wants it.
+    #[signal]
+    pub fn release(&mut self, _ctx: &mut SyncWorkflowContext<Self>, requester: String) {
+        if self.state.holder.as_deref() == Some(requester.as_str()) {
+            self.state.holder = None;
+        }
+        self.state.queue.retain(|r| r != &requester);
+    }
+
+    /// Who holds the lock and who waits.
+    #[query]
+    pub fn holders(&self, _ctx: &WorkflowContextView) -> LockState {
+        self.state.clone()
+    }
+}

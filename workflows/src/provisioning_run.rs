@@ -1,0 +1,353 @@
+//! `provisioning-run/{runId}`: plan → approval when production → apply → immutable receipts.
+//!
+//! The run first waits for its environment's lock, so it plans against the state the previous
+//! run left. Every transition is projected into the read tables with its event before the run
+//! moves on, so a reader never sees an apply whose plan is not recorded.
+
+use crate::contracts::{
+    APPLY_FAILED, ApplyRequest, LockRequest, PLAN_INVALID, PlanRequest, ProvisioningActivities,
+    RunProjection,
+};
+use crate::environment_lock::EnvironmentLock;
+use crate::search_attributes::{ENVIRONMENT_ID, PROVISIONING_STATE, RUN_KIND, TENANT_ID};
+use runtime_cloud_models::{
+    Approval, ApprovalDecision, ApprovalRecord, ApplyReceipt, ApplyResult,
+    ProvisioningState, RunInput, RunStatus, environment_lock_workflow_id,
+};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityExecutionError, ActivityOptions, SignalWorkflowOptions, SyncWorkflowContext,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+/// Payload of the `cancel` signal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    /// Who cancelled.
+    #[serde(default)]
+    pub by: String,
+    /// Why.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The ProvisioningRun workflow.
+#[workflow]
+pub struct ProvisioningRun {
+    input: RunInput,
+    status: RunStatus,
+    lock_granted: bool,
+    cancel: Option<CancelRequest>,
+    approval: Option<Approval>,
+    /// Approvals that named another plan or came at the wrong time; kept for the audit.
+    refused_approvals: Vec<Approval>,
+}
+
+/// How a wait ended.
+enum Wake {
+    Ready,
+    Cancelled,
+    Expired,
+}
+
+#[workflow_methods]
+impl ProvisioningRun {
+    /// Takes the run's fixed input.
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: RunInput) -> Self {
+        Self {
+            input,
+            status: RunStatus::default(),
+            lock_granted: false,
+            cancel: None,
+            approval: None,
+            refused_approvals: Vec::new(),
+        }
+    }
+
+    /// Runs the whole plan-and-apply and returns the final status.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<RunStatus> {
+        let input = ctx.state(|s| s.input.clone());
+        ctx.upsert_search_attributes([
+            TENANT_ID.value_set(input.tenant_id.clone()),
+            ENVIRONMENT_ID.value_set(input.environment_id.clone()),
+            RUN_KIND.value_set(input.kind.as_str().to_owned()),
+        ]);
+        let lock_id = environment_lock_workflow_id(&input.tenant_id, &input.environment_id);
+
+        let result = Self::plan_and_apply(ctx, &input, &lock_id).await;
+
+        // Whatever happened, let the next run on this environment go. The lock may already be
+        // gone (it ends when idle), so a failed release signal is fine.
+        let me = ctx.workflow_id().to_owned();
+        let _ = ctx
+            .external_workflow(lock_id, None)
+            .signal(EnvironmentLock::release, me, SignalWorkflowOptions::default())
+            .await;
+        result?;
+        Ok(ctx.state(|s| s.status.clone()))
+    }
+
+    async fn plan_and_apply(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+        lock_id: &str,
+    ) -> WorkflowResult<()> {
+        // 1. Wait for our turn on the environment.
+        let lock = LockRequest {
+            lock_workflow_id: lock_id.to_owned(),
+            requester_workflow_id: ctx.workflow_id().to_owned(),
+        };
+        ctx.execute_activity(ProvisioningActivities::request_lock, lock, quick_opts()).await?;
+        if let Wake::Cancelled = Self::wait(ctx, |s| s.lock_granted, None).await? {
+            return Self::finish_cancelled(ctx).await;
+        }
+
+        // 2. Plan, and record the plan before anything else can happen.
+        let plan_request = PlanRequest {
+            run_id: input.run_id.clone(),
+            tenant_id: input.tenant_id.clone(),
+            environment_id: input.environment_id.clone(),
+            specification: input.specification.clone(),
+        };
+        let plan = match ctx.execute_activity(ProvisioningActivities::plan, plan_request, plan_opts()).await {
+            Ok(plan) => plan,
+            Err(e) => return Self::finish(ctx, ProvisioningState::Failed, Some(failure_reason(&e))).await,
+        };
+        ctx.state_mut(|s| s.status.plan = Some(plan.clone()));
+        Self::transition(ctx, ProvisioningState::Planned).await?;
+
+        // 3. Production without an approval in the request waits for an operator.
+        if ctx.state(|s| s.cancel.is_some()) {
+            return Self::finish_cancelled(ctx).await;
+        }
+        ctx.state_mut(|s| {
+            s.status.approval = s.input.approval_id.clone().map(|id| ApprovalRecord {
+                approval_id: Some(id),
+                decision: None,
+                expired: false,
+            })
+        });
+        if input.needs_approval() {
+            Self::transition(ctx, ProvisioningState::AwaitingApproval).await?;
+            let expiry = Duration::from_secs(input.approval_timeout_secs);
+            match Self::wait(ctx, |s| s.approval.is_some(), Some(expiry)).await? {
+                Wake::Cancelled => return Self::finish_cancelled(ctx).await,
+                Wake::Expired => {
+                    ctx.state_mut(|s| {
+                        s.status.approval =
+                            Some(ApprovalRecord { approval_id: None, decision: None, expired: true })
+                    });
+                    let reason = "approval expired".to_owned();
+                    return Self::finish(ctx, ProvisioningState::Rejected, Some(reason)).await;
+                }
+                Wake::Ready => {}
+            }
+            let approval = ctx.state(|s| s.approval.clone()).unwrap_or_else(|| unreachable_approval());
+            ctx.state_mut(|s| {
+                s.status.approval =
+                    Some(ApprovalRecord { approval_id: None, decision: Some(approval.clone()), expired: false })
+            });
+            if approval.decision == ApprovalDecision::Reject {
+                let reason = format!("rejected by {}: {}", approval.approver, approval.reason);
+                return Self::finish(ctx, ProvisioningState::Rejected, Some(reason)).await;
+            }
+        }
+
+        // 4. Apply. From here on the run cannot be cancelled.
+        Self::transition(ctx, ProvisioningState::Applying).await?;
+        let apply_request = ApplyRequest {
+            run_id: input.run_id.clone(),
+            tenant_id: input.tenant_id.clone(),
+            environment_id: input.environment_id.clone(),
+            specification: input.specification.clone(),
+            plan,
+        };
+        let opts = apply_opts(input.apply_timeout_secs);
+        match ctx.execute_activity(ProvisioningActivities::apply, apply_request, opts).await {
+            Ok(receipt) => {
+                let state = match receipt.result {
+                    ApplyResult::Succeeded => ProvisioningState::Applied,
+                    ApplyResult::Failed => ProvisioningState::Failed,
+                };
+                let reason = receipt.reason.clone();
+                ctx.state_mut(|s| s.status.apply_receipt = Some(receipt));
+                Self::finish(ctx, state, reason).await
+            }
+            Err(e) => {
+                let reason = failure_reason(&e);
+                ctx.state_mut(|s| {
+                    s.status.apply_receipt = Some(ApplyReceipt {
+                        outputs: serde_json::Value::Null,
+                        duration_ms: 0,
+                        result: ApplyResult::Failed,
+                        runner_version: String::new(),
+                        reason: Some(reason.clone()),
+                    })
+                });
+                Self::finish(ctx, ProvisioningState::Failed, Some(reason)).await
+            }
+        }
+    }
+
+    /// Waits until `ready`, a cancel request, or the optional expiry.
+    async fn wait(
+        ctx: &mut WorkflowContext<Self>,
+        ready: fn(&Self) -> bool,
+        expiry: Option<Duration>,
+    ) -> WorkflowResult<Wake> {
+        let wake = match expiry {
+            None => {
+                ctx.wait_condition(move |s| ready(s) || s.cancel.is_some()).await?;
+                Wake::Ready
+            }
+            Some(expiry) => {
+                temporalio_sdk::workflows::select! {
+                    r = ctx.wait_condition(move |s| ready(s) || s.cancel.is_some()) => { r?; Wake::Ready }
+                    _ = ctx.timer(expiry) => Wake::Expired,
+                }
+            }
+        };
+        // A cancel that arrived with the wake-up wins: nothing has been applied yet.
+        if ctx.state(|s| s.cancel.is_some()) {
+            return Ok(Wake::Cancelled);
+        }
+        Ok(wake)
+    }
+
+    async fn finish_cancelled(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        let cancel = ctx.state(|s| s.cancel.clone()).unwrap_or_default();
+        let reason = format!("cancelled by {}: {}", cancel.by, cancel.reason);
+        Self::finish(ctx, ProvisioningState::Cancelled, Some(reason)).await
+    }
+
+    async fn finish(
+        ctx: &mut WorkflowContext<Self>,
+        state: ProvisioningState,
+        reason: Option<String>,
+    ) -> WorkflowResult<()> {
+        ctx.state_mut(|s| s.status.reason = reason);
+        Self::transition(ctx, state).await
+    }
+
+    /// Moves to `state`: search attribute, then the read tables and the event.
+    async fn transition(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) -> WorkflowResult<()> {
+        ctx.state_mut(|s| s.status.state = Some(state));
+        ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
+        let projection = ctx.state(|s| RunProjection { run: s.input.clone(), status: s.status.clone() });
+        ctx.execute_activity(ProvisioningActivities::project, projection, projection_opts()).await?;
+        Ok(())
+    }
+
+    /// Signal `lock_granted`: sent by the environment's lock when it is this run's turn.
+    #[signal]
+    pub fn lock_granted(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _granted: ()) {
+        self.lock_granted = true;
+    }
+
+    /// Signal `approval`: an operator approves or rejects the recorded plan.
+    ///
+    /// Only counted while the run awaits approval and only when `inputsHash` names the recorded
+    /// plan; anything else is kept in `refused_approvals` and changes nothing.
+    #[signal]
+    pub fn approval(&mut self, _ctx: &mut SyncWorkflowContext<Self>, approval: Approval) {
+        let awaiting = self.status.state == Some(ProvisioningState::AwaitingApproval);
+        let same_plan = self.status.plan.as_ref().map(|p| p.inputs_hash.as_str())
+            == Some(approval.inputs_hash.as_str());
+        if awaiting && same_plan && self.approval.is_none() {
+            self.approval = Some(approval);
+        } else {
+            self.refused_approvals.push(approval);
+        }
+    }
+
+    /// Signal `cancel`: valid only before the apply starts.
+    #[signal]
+    pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
+        if cancellable(self.status.state) && self.cancel.is_none() {
+            self.cancel = Some(request);
+        }
+    }
+
+    /// Query `state`: the live status of the run.
+    #[query]
+    pub fn state(&self, _ctx: &WorkflowContextView) -> RunStatus {
+        self.status.clone()
+    }
+}
+
+/// Whether a run in `state` may still be cancelled (before the apply starts).
+pub fn cancellable(state: Option<ProvisioningState>) -> bool {
+    matches!(
+        state,
+        None | Some(ProvisioningState::Planned) | Some(ProvisioningState::AwaitingApproval)
+    )
+}
+
+fn unreachable_approval() -> Approval {
+    // `wait` only returns Ready once an approval is stored; keep the workflow total anyway.
+    Approval {
+        decision: ApprovalDecision::Reject,
+        approver: "system".into(),
+        reason: "no approval recorded".into(),
+        inputs_hash: String::new(),
+    }
+}
+
+/// The message of the application failure behind an activity error.
+fn failure_reason(e: &ActivityExecutionError) -> String {
+    e.failure()
+        .map(|f| match &f.cause {
+            Some(cause) => cause.message.clone(),
+            None => f.message.clone(),
+        })
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// Lock requests and projections: short, retried until they succeed (a read DB outage must
+/// not lose a transition).
+fn quick_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
+        .retry_policy(RetryPolicy::builder().maximum_interval(Duration::from_secs(10)).build())
+        .build()
+}
+
+fn projection_opts() -> ActivityOptions {
+    quick_opts()
+}
+
+/// Planning only reads: exponential retry, but a plan that cannot succeed fails at once.
+fn plan_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_secs(1))
+                .backoff_coefficient(2.0)
+                .maximum_interval(Duration::from_secs(60))
+                .maximum_attempts(8)
+                .non_retryable_error_types([PLAN_INVALID])
+                .build(),
+        )
+        .build()
+}
+
+/// The apply heartbeats; a runner failure is never retried. A lost worker (heartbeat
+/// timeout) is retried: the runner answers a repeated apply of the same run with the receipt
+/// it recorded, so the change is applied once.
+fn apply_opts(timeout_secs: u64) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout_secs))
+        .heartbeat_timeout(Duration::from_secs(10))
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_secs(1))
+                .maximum_attempts(3)
+                .non_retryable_error_types([APPLY_FAILED])
+                .build(),
+        )
+        .build()
+}

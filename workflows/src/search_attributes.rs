@@ -1,0 +1,21 @@
+//! Custom search attributes: filter runs in the Temporal UI and `temporal workflow list --query`.
+
+use temporalio_common::search_attributes::SearchAttributeKey;
+
+/// The tenant that owns the workflow.
+pub const TENANT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("TenantId");
+/// The environment the workflow acts on.
+pub const ENVIRONMENT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("EnvironmentId");
+/// A provisioning run's current state (`Planned`, `AwaitingApproval` …).
+pub const PROVISIONING_STATE: SearchAttributeKey<String> =
+    SearchAttributeKey::keyword("ProvisioningState");
+/// A provisioning run's kind (`baseline`, `promotion` …).
+pub const RUN_KIND: SearchAttributeKey<String> = SearchAttributeKey::keyword("RunKind");
+
+/// Every custom attribute with its type, for registration on a namespace.
+pub const ALL: &[(&str, &str)] = &[
+    ("TenantId", "Keyword"),
+    ("EnvironmentId", "Keyword"),
+    ("ProvisioningState", "Keyword"),
+    ("RunKind", "Keyword"),
+];
