@@ -1,1 +1,116 @@
-fn main() {}
+//! `runtime-cloud`: parses arguments, sets up logging, and calls the library.
+
+use clap::{Parser, Subcommand};
+use runtime_cloud::{app, config::Config, sandbox_cli};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "runtime-cloud", version, about = "Provision and reconcile infrastructure through durable Temporal workflows")]
+struct Cli {
+    /// A TOML configuration file (environment variables override it).
+    #[arg(long, global = true, env = "RUNTIME_CLOUD_CONFIG")]
+    config: Option<PathBuf>,
+    /// `text` or `json` log lines on stderr.
+    #[arg(long, global = true, default_value = "text")]
+    log_format: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Everything in one process on the embedded defaults: a local Temporal dev server
+    /// (file-backed, started or reused), a SQLite read DB, the worker and the API.
+    Dev {
+        /// The Temporal frontend port (reused when something already listens there).
+        #[arg(long, default_value_t = 7233)]
+        temporal_port: u16,
+        /// The Temporal Web UI port.
+        #[arg(long, default_value_t = 8233)]
+        ui_port: u16,
+    },
+    /// Run a worker: every workflow and activity.
+    Worker,
+    /// Run the HTTP API.
+    Api,
+    /// Apply the read-table migrations.
+    Migrate,
+    /// Mint a bearer token for a tenant.
+    Token {
+        /// The tenant the token acts in.
+        #[arg(long)]
+        tenant: String,
+        /// A scope; repeat for several.
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// A role (`Operator`, `PlatformAdmin`, `Observer`); repeat for several.
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Who the token is for.
+        #[arg(long, default_value = "operator")]
+        subject: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+    /// Change a sandbox target out of band.
+    Sandbox {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long = "env")]
+        environment: String,
+        #[command(subcommand)]
+        command: sandbox_cli::SandboxCommand,
+    },
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,temporalio_sdk_core=warn,sqlx=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing(&cli.log_format);
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Dev { temporal_port, ui_port } => app::run_dev(&config, temporal_port, ui_port, shutdown_signal()).await,
+        Command::Worker => app::run_worker(&config, shutdown_signal()).await,
+        Command::Api => {
+            app::run_api(&config, shutdown_signal(), |addr| {
+                println!("runtime-cloud api listening on http://{addr}");
+            })
+            .await
+        }
+        Command::Migrate => app::migrate(&config).await,
+        Command::Token { tenant, scopes, roles, subject, ttl } => {
+            println!("{}", app::mint_token(&config, &subject, &tenant, &scopes, &roles, ttl)?);
+            Ok(())
+        }
+        Command::Sandbox { tenant, environment, command } => sandbox_cli::run(&config, &tenant, &environment, command).await,
+    }
+}

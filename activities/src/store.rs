@@ -171,3 +171,101 @@ pub fn logs_ref(run_id: &str) -> String {
 
 /// Re-exported for callers that build specification rows.
 pub type SpecificationRow = deployment_specifications::Model;
+
+/// A specification version to declare.
+#[derive(Debug, Clone)]
+pub struct NewSpecification {
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub kind: runtime_cloud_models::SpecificationKind,
+    pub program_ref: String,
+    pub program_version: String,
+    pub release_id: Option<String>,
+    pub strategy: Option<String>,
+    pub config_refs: runtime_cloud_models::Refs,
+    pub secret_refs: runtime_cloud_models::Refs,
+    pub workloads: Vec<runtime_cloud_models::Workload>,
+}
+
+/// Declares the next version of an environment's specification with its
+/// `SpecificationDeclared` event, in one transaction. Two declarations racing for a version
+/// meet the unique index; the loser takes the next version.
+pub async fn declare_specification(db: &DatabaseConnection, spec: NewSpecification) -> Result<SpecificationRow, Error> {
+    use runtime_cloud_models::events::SpecificationDeclared;
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let txn = db.begin().await?;
+        let latest = deployment_specifications::Entity::find()
+            .filter(deployment_specifications::Column::TenantId.eq(&spec.tenant_id))
+            .filter(deployment_specifications::Column::EnvironmentId.eq(&spec.environment_id))
+            .order_by_desc(deployment_specifications::Column::Version)
+            .one(&txn)
+            .await?;
+        let version = latest.map_or(1, |s| s.version + 1);
+        let now = Utc::now();
+        let row = deployment_specifications::ActiveModel {
+            specification_id: Set(Uuid::now_v7().to_string()),
+            tenant_id: Set(spec.tenant_id.clone()),
+            project_id: Set(spec.project_id.clone()),
+            environment_id: Set(spec.environment_id.clone()),
+            kind: Set(spec.kind.as_str().to_owned()),
+            program_ref: Set(spec.program_ref.clone()),
+            program_version: Set(spec.program_version.clone()),
+            release_id: Set(spec.release_id.clone()),
+            strategy: Set(spec.strategy.clone()),
+            config_refs: Set(json(&spec.config_refs)),
+            secret_refs: Set(json(&spec.secret_refs)),
+            workloads: Set(json(&spec.workloads)),
+            version: Set(version),
+            declared_at: Set(now),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        let row = match row.insert(&txn).await {
+            Ok(row) => row,
+            Err(e) if attempts < 5 && matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_))) => {
+                txn.rollback().await?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let event = SpecificationDeclared {
+            specification_id: row.specification_id.clone(),
+            tenant_id: row.tenant_id.clone(),
+            environment_id: row.environment_id.clone(),
+            kind: row.kind.clone(),
+            version: row.version,
+            program_version: row.program_version.clone(),
+        };
+        let id = event_id(&row.specification_id, "SpecificationDeclared");
+        append_event(&txn, &row.tenant_id, event.into(), id).await?;
+        txn.commit().await?;
+        return Ok(row);
+    }
+}
+
+/// Serializes the plain data of a specification (string maps and workloads), which cannot fail.
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(row: &SpecificationRow, v: &serde_json::Value, what: &str) -> Result<T, Error> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| Error::Invalid(format!("{what} of specification {}: {e}", row.specification_id)))
+}
+
+/// The snapshot a run carries, read back from a specification row.
+pub fn snapshot(row: &SpecificationRow) -> Result<runtime_cloud_models::SpecificationSnapshot, Error> {
+    Ok(runtime_cloud_models::SpecificationSnapshot {
+        specification_id: row.specification_id.clone(),
+        version: row.version,
+        program_ref: row.program_ref.clone(),
+        program_version: row.program_version.clone(),
+        config_refs: parse(row, &row.config_refs, "configRefs")?,
+        secret_refs: parse(row, &row.secret_refs, "secretRefs")?,
+        workloads: parse(row, &row.workloads, "workloads")?,
+    })
+}

@@ -1,1 +1,37 @@
-//! placeholder
+//! The HTTP API of Runtime Cloud: a thin axum layer that starts and signals workflows and
+//! answers reads from the read tables.
+//!
+//! # Layout
+//!
+//! - [`error`]: the one `Error`, rendered as RFC 7807 problem JSON.
+//! - [`auth`]: bearer JWTs (mint and verify), the `Auth` extractor, scopes.
+//! - [`json`]: a JSON body extractor whose rejections are problem JSON too.
+//! - [`http`]: one module per resource, each with its own `router()`.
+
+pub mod auth;
+pub mod error;
+pub mod http;
+pub mod json;
+
+pub use error::Error;
+pub use http::{router, serve};
+
+use runtime_cloud_models::options::ProvisioningOptions;
+use sea_orm::DatabaseConnection;
+use std::sync::Arc;
+use temporalio_client::Client;
+
+/// Everything a handler needs. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The read DB.
+    pub db: DatabaseConnection,
+    /// The Temporal client: commands go to workflows.
+    pub temporal: Client,
+    /// The task queue workflows are started on.
+    pub task_queue: String,
+    /// Verifies bearer tokens.
+    pub auth: Arc<auth::JwtKeys>,
+    /// The provisioning options runs are started with.
+    pub options: ProvisioningOptions,
+}

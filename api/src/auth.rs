@@ -1,0 +1,122 @@
+//! Bearer JWT authentication: the tenant and scopes come from the token, never the request.
+//!
+//! Tokens are HS256-signed with a local key (dev and tests: `runtime-cloud token` mints them).
+//! Claims follow OAuth2 client credentials: `sub`, `tenant_id`, `scope` (space separated),
+//! optional `roles`, `exp`.
+
+use crate::{AppState, Error};
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
+use serde::{Deserialize, Serialize};
+
+/// Read specifications and runs.
+pub const PROVISIONING_READ: &str = "factory.provisioning.read";
+/// Plan, apply, approve and cancel runs; declare specifications; register environments.
+pub const PROVISIONING_APPLY: &str = "factory.provisioning.apply";
+
+/// Issuer of the tokens this process mints and accepts.
+const ISSUER: &str = "runtime-cloud";
+
+/// The claims of an access token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    /// The client or operator.
+    pub sub: String,
+    /// The tenant every request of this token acts in.
+    pub tenant_id: String,
+    /// Space-separated scopes.
+    pub scope: String,
+    /// Roles (`Operator`, `PlatformAdmin`, `Observer`).
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Issuer.
+    pub iss: String,
+    /// Expiry, seconds since the epoch.
+    pub exp: u64,
+}
+
+/// The signing key.
+pub struct JwtKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+impl JwtKeys {
+    /// Keys from a shared secret.
+    pub fn from_secret(secret: &[u8]) -> Self {
+        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret) }
+    }
+
+    /// Mints a token for `tenant_id` with `scopes`, valid for `ttl_secs`.
+    pub fn mint(&self, subject: &str, tenant_id: &str, scopes: &[String], roles: &[String], ttl_secs: u64) -> Result<String, Error> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(Error::internal)?
+            .as_secs();
+        let claims = Claims {
+            sub: subject.to_owned(),
+            tenant_id: tenant_id.to_owned(),
+            scope: scopes.join(" "),
+            roles: roles.to_vec(),
+            iss: ISSUER.to_owned(),
+            exp: now + ttl_secs,
+        };
+        encode(&Header::new(Algorithm::HS256), &claims, &self.encoding).map_err(Error::internal)
+    }
+
+    /// Verifies a token and returns its claims.
+    pub fn verify(&self, token: &str) -> Result<Claims, Error> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        decode::<Claims>(token, &self.decoding, &validation)
+            .map(|d| d.claims)
+            .map_err(|_| Error::Unauthorized)
+    }
+}
+
+/// The authenticated caller. Handlers take `Auth` (not `Option<Auth>`): a missing token must
+/// be a 401, never an anonymous read.
+#[derive(Debug, Clone)]
+pub struct Auth {
+    /// The verified claims.
+    pub claims: Claims,
+}
+
+impl Auth {
+    /// The caller's tenant: every query filters by it.
+    pub fn tenant(&self) -> &str {
+        &self.claims.tenant_id
+    }
+
+    /// Who the caller is.
+    pub fn subject(&self) -> &str {
+        &self.claims.sub
+    }
+
+    /// Fails with 403 unless the token carries `scope`.
+    pub fn require(&self, scope: &str) -> Result<(), Error> {
+        if self.claims.scope.split_whitespace().any(|s| s == scope) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!("scope {scope}")))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get(AUTHORIZATION).ok_or(Error::Unauthorized)?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .ok_or(Error::Unauthorized)?;
+        let claims = state.auth.verify(token.trim())?;
+        Ok(Auth { claims })
+    }
+}

@@ -1,0 +1,97 @@
+//! The API's one error type. Every variant documents its status; every response is RFC 7807
+//! problem JSON. Database and internal errors are logged and shown only as "internal error".
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An API error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// 400: the request cannot be read (malformed JSON, a bad cursor or filter).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no bearer token, or one that does not verify.
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    /// 403: the token lacks a scope or role this route needs.
+    #[error("the token lacks `{0}`")]
+    Forbidden(String),
+    /// 404: not found for the caller's tenant (another tenant's row is "not found" too).
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the resource is not in a state that allows this.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: the body is larger than 1 MiB.
+    #[error("the request body exceeds 1 MiB")]
+    PayloadTooLarge,
+    /// 415: the body is not `application/json`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: well-formed but invalid (unknown fields, bad values, idempotency key reuse).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 503: Temporal is unreachable; nothing was changed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: logged, never shown.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl Error {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Wraps any internal failure.
+    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+        Error::Internal(e.into())
+    }
+}
+
+impl From<sea_orm::DbErr> for Error {
+    fn from(e: sea_orm::DbErr) -> Self {
+        Error::Internal(e.into())
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if let Error::Internal(e) = &self {
+            tracing::error!(error = ?e, "internal error");
+        }
+        let body = json!({
+            "type": format!("https://runtime-cloud.dev/problems/{}", status.as_u16()),
+            "title": status.canonical_reason().unwrap_or("Error"),
+            "status": status.as_u16(),
+            "detail": self.to_string(),
+        });
+        let mut res = (status, body.to_string()).into_response();
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        res
+    }
+}
+
+/// Turns axum's own 404/405/413 responses into problem JSON.
+pub async fn problem_fallback(uri: axum::http::Uri) -> Error {
+    Error::NotFound(format!("no route for {}", uri.path()))
+}

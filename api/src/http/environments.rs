@@ -1,0 +1,121 @@
+//! `/factory/environments`: register a tenant's environments and their class.
+
+use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::json::Json;
+use crate::{AppState, Error};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use chrono::Utc;
+use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::entities::environments;
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde::{Deserialize, Serialize};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/factory/environments", get(list).post(register))
+}
+
+/// `POST /factory/environments`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegisterEnvironment {
+    pub environment_id: String,
+    pub project_id: String,
+    pub class: EnvironmentClass,
+    /// The adapter that serves it; only `sandbox` is built in.
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+/// An environment as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentView {
+    pub environment_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub class: String,
+    pub target: String,
+    pub created_at: chrono::DateTime<Utc>,
+}
+
+impl From<environments::Model> for EnvironmentView {
+    fn from(m: environments::Model) -> Self {
+        Self {
+            environment_id: m.environment_id,
+            tenant_id: m.tenant_id,
+            project_id: m.project_id,
+            class: m.class,
+            target: m.target,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// Checks an id used in paths and file names: 1–63 of `[A-Za-z0-9._-]`, not starting with a dot.
+pub fn valid_id(what: &str, id: &str) -> Result<(), Error> {
+    let ok = !id.is_empty()
+        && id.len() <= 63
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(Error::Unprocessable(format!("{what} must be 1-63 characters of [A-Za-z0-9._-]"))) }
+}
+
+async fn register(
+    State(state): State<AppState>,
+    auth: Auth,
+    Json(body): Json<RegisterEnvironment>,
+) -> Result<(StatusCode, axum::Json<EnvironmentView>), Error> {
+    auth.require(PROVISIONING_APPLY)?;
+    valid_id("environmentId", &body.environment_id)?;
+    valid_id("projectId", &body.project_id)?;
+    let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
+    if target != "sandbox" {
+        return Err(Error::Unprocessable(format!("target `{target}` is not available; use `sandbox`")));
+    }
+    if find(&state, auth.tenant(), &body.environment_id).await?.is_some() {
+        return Err(Error::Conflict(format!("environment `{}` already exists", body.environment_id)));
+    }
+    let now = Utc::now();
+    let row = environments::ActiveModel {
+        id: Set(uuid::Uuid::now_v7().to_string()),
+        tenant_id: Set(auth.tenant().to_owned()),
+        environment_id: Set(body.environment_id.clone()),
+        project_id: Set(body.project_id),
+        class: Set(body.class.as_str().to_owned()),
+        target: Set(target),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&state.db)
+    .await
+    .map_err(|e| match e.sql_err() {
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => {
+            Error::Conflict(format!("environment `{}` already exists", body.environment_id))
+        }
+        _ => Error::from(e),
+    })?;
+    Ok((StatusCode::CREATED, axum::Json(row.into())))
+}
+
+async fn list(State(state): State<AppState>, auth: Auth) -> Result<axum::Json<serde_json::Value>, Error> {
+    auth.require(PROVISIONING_READ)?;
+    let rows = environments::Entity::find()
+        .filter(environments::Column::TenantId.eq(auth.tenant()))
+        .order_by_asc(environments::Column::EnvironmentId)
+        .all(&state.db)
+        .await?;
+    let items: Vec<EnvironmentView> = rows.into_iter().map(Into::into).collect();
+    Ok(axum::Json(serde_json::json!({ "items": items })))
+}
+
+/// The caller's environment, if it exists in their tenant.
+pub async fn find(state: &AppState, tenant: &str, environment_id: &str) -> Result<Option<environments::Model>, Error> {
+    Ok(environments::Entity::find()
+        .filter(environments::Column::TenantId.eq(tenant))
+        .filter(environments::Column::EnvironmentId.eq(environment_id))
+        .one(&state.db)
+        .await?)
+}

@@ -1,0 +1,63 @@
+//! Cursor pagination: the cursor is the opaque, base64url-encoded id of the last row returned.
+
+use crate::Error;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+
+/// Default and maximum page sizes.
+const DEFAULT_LIMIT: u64 = 50;
+const MAX_LIMIT: u64 = 200;
+
+/// `?cursor=…&limit=…`.
+#[derive(Debug, Deserialize, Default)]
+pub struct Page {
+    pub cursor: Option<String>,
+    pub limit: Option<u64>,
+}
+
+impl Page {
+    /// The page size, within bounds.
+    pub fn limit(&self) -> Result<u64, Error> {
+        match self.limit {
+            None => Ok(DEFAULT_LIMIT),
+            Some(0) => Err(Error::BadRequest("limit must be at least 1".into())),
+            Some(n) => Ok(n.min(MAX_LIMIT)),
+        }
+    }
+
+    /// The id after which this page starts.
+    pub fn after(&self) -> Result<Option<String>, Error> {
+        self.cursor.as_deref().map(decode).transpose()
+    }
+}
+
+/// Encodes the last id of a page as the next cursor.
+pub fn encode(last_id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{last_id}"))
+}
+
+fn decode(cursor: &str) -> Result<String, Error> {
+    let invalid = || Error::BadRequest("invalid cursor".into());
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    text.strip_prefix("v1:").map(str::to_owned).ok_or_else(invalid)
+}
+
+/// A page of items and the cursor of the next page.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+impl<T> Paged<T> {
+    /// Builds a page from `limit + 1` fetched rows: the extra row only says there is more.
+    pub fn from_rows(mut rows: Vec<T>, limit: u64, id: impl Fn(&T) -> &str) -> Self {
+        let more = rows.len() as u64 > limit;
+        rows.truncate(limit as usize);
+        let next_cursor = if more { rows.last().map(|r| encode(id(r))) } else { None };
+        Paged { items: rows, next_cursor }
+    }
+}

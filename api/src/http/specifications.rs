@@ -1,0 +1,203 @@
+//! `/factory/provisioning/specifications`: declare and list desired-state versions.
+
+use super::environments::{find as find_environment, valid_id};
+use super::pagination::{Page, Paged};
+use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::json::Json;
+use crate::{AppState, Error};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use chrono::Utc;
+use runtime_cloud_activities::store::{self, NewSpecification};
+use runtime_cloud_models::entities::deployment_specifications as specs;
+use runtime_cloud_models::{Refs, SpecificationKind, Workload};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/factory/provisioning/specifications", get(list).post(declare))
+}
+
+/// `POST /factory/provisioning/specifications`: declares the next version for an environment.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeclareSpecification {
+    pub environment_id: String,
+    pub kind: SpecificationKind,
+    pub program_ref: String,
+    pub program_version: String,
+    pub release_id: Option<uuid::Uuid>,
+    pub strategy: Option<String>,
+    pub config_refs: Refs,
+    pub secret_refs: Refs,
+    pub workloads: Vec<Workload>,
+}
+
+/// A specification version as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecificationView {
+    pub specification_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub program_ref: String,
+    pub program_version: String,
+    pub release_id: Option<String>,
+    pub strategy: Option<String>,
+    pub config_refs: serde_json::Value,
+    pub secret_refs: serde_json::Value,
+    pub workloads: serde_json::Value,
+    pub version: i32,
+    pub declared_at: chrono::DateTime<Utc>,
+}
+
+impl From<specs::Model> for SpecificationView {
+    fn from(m: specs::Model) -> Self {
+        Self {
+            specification_id: m.specification_id,
+            tenant_id: m.tenant_id,
+            project_id: m.project_id,
+            environment_id: m.environment_id,
+            kind: m.kind,
+            program_ref: m.program_ref,
+            program_version: m.program_version,
+            release_id: m.release_id,
+            strategy: m.strategy,
+            config_refs: m.config_refs,
+            secret_refs: m.secret_refs,
+            workloads: m.workloads,
+            version: m.version,
+            declared_at: m.declared_at,
+        }
+    }
+}
+
+/// A secret reference names where the value lives (`secretbroker://payments/db-password`),
+/// never the value itself. Anything that does not look like a reference is refused, and the
+/// error never repeats it.
+fn is_reference(v: &str) -> bool {
+    match v.split_once("://") {
+        Some((scheme, rest)) => {
+            !scheme.is_empty()
+                && scheme.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.'))
+                && !rest.is_empty()
+                && !rest.chars().any(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+fn check_refs(what: &str, refs: &Refs) -> Result<(), Error> {
+    for (name, reference) in refs {
+        if !is_reference(reference) {
+            return Err(Error::Unprocessable(format!(
+                "{what}.{name} must be a reference such as `secretbroker://path/key`; values are never accepted"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn validate(body: &DeclareSpecification) -> Result<(), Error> {
+    valid_id("environmentId", &body.environment_id)?;
+    if body.program_ref.trim().is_empty() || body.program_version.trim().is_empty() {
+        return Err(Error::Unprocessable("programRef and programVersion are required".into()));
+    }
+    check_refs("configRefs", &body.config_refs)?;
+    check_refs("secretRefs", &body.secret_refs)?;
+    let mut names = BTreeSet::new();
+    for w in &body.workloads {
+        valid_id("workloads[].name", &w.name)?;
+        if !names.insert(w.name.as_str()) {
+            return Err(Error::Unprocessable(format!("workload `{}` is declared twice", w.name)));
+        }
+        if w.kind.trim().is_empty() || w.version.trim().is_empty() {
+            return Err(Error::Unprocessable(format!("workload `{}` needs a kind and a version", w.name)));
+        }
+        check_refs(&format!("workloads.{}.configRefs", w.name), &w.config_refs)?;
+        check_refs(&format!("workloads.{}.secretRefs", w.name), &w.secret_refs)?;
+    }
+    Ok(())
+}
+
+async fn declare(
+    State(state): State<AppState>,
+    auth: Auth,
+    Json(body): Json<DeclareSpecification>,
+) -> Result<(StatusCode, axum::Json<SpecificationView>), Error> {
+    auth.require(PROVISIONING_APPLY)?;
+    validate(&body)?;
+    let env = find_environment(&state, auth.tenant(), &body.environment_id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("environment `{}` not found", body.environment_id)))?;
+    let row = store::declare_specification(
+        &state.db,
+        NewSpecification {
+            tenant_id: auth.tenant().to_owned(),
+            project_id: env.project_id,
+            environment_id: body.environment_id,
+            kind: body.kind,
+            program_ref: body.program_ref,
+            program_version: body.program_version,
+            release_id: body.release_id.map(|u| u.to_string()),
+            strategy: body.strategy,
+            config_refs: body.config_refs,
+            secret_refs: body.secret_refs,
+            workloads: body.workloads,
+        },
+    )
+    .await
+    .map_err(Error::internal)?;
+    Ok((StatusCode::CREATED, axum::Json(row.into())))
+}
+
+/// `?environmentId=…&cursor=…&limit=…`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    environment_id: Option<String>,
+    #[serde(flatten)]
+    page: Page,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
+    auth.require(PROVISIONING_READ)?;
+    let limit = q.page.limit()?;
+    let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
+    if let Some(env) = &q.environment_id {
+        select = select.filter(specs::Column::EnvironmentId.eq(env));
+    }
+    if let Some(after) = q.page.after()? {
+        select = select.filter(specs::Column::SpecificationId.lt(after));
+    }
+    let rows = select
+        .order_by_desc(specs::Column::SpecificationId)
+        .limit(limit + 1)
+        .all(&state.db)
+        .await?;
+    let rows: Vec<SpecificationView> = rows.into_iter().map(Into::into).collect();
+    Ok(axum::Json(Paged::from_rows(rows, limit, |s| &s.specification_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_reference;
+
+    #[test]
+    fn references_are_uris_and_values_are_not() {
+        assert!(is_reference("secretbroker://payments/db-password"));
+        assert!(is_reference("kv://vault-1/app#key"));
+        assert!(!is_reference("hunter2"));
+        assert!(!is_reference("postgres password with spaces://x"));
+        assert!(!is_reference("secretbroker://"));
+    }
+}

@@ -1,0 +1,139 @@
+//! The processes: `dev` (everything), `worker`, `api` and `migrate`.
+
+use crate::config::Config;
+use anyhow::Context;
+use runtime_cloud_activities::sandbox::Sandbox;
+use runtime_cloud_api::AppState;
+use runtime_cloud_api::auth::JwtKeys;
+use runtime_cloud_models::migration::Migrator;
+use runtime_cloud_temporal::worker::WorkerDeps;
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use sea_orm_migration::MigratorTrait;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Connects to the read DB.
+pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let url = config.database_url();
+    let mut opts = ConnectOptions::new(url.clone());
+    opts.sqlx_logging(false);
+    Database::connect(opts).await.with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))
+}
+
+/// A database URL without its password, for error messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
+/// Applies every pending migration.
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    let db = connect_db(config).await?;
+    Migrator::up(&db, None).await.context("migrating the read DB")?;
+    Ok(())
+}
+
+/// Runs the worker until `shutdown`.
+pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let db = connect_db(config).await?;
+    let client = runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace).await?;
+    let deps = WorkerDeps {
+        client,
+        db,
+        runner: Arc::new(Sandbox::new(&config.data_dir)),
+        task_queue: config.task_queue.clone(),
+    };
+    runtime_cloud_temporal::worker::run(deps, shutdown).await?;
+    Ok(())
+}
+
+/// Runs the API until `shutdown`; `on_listening` gets the bound address.
+pub async fn run_api(
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_listening: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
+    let db = connect_db(config).await?;
+    let temporal = runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace).await?;
+    let state = AppState {
+        db,
+        temporal,
+        task_queue: config.task_queue.clone(),
+        auth: Arc::new(JwtKeys::from_secret(&config.jwt_secret()?)),
+        options: config.runtime_cloud.provisioning.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    on_listening(listener.local_addr()?);
+    runtime_cloud_api::serve(listener, state, shutdown).await?;
+    Ok(())
+}
+
+/// Mints a bearer token with the configured key.
+pub fn mint_token(
+    config: &Config,
+    subject: &str,
+    tenant: &str,
+    scopes: &[String],
+    roles: &[String],
+    ttl_secs: u64,
+) -> anyhow::Result<String> {
+    let keys = JwtKeys::from_secret(&config.jwt_secret()?);
+    keys.mint(subject, tenant, scopes, roles, ttl_secs).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Every scope, for the dev token.
+pub const ALL_SCOPES: &[&str] = &["factory.provisioning.read", "factory.provisioning.apply"];
+
+/// `runtime-cloud dev`: a local Temporal dev server (started or reused), a migrated SQLite read
+/// DB, the worker and the API in one process, until `shutdown`.
+pub async fn run_dev(
+    config: &Config,
+    temporal_port: u16,
+    ui_port: u16,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let mut config = config.clone();
+    let server = runtime_cloud_temporal::dev_server::ensure(&config.data_dir, temporal_port, ui_port).await?;
+    config.temporal_address = server.address.clone();
+    migrate(&config).await?;
+    let scopes: Vec<String> = ALL_SCOPES.iter().map(|s| s.to_string()).collect();
+    let token = mint_token(&config, "dev-operator", "dev", &scopes, &["Operator".into()], 30 * 24 * 3600)?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let api_stop = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let worker_stop = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let ui_url = server.ui_url.clone();
+    let api = run_api(&config, api_stop, |addr| {
+        println!("Runtime Cloud is running.");
+        println!("  API:          http://{addr}");
+        println!("  Temporal UI:  {ui_url}");
+        println!("  Temporal:     {}", config.temporal_address);
+        println!("  Data dir:     {}", config.data_dir.display());
+        println!("  Dev token (tenant `dev`, all scopes, 30 days):");
+        println!("  export TOKEN={token}");
+    });
+    let worker = run_worker(&config, worker_stop);
+    let stopper = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let (api, worker, ()) = tokio::join!(api, worker, stopper);
+    server.stop().await;
+    api.and(worker)
+}

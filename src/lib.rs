@@ -1,0 +1,15 @@
+//! Runtime Cloud: a control plane that provisions and reconciles infrastructure for many
+//! tenants through durable Temporal workflows.
+//!
+//! This crate is the `runtime-cloud` binary's library: it parses configuration and wires the
+//! workspace crates into processes. `main.rs` only parses arguments and calls in here.
+//!
+//! # Layout
+//!
+//! - [`config`]: the TOML file and environment variables.
+//! - [`app`]: the processes (`dev`, `worker`, `api`, `migrate`), each with injected shutdown.
+//! - [`sandbox_cli`]: out-of-band edits of the sandbox target.
+
+pub mod app;
+pub mod config;
+pub mod sandbox_cli;
