@@ -1,1 +1,10 @@
+//! End-to-end tests: a real Temporal dev server, the real `runtime-cloud` worker and API
+//! processes, real SQLite and PostgreSQL, driven over HTTP as an operator would.
+//! Run them with `./scripts/test`.
 
+mod common;
+
+mod bad_input;
+mod provisioning;
+mod replay;
+mod security;

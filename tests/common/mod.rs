@@ -1,0 +1,461 @@
+//! The test harness: a real Temporal dev server, the real `runtime-cloud` binary as separate
+//! worker and API processes, a real read DB (SQLite file or a fresh PostgreSQL database), and
+//! an HTTP client that drives the API the way an operator would.
+//!
+//! The Temporal dev server is started once by `scripts/test` and named in
+//! `RC_TEST_TEMPORAL_ADDRESS`; every test gets its own task queue, data dir and database, so
+//! tests never see each other's workflows or rows.
+
+#![allow(dead_code)] // Each test module uses a different part of the harness.
+
+use reqwest::{Method, StatusCode};
+use runtime_cloud_api::auth::JwtKeys;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The HS256 key the spawned processes and the tests share.
+const JWT_SECRET: &str = "test-secret-not-for-production";
+
+/// Which read DB a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// The Temporal frontend the tests use.
+pub fn temporal_address() -> String {
+    std::env::var("RC_TEST_TEMPORAL_ADDRESS").unwrap_or_else(|_| {
+        panic!("RC_TEST_TEMPORAL_ADDRESS is not set: run the tests with ./scripts/test, which starts a Temporal dev server")
+    })
+}
+
+/// A spawned process, killed when the test ends (even when it fails).
+pub struct Proc {
+    pub child: Child,
+    pub name: &'static str,
+}
+
+impl Proc {
+    /// SIGKILL, as a crashed host would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One test's product: migrated DB, a worker and an API on loopback.
+pub struct Stack {
+    pub data_dir: tempfile::TempDir,
+    pub task_queue: String,
+    pub database_url: String,
+    pub base_url: String,
+    pub worker: Option<Proc>,
+    pub api: Option<Proc>,
+    pub extra_env: Vec<(String, String)>,
+    http: reqwest::Client,
+    keys: JwtKeys,
+}
+
+/// Options of a stack.
+#[derive(Default)]
+pub struct StackOptions {
+    pub db: Option<Db>,
+    /// Extra environment for the processes (`RuntimeCloud__Provisioning__…`).
+    pub env: Vec<(String, String)>,
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_runtime-cloud")
+}
+
+async fn fresh_postgres() -> String {
+    use sea_orm::{ConnectionTrait, Database};
+    let admin = std::env::var("RC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
+    let db = Database::connect(&admin).await.expect("PostgreSQL at RC_TEST_POSTGRES_URL");
+    db.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
+    format!("{base}/{name}")
+}
+
+impl Stack {
+    /// A stack on SQLite.
+    pub async fn start() -> Stack {
+        Self::with(StackOptions::default()).await
+    }
+
+    /// A stack on `db`.
+    pub async fn on(db: Db) -> Stack {
+        Self::with(StackOptions { db: Some(db), ..Default::default() }).await
+    }
+
+    /// A stack with options.
+    pub async fn with(opts: StackOptions) -> Stack {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let database_url = match opts.db.unwrap_or(Db::Sqlite) {
+            Db::Sqlite => format!("sqlite://{}?mode=rwc", data_dir.path().join("read.db").display()),
+            Db::Postgres => fresh_postgres().await,
+        };
+        let mut stack = Stack {
+            task_queue: format!("test-{}", uuid::Uuid::new_v4().simple()),
+            database_url,
+            base_url: String::new(),
+            worker: None,
+            api: None,
+            extra_env: opts.env,
+            http: reqwest::Client::new(),
+            keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
+            data_dir,
+        };
+        let status = stack.command("migrate").status().expect("run migrate");
+        assert!(status.success(), "migrate failed");
+        stack.start_worker();
+        stack.start_api();
+        stack
+    }
+
+    fn command(&self, sub: &str) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.arg(sub)
+            .env("RUNTIME_CLOUD_DATA_DIR", self.data_dir.path())
+            .env("DATABASE_URL", &self.database_url)
+            .env("TEMPORAL_ADDRESS", temporal_address())
+            .env("RUNTIME_CLOUD_TASK_QUEUE", &self.task_queue)
+            .env("RUNTIME_CLOUD_JWT_SECRET", JWT_SECRET)
+            .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn log_file(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.path().join(format!("{name}.log")))
+            .expect("log file")
+    }
+
+    /// Starts (or restarts) the worker process.
+    pub fn start_worker(&mut self) {
+        let child = self
+            .command("worker")
+            .stdout(self.log_file("worker"))
+            .stderr(self.log_file("worker"))
+            .spawn()
+            .expect("spawn worker");
+        self.worker = Some(Proc { child, name: "worker" });
+    }
+
+    /// Kills the worker with SIGKILL.
+    pub fn kill_worker(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            w.kill();
+        }
+    }
+
+    /// Starts the API process and waits until it prints its address.
+    pub fn start_api(&mut self) {
+        let mut child = self
+            .command("api")
+            .stdout(Stdio::piped())
+            .stderr(self.log_file("api"))
+            .spawn()
+            .expect("spawn api");
+        let stdout = child.stdout.take().expect("api stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines.next().and_then(Result::ok).unwrap_or_default();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("api did not print its address: {line:?}; see {}", self.data_dir.path().display()))
+            .to_owned();
+        let mut log = self.log_file("api");
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                use std::io::Write;
+                let _ = writeln!(log, "{line}");
+            }
+        });
+        self.base_url = url;
+        self.api = Some(Proc { child, name: "api" });
+    }
+
+    /// Everything the processes logged.
+    pub fn logs(&self) -> String {
+        ["worker", "api"]
+            .iter()
+            .map(|n| std::fs::read_to_string(self.data_dir.path().join(format!("{n}.log"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The sandbox document of an environment.
+    pub fn sandbox(&self, tenant: &str, env: &str) -> Value {
+        let path = self.data_dir.path().join("sandbox").join(tenant).join(format!("{env}.json"));
+        std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null)
+    }
+
+    /// Runs `runtime-cloud sandbox …` for an environment.
+    pub fn sandbox_cli(&self, tenant: &str, env: &str, args: &[&str]) {
+        let status = self
+            .command("sandbox")
+            .args(["--tenant", tenant, "--env", env])
+            .args(args)
+            .status()
+            .expect("run sandbox cli");
+        assert!(status.success(), "sandbox {args:?} failed");
+    }
+
+    pub fn data_path(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// A token for `tenant` with `scopes`.
+    pub fn token(&self, tenant: &str, scopes: &[&str]) -> String {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        self.keys.mint("tester", tenant, &scopes, &["Operator".into()], 3600).expect("mint token")
+    }
+
+    /// A client acting as an operator of `tenant` with every provisioning scope.
+    pub fn operator(&self, tenant: &str) -> Api {
+        self.client(tenant, &["factory.provisioning.read", "factory.provisioning.apply"])
+    }
+
+    /// A client acting in `tenant` with `scopes`.
+    pub fn client(&self, tenant: &str, scopes: &[&str]) -> Api {
+        Api { base: self.base_url.clone(), http: self.http.clone(), token: Some(self.token(tenant, scopes)), tenant: tenant.to_owned() }
+    }
+
+    /// A client without a token.
+    pub fn anonymous(&self) -> Api {
+        Api { base: self.base_url.clone(), http: self.http.clone(), token: None, tenant: String::new() }
+    }
+
+    /// Reads the read DB directly.
+    pub async fn db(&self) -> sea_orm::DatabaseConnection {
+        sea_orm::Database::connect(&self.database_url).await.expect("connect read DB")
+    }
+
+    /// Counts rows of a table.
+    pub async fn count(&self, table: &str) -> i64 {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = self.db().await;
+        let row = db
+            .query_one(Statement::from_string(db.get_database_backend(), format!("SELECT COUNT(*) AS n FROM {table}")))
+            .await
+            .expect("count")
+            .expect("one row");
+        row.try_get::<i64>("", "n").expect("n")
+    }
+
+    /// The outbox events of a type, oldest first.
+    pub async fn events(&self, event_type: &str) -> Vec<Value> {
+        use runtime_cloud_models::entities::outbox_events as ev;
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+        ev::Entity::find()
+            .filter(ev::Column::EventType.eq(event_type))
+            .order_by_asc(ev::Column::Seq)
+            .all(&self.db().await)
+            .await
+            .expect("outbox")
+            .into_iter()
+            .map(|e| json!({ "topic": e.topic, "eventId": e.event_id, "payload": e.payload }))
+            .collect()
+    }
+
+    /// Runs the Temporal CLI against the test server.
+    pub fn temporal_cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(std::env::var("TEMPORAL_CLI").unwrap_or_else(|_| "temporal".into()))
+            .args(args)
+            .args(["--address", &temporal_address()])
+            .output()
+            .expect("run temporal CLI")
+    }
+}
+
+/// An HTTP client of the API acting as one caller.
+#[derive(Clone)]
+pub struct Api {
+    base: String,
+    http: reqwest::Client,
+    token: Option<String>,
+    pub tenant: String,
+}
+
+/// A response: status, headers and JSON body (Null when empty).
+#[derive(Debug)]
+pub struct Res {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Res {
+    /// Asserts the status and returns the body.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Value {
+        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.body);
+        self.body
+    }
+
+    /// Asserts an RFC 7807 problem with this status.
+    #[track_caller]
+    pub fn expect_problem(self, status: u16) -> Value {
+        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.body);
+        assert_eq!(self.content_type, "application/problem+json", "not problem JSON: {}", self.body);
+        assert_eq!(self.body["status"], status, "problem status: {}", self.body);
+        assert!(self.body["title"].is_string() && self.body["detail"].is_string(), "problem fields: {}", self.body);
+        self.body
+    }
+}
+
+impl Api {
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Res {
+        let mut req = self.http.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        Self::finish(req).await
+    }
+
+    /// Sends a raw body with a content type.
+    pub async fn send_raw(&self, method: Method, path: &str, body: Vec<u8>, content_type: &str) -> Res {
+        let mut req = self.http.request(method, format!("{}{}", self.base, path)).header("content-type", content_type).body(body);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        Self::finish(req).await
+    }
+
+    async fn finish(req: reqwest::RequestBuilder) -> Res {
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let content_type = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = res.bytes().await.expect("body");
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into())) };
+        Res { status, content_type, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Res {
+        self.send(Method::GET, path, None, &[]).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Res {
+        self.send(Method::POST, path, Some(body), &[]).await
+    }
+
+    /// Registers an environment.
+    pub async fn environment(&self, id: &str, class: &str) -> Value {
+        self.post("/factory/environments", json!({ "environmentId": id, "projectId": "shop", "class": class })).await.expect(201)
+    }
+
+    /// Declares a specification with `workloads` (name, version, replicas).
+    pub async fn declare(&self, env: &str, workloads: &[(&str, &str, u32)]) -> Value {
+        let workloads: Vec<Value> = workloads
+            .iter()
+            .map(|(name, version, replicas)| {
+                json!({ "name": name, "kind": "deployment", "version": version, "replicas": replicas,
+                        "configRefs": { "settings": format!("config://shop/{name}") },
+                        "secretRefs": { "db": format!("secretbroker://shop/{name}/db") } })
+            })
+            .collect();
+        self.post(
+            "/factory/provisioning/specifications",
+            json!({ "environmentId": env, "kind": "environment", "programRef": "git://infra//shop",
+                    "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {}, "workloads": workloads }),
+        )
+        .await
+        .expect(201)
+    }
+
+    /// Requests a run; returns its id.
+    pub async fn plan_run(&self, env: &str, kind: &str) -> String {
+        let run = self.post("/factory/provisioning/runs", json!({ "environmentId": env, "kind": kind })).await.expect(202);
+        run["provisioningRunId"].as_str().expect("run id").to_owned()
+    }
+
+    /// Reads a run.
+    pub async fn run(&self, id: &str) -> Value {
+        self.get(&format!("/factory/provisioning/runs/{id}")).await.expect(200)
+    }
+
+    /// Waits until the run reaches `state` (and fails fast if it ends in another).
+    pub async fn wait_state(&self, id: &str, state: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let run = self.run(id).await;
+            let now = run["state"].as_str().unwrap_or_default().to_owned();
+            if now == state {
+                return run;
+            }
+            let terminal = ["Applied", "Failed", "Rejected", "Cancelled"].contains(&now.as_str());
+            assert!(!terminal, "run {id} ended {now}, expected {state}: {run}");
+            assert!(Instant::now() < deadline, "run {id} did not reach {state} in 60 s: {run}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Approves (or rejects) the run's recorded plan.
+    pub async fn decide(&self, id: &str, decision: &str) -> Res {
+        let run = self.run(id).await;
+        let hash = run["plan"]["inputsHash"].as_str().expect("plan hash").to_owned();
+        self.post(
+            &format!("/factory/provisioning/runs/{id}/approval"),
+            json!({ "decision": decision, "reason": "change ticket CAB-7", "inputsHash": hash }),
+        )
+        .await
+    }
+}
+
+/// Polls `check` until it returns Some, for at most `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The data dir path of a stack, for tests that read files.
+pub fn path_of(stack: &Stack, rel: &str) -> PathBuf {
+    stack.data_path().join(rel)
+}
+
+impl Stack {
+    /// A Temporal client on the test server.
+    pub async fn temporal_client(&self) -> temporalio_client::Client {
+        runtime_cloud_temporal::connect(&temporal_address(), "default").await.expect("connect to Temporal")
+    }
+}

@@ -1,0 +1,65 @@
+//! Replay: recorded run histories must replay against the current workflow code, so a
+//! non-deterministic change to a workflow fails the suite instead of stuck production runs.
+//!
+//! The fixtures were recorded from real runs with
+//! `RC_RECORD_FIXTURES=1 ./scripts/test record_replay_fixtures` (a production run that waited,
+//! was approved and applied; a second run that queued on the environment lock).
+
+use crate::common::Stack;
+use runtime_cloud_workflows::{EnvironmentLock, ProvisioningRun};
+use std::path::PathBuf;
+use temporalio_client::WorkflowHistory;
+use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+const FIXTURES: &[&str] = &["provisioning_run_approved.json", "provisioning_run_queued.json", "environment_lock.json"];
+
+/// Every recorded history replays without a non-determinism error.
+#[tokio::test]
+async fn recorded_histories_replay_on_current_code() {
+    let mut options = WorkflowReplayerOptions::new().build();
+    options.register_workflow::<ProvisioningRun>().expect("register run");
+    options.register_workflow::<EnvironmentLock>().expect("register lock");
+    let replayer = WorkflowReplayer::new(options).expect("replayer");
+    for name in FIXTURES {
+        let bytes = std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+        let history = WorkflowHistory::from_json(&bytes).expect("history JSON");
+        replayer.replay_workflow(history).await.unwrap_or_else(|e| panic!("{name} no longer replays: {e}"));
+    }
+}
+
+/// Records the fixtures from live runs. Does nothing unless `RC_RECORD_FIXTURES=1`.
+#[tokio::test]
+async fn record_replay_fixtures() {
+    if std::env::var("RC_RECORD_FIXTURES").as_deref() != Ok("1") {
+        return;
+    }
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    let first = api.plan_run("prod", "baseline").await;
+    api.wait_state(&first, "AwaitingApproval").await;
+    api.declare("prod", &[("api", "1.1.0", 2)]).await;
+    let second = api.plan_run("prod", "promotion").await;
+    api.decide(&first, "approve").await.expect(202);
+    api.wait_state(&first, "Applied").await;
+    api.wait_state(&second, "AwaitingApproval").await;
+    api.decide(&second, "approve").await.expect(202);
+    api.wait_state(&second, "Applied").await;
+
+    let client = stack.temporal_client().await;
+    let save = |name: &'static str, history: WorkflowHistory| async move {
+        let json = history.to_json().await.expect("history");
+        std::fs::write(fixtures().join(name), json).expect("write fixture");
+    };
+    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{first}"));
+    save("provisioning_run_approved.json", h.fetch_history(Default::default())).await;
+    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{second}"));
+    save("provisioning_run_queued.json", h.fetch_history(Default::default())).await;
+    let h = client.get_workflow_handle::<EnvironmentLock>("environment/acme/prod");
+    save("environment_lock.json", h.fetch_history(Default::default())).await;
+}
