@@ -238,7 +238,7 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     // The second run is queued behind the first: wait until the environment's lock lists it
     // as waiting, then check it has not planned.
     let client = stack.temporal_client().await;
-    let lock = client.get_workflow_handle::<EnvironmentLock>("environment/acme/prod");
+    let lock = client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     let waiting = format!("provisioning-run/{second}");
     eventually(30, "the second run to queue on the environment lock", || {
         let lock = &lock;
@@ -370,8 +370,8 @@ async fn runs_are_listed_with_filters_and_cursor() {
 #[tokio::test]
 async fn runs_are_filterable_by_search_attributes() {
     let stack = Stack::start().await;
-    let tenant = format!("t{}", uuid::Uuid::new_v4().simple());
-    let api = stack.operator(&tenant);
+    let api = stack.operator("acme");
+    let tenant = api.tenant.clone();
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("dev", "baseline").await;

@@ -60,6 +60,6 @@ async fn record_replay_fixtures() {
     save("provisioning_run_approved.json", h.fetch_history(Default::default())).await;
     let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{second}"));
     save("provisioning_run_queued.json", h.fetch_history(Default::default())).await;
-    let h = client.get_workflow_handle::<EnvironmentLock>("environment/acme/prod");
+    let h = client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     save("environment_lock.json", h.fetch_history(Default::default())).await;
 }

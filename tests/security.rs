@@ -134,7 +134,29 @@ async fn secret_values_never_reach_tables_events_logs_or_workflows() {
     assert!(!String::from_utf8_lossy(&db_bytes).contains(VALUE), "secret in the read DB");
     assert!(!stack.logs().contains(VALUE), "secret in the logs");
     let out = stack.temporal_cli(&["workflow", "show", "--workflow-id", &format!("provisioning-run/{id}"), "-o", "json"]);
-    let history = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && history.contains("secretbroker://shop/db"), "history carries references");
+    assert!(out.status.success(), "temporal workflow show: {}", String::from_utf8_lossy(&out.stderr));
+    let history = decoded_payloads(&serde_json::from_slice(&out.stdout).expect("history JSON"));
+    assert!(history.contains("secretbroker://shop/db"), "the history carries references");
     assert!(!history.contains(VALUE), "secret in the workflow history");
+}
+
+/// Every payload in a history (`data` fields are base64), decoded and joined.
+fn decoded_payloads(v: &serde_json::Value) -> String {
+    use base64::Engine;
+    match v {
+        serde_json::Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| match (k.as_str(), v.as_str()) {
+                ("data", Some(b64)) => base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default(),
+                _ => decoded_payloads(v),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        serde_json::Value::Array(a) => a.iter().map(decoded_payloads).collect::<Vec<_>>().join("\n"),
+        serde_json::Value::String(s) => s.clone(),
+        _ => String::new(),
+    }
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod query;
 
 pub use error::Error;
 pub use http::{router, serve};

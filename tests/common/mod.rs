@@ -62,6 +62,9 @@ pub struct Stack {
     pub worker: Option<Proc>,
     pub api: Option<Proc>,
     pub extra_env: Vec<(String, String)>,
+    /// Makes this test's tenant names unique on the shared Temporal server, where workflow
+    /// ids such as `environment/{tenant}/{env}` would otherwise collide between tests.
+    pub suffix: String,
     http: reqwest::Client,
     keys: JwtKeys,
 }
@@ -113,6 +116,7 @@ impl Stack {
             worker: None,
             api: None,
             extra_env: opts.env,
+            suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             http: reqwest::Client::new(),
             keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
             data_dir,
@@ -203,9 +207,14 @@ impl Stack {
             .join("\n")
     }
 
+    /// This test's name for tenant `name`.
+    pub fn tenant(&self, name: &str) -> String {
+        format!("{name}-{}", self.suffix)
+    }
+
     /// The sandbox document of an environment.
     pub fn sandbox(&self, tenant: &str, env: &str) -> Value {
-        let path = self.data_dir.path().join("sandbox").join(tenant).join(format!("{env}.json"));
+        let path = self.data_dir.path().join("sandbox").join(self.tenant(tenant)).join(format!("{env}.json"));
         std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null)
     }
 
@@ -213,7 +222,7 @@ impl Stack {
     pub fn sandbox_cli(&self, tenant: &str, env: &str, args: &[&str]) {
         let status = self
             .command("sandbox")
-            .args(["--tenant", tenant, "--env", env])
+            .args(["--tenant", &self.tenant(tenant), "--env", env])
             .args(args)
             .status()
             .expect("run sandbox cli");
@@ -227,7 +236,7 @@ impl Stack {
     /// A token for `tenant` with `scopes`.
     pub fn token(&self, tenant: &str, scopes: &[&str]) -> String {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-        self.keys.mint("tester", tenant, &scopes, &["Operator".into()], 3600).expect("mint token")
+        self.keys.mint("tester", &self.tenant(tenant), &scopes, &["Operator".into()], 3600).expect("mint token")
     }
 
     /// A client acting as an operator of `tenant` with every provisioning scope.
@@ -237,7 +246,7 @@ impl Stack {
 
     /// A client acting in `tenant` with `scopes`.
     pub fn client(&self, tenant: &str, scopes: &[&str]) -> Api {
-        Api { base: self.base_url.clone(), http: self.http.clone(), token: Some(self.token(tenant, scopes)), tenant: tenant.to_owned() }
+        Api { base: self.base_url.clone(), http: self.http.clone(), token: Some(self.token(tenant, scopes)), tenant: self.tenant(tenant) }
     }
 
     /// A client without a token.

@@ -44,35 +44,41 @@ impl EnvironmentLock {
     }
 
     /// Grants the lock in arrival order until nobody holds or wants it.
+    ///
+    /// Only this loop assigns the holder; signals only queue and release. That keeps a release
+    /// and an acquire arriving in the same workflow task from skipping a grant.
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        // Started by signal-with-start, so the first `acquire` is already applied here.
+        // Started by signal-with-start, so the first `acquire` is already queued here.
         ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty()).await?;
         loop {
-            if let Some(holder) = ctx.state(|s| s.state.holder.clone()) {
-                // Re-granting is harmless: a run ignores a second grant.
-                let granted = ctx
-                    .external_workflow(holder, None)
-                    .signal(ProvisioningRun::lock_granted, (), SignalWorkflowOptions::default())
-                    .await;
-                if granted.is_err() {
-                    // The holder is gone (terminated by hand): do not block the environment.
-                    ctx.state_mut(|s| s.state.holder = None);
-                } else {
-                    ctx.wait_condition(|s| s.state.holder.is_none()).await?;
+            // A holder carried over by continue-as-new is granted again (a run ignores a
+            // second grant); otherwise the oldest waiter gets the lock.
+            let holder = match ctx.state(|s| s.state.holder.clone()) {
+                Some(holder) => holder,
+                None => {
+                    let next = ctx.state_mut(|s| {
+                        let next = s.state.queue.pop_front();
+                        s.state.holder = next.clone();
+                        next
+                    });
+                    match next {
+                        Some(next) => next,
+                        None => return Ok(()),
+                    }
                 }
+            };
+            ctx.state_mut(|s| s.grants += 1);
+            let granted = ctx
+                .external_workflow(holder.clone(), None)
+                .signal(ProvisioningRun::lock_granted, (), SignalWorkflowOptions::default())
+                .await;
+            if granted.is_err() {
+                // The holder is gone (terminated by hand): do not block the environment.
+                ctx.state_mut(|s| s.state.holder = None);
+                continue;
             }
-            let next = ctx.state_mut(|s| {
-                let next = s.state.queue.pop_front();
-                s.state.holder = next.clone();
-                if next.is_some() {
-                    s.grants += 1;
-                }
-                next
-            });
-            if next.is_none() {
-                return Ok(());
-            }
+            ctx.wait_condition(|s| s.state.holder.as_deref() != Some(holder.as_str())).await?;
             if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
                 let state = ctx.state(|s| s.state.clone());
                 ctx.continue_as_new(state, ContinueAsNewOptions::default())?;
@@ -86,11 +92,7 @@ impl EnvironmentLock {
         let known = self.state.holder.as_deref() == Some(requester.as_str())
             || self.state.queue.contains(&requester);
         if !known {
-            if self.state.holder.is_none() && self.state.queue.is_empty() {
-                self.state.holder = Some(requester);
-            } else {
-                self.state.queue.push_back(requester);
-            }
+            self.state.queue.push_back(requester);
         }
     }
 

@@ -9,7 +9,8 @@ use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
 use crate::{AppState, Error};
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
+use crate::query::Query;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -280,8 +281,8 @@ struct ListQuery {
     environment_id: Option<String>,
     kind: Option<String>,
     state: Option<String>,
-    #[serde(flatten)]
-    page: Page,
+    cursor: Option<String>,
+    limit: Option<u64>,
 }
 
 async fn list(
@@ -290,7 +291,8 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let limit = q.page.limit()?;
+    let page = Page { cursor: q.cursor.clone(), limit: q.limit };
+    let limit = page.limit()?;
     let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(runs::Column::EnvironmentId.eq(env));
@@ -303,7 +305,7 @@ async fn list(
         let s = ProvisioningState::from_str(s).map_err(|e| Error::BadRequest(e.to_string()))?;
         select = select.filter(runs::Column::State.eq(s.as_str()));
     }
-    if let Some(after) = q.page.after()? {
+    if let Some(after) = page.after()? {
         select = select.filter(runs::Column::ProvisioningRunId.lt(after));
     }
     let rows = select

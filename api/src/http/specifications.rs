@@ -6,7 +6,8 @@ use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
 use crate::{AppState, Error};
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::State;
+use crate::query::Query;
 use axum::http::StatusCode;
 use axum::routing::get;
 use chrono::Utc;
@@ -161,8 +162,8 @@ async fn declare(
 #[serde(rename_all = "camelCase")]
 struct ListQuery {
     environment_id: Option<String>,
-    #[serde(flatten)]
-    page: Page,
+    cursor: Option<String>,
+    limit: Option<u64>,
 }
 
 async fn list(
@@ -171,12 +172,13 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let limit = q.page.limit()?;
+    let page = Page { cursor: q.cursor.clone(), limit: q.limit };
+    let limit = page.limit()?;
     let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(specs::Column::EnvironmentId.eq(env));
     }
-    if let Some(after) = q.page.after()? {
+    if let Some(after) = page.after()? {
         select = select.filter(specs::Column::SpecificationId.lt(after));
     }
     let rows = select
