@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_input;
+mod dev;
 mod provisioning;
 mod replay;
 mod security;

@@ -42,6 +42,7 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
     let ui_url = format!("http://127.0.0.1:{ui_port}");
     if tokio::net::TcpStream::connect(&address).await.is_ok() {
         tracing::info!(%address, "reusing the Temporal server already running");
+        register_search_attributes(&address).await?;
         return Ok(DevServer { address, ui_url, child: None });
     }
     std::fs::create_dir_all(data_dir).map_err(|e| Error::DevServer(e.to_string()))?;
@@ -79,4 +80,22 @@ pub async fn wait_ready(address: &str, timeout: Duration) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Registers the custom search attributes on a server this process did not start (one we
+/// start gets them from `--search-attribute`). An attribute that exists already is fine.
+pub async fn register_search_attributes(address: &str) -> Result<(), Error> {
+    for (name, kind) in search_attributes::ALL {
+        let out = Command::new(cli_path())
+            .args(["operator", "search-attribute", "create", "--address", address])
+            .args(["--name", name, "--type", kind])
+            .output()
+            .await
+            .map_err(|e| Error::DevServer(format!("cannot run `{}`: {e}", cli_path().display())))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && !stderr.contains("already") {
+            return Err(Error::DevServer(format!("registering search attribute {name}: {stderr}")));
+        }
+    }
+    Ok(())
 }

@@ -333,6 +333,11 @@ impl Res {
 }
 
 impl Api {
+    /// A client of the API at `base` with a ready-made token.
+    pub fn with_token(base: &str, token: &str) -> Api {
+        Api { base: base.to_owned(), http: reqwest::Client::new(), token: Some(token.to_owned()), tenant: String::new() }
+    }
+
     pub async fn send(&self, method: Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Res {
         let mut req = self.http.request(method, format!("{}{}", self.base, path));
         if let Some(t) = &self.token {
