@@ -219,3 +219,88 @@ impl Runner for Sandbox {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(version: &str) -> SpecificationSnapshot {
+        SpecificationSnapshot {
+            specification_id: "spec".into(),
+            version: 1,
+            program_ref: "git://infra".into(),
+            program_version: "abcdef1".into(),
+            config_refs: Default::default(),
+            secret_refs: Default::default(),
+            workloads: vec![Workload {
+                name: "api".into(),
+                kind: "deployment".into(),
+                version: version.into(),
+                replicas: 2,
+                config_refs: Default::default(),
+                secret_refs: Default::default(),
+            }],
+        }
+    }
+
+    fn target() -> Target {
+        Target { tenant_id: "acme".into(), environment_id: "dev".into() }
+    }
+
+    #[tokio::test]
+    async fn apply_converges_once_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::new(dir.path());
+        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        assert_eq!(plan.changes.adds.len(), 1);
+        let first = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap();
+        // The same run again returns the recorded receipt and changes nothing.
+        let again = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap();
+        assert_eq!(first, again);
+        let doc = sandbox.load(&target()).await.unwrap();
+        assert_eq!(doc.applied_runs.len(), 1);
+        assert_eq!(doc.workloads, spec("1.0").workloads);
+        assert!(sandbox.plan(&target(), &spec("1.0")).await.unwrap().changes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn apply_refuses_a_plan_whose_target_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::new(dir.path());
+        let stale = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let fresh = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        sandbox.apply("run-1", &target(), &spec("1.0"), &fresh).await.unwrap();
+        let err = sandbox.apply("run-2", &target(), &spec("1.0"), &stale).await.unwrap_err();
+        assert!(matches!(err, Error::ApplyFailed(ref m) if m.contains("changed since the plan")), "{err}");
+    }
+
+    #[tokio::test]
+    async fn armed_failure_fails_one_apply_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::new(dir.path());
+        sandbox.modify(&target(), |d| d.fail_next_apply = Some("deployment/api: quota".into())).await.unwrap();
+        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let err = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap_err();
+        assert!(matches!(err, Error::ApplyFailed(ref m) if m == "deployment/api: quota"));
+        let doc = sandbox.load(&target()).await.unwrap();
+        assert!(doc.workloads.is_empty() && doc.fail_next_apply.is_none());
+        // The next run applies.
+        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        sandbox.apply("run-2", &target(), &spec("1.0"), &plan).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn unknown_program_version_is_an_invalid_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = spec("1.0");
+        s.program_version = "main".into();
+        let err = Sandbox::new(dir.path()).plan(&target(), &s).await.unwrap_err();
+        assert!(matches!(err, Error::PlanInvalid(ref m) if m.contains("`main`")));
+    }
+
+    #[test]
+    fn ids_cannot_escape_the_sandbox_directory() {
+        assert_eq!(sanitize("../../etc"), "_.._etc");
+        assert!(!sanitize("..").starts_with('.'));
+    }
+}
