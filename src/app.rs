@@ -19,7 +19,9 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     let url = config.database_url();
     let mut opts = ConnectOptions::new(url.clone());
     opts.sqlx_logging(false);
-    Database::connect(opts).await.with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))
+    Database::connect(opts)
+        .await
+        .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))
 }
 
 /// A database URL without its password, for error messages.
@@ -33,14 +35,18 @@ fn redact_url(url: &str) -> String {
 /// Applies every pending migration.
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
-    Migrator::up(&db, None).await.context("migrating the read DB")?;
+    Migrator::up(&db, None)
+        .await
+        .context("migrating the read DB")?;
     Ok(())
 }
 
 /// Runs the worker until `shutdown`.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
-    let client = runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace).await?;
+    let client =
+        runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace)
+            .await?;
     let deps = WorkerDeps {
         client,
         db,
@@ -58,7 +64,9 @@ pub async fn run_api(
     on_listening: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
-    let temporal = runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace).await?;
+    let temporal =
+        runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace)
+            .await?;
     let state = AppState {
         db,
         temporal,
@@ -84,7 +92,8 @@ pub fn mint_token(
     ttl_secs: u64,
 ) -> anyhow::Result<String> {
     let keys = JwtKeys::from_secret(&config.jwt_secret()?);
-    keys.mint(subject, tenant, scopes, roles, ttl_secs).map_err(|e| anyhow::anyhow!("{e}"))
+    keys.mint(subject, tenant, scopes, roles, ttl_secs)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Every scope, for the dev token.
@@ -99,11 +108,20 @@ pub async fn run_dev(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let mut config = config.clone();
-    let server = runtime_cloud_temporal::dev_server::ensure(&config.data_dir, temporal_port, ui_port).await?;
+    let server =
+        runtime_cloud_temporal::dev_server::ensure(&config.data_dir, temporal_port, ui_port)
+            .await?;
     config.temporal_address = server.address.clone();
     migrate(&config).await?;
     let scopes: Vec<String> = ALL_SCOPES.iter().map(|s| s.to_string()).collect();
-    let token = mint_token(&config, "dev-operator", "dev", &scopes, &["Operator".into()], 30 * 24 * 3600)?;
+    let token = mint_token(
+        &config,
+        "dev-operator",
+        "dev",
+        &scopes,
+        &["Operator".into()],
+        30 * 24 * 3600,
+    )?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let api_stop = {

@@ -82,7 +82,9 @@ impl Config {
     /// Reads `path` (if given) and applies the environment.
     pub fn load(path: Option<&Path>) -> anyhow::Result<Self> {
         let text = match path {
-            Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            Some(p) => {
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+            }
             None => String::new(),
         };
         let mut config: Config = toml::from_str(&text).context("parsing the configuration file")?;
@@ -118,10 +120,13 @@ impl Config {
             p.apply_timeout_minutes = v.parse().context("ApplyTimeoutMinutes must be a number")?;
         }
         if let Some(v) = var(&format!("{prefix}AutoApplyNonDestructive")) {
-            p.auto_apply_non_destructive = v.parse().context("AutoApplyNonDestructive must be true or false")?;
+            p.auto_apply_non_destructive = v
+                .parse()
+                .context("AutoApplyNonDestructive must be true or false")?;
         }
         if let Some(v) = var(&format!("{prefix}ApprovalTimeoutHours")) {
-            p.approval_timeout_hours = v.parse().context("ApprovalTimeoutHours must be a number")?;
+            p.approval_timeout_hours =
+                v.parse().context("ApprovalTimeoutHours must be a number")?;
         }
         if p.apply_timeout_minutes <= 0.0 || p.approval_timeout_hours <= 0.0 {
             bail!("ApplyTimeoutMinutes and ApprovalTimeoutHours must be positive");
@@ -132,7 +137,10 @@ impl Config {
     /// The read DB URL: the configured one, else SQLite under the data dir.
     pub fn database_url(&self) -> String {
         self.database_url.clone().unwrap_or_else(|| {
-            format!("sqlite://{}?mode=rwc", self.data_dir.join("runtime-cloud.db").display())
+            format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("runtime-cloud.db").display()
+            )
         })
     }
 
@@ -147,8 +155,13 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(&self.data_dir)?;
                 // Two v4 UUIDs: 244 random bits from the OS generator.
-                let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-                std::fs::write(&path, &secret).with_context(|| format!("writing {}", path.display()))?;
+                let secret = format!(
+                    "{}{}",
+                    uuid::Uuid::new_v4().simple(),
+                    uuid::Uuid::new_v4().simple()
+                );
+                std::fs::write(&path, &secret)
+                    .with_context(|| format!("writing {}", path.display()))?;
                 Ok(secret.into_bytes())
             }
             Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
@@ -170,15 +183,20 @@ mod tests {
 
     #[test]
     fn file_and_environment_use_the_spec_names() {
-        let mut c: Config = toml::from_str("[RuntimeCloud.Provisioning]\nApplyTimeoutMinutes = 5\n").unwrap();
+        let mut c: Config =
+            toml::from_str("[RuntimeCloud.Provisioning]\nApplyTimeoutMinutes = 5\n").unwrap();
         assert_eq!(c.runtime_cloud.provisioning.apply_timeout_minutes, 5.0);
-        c.apply_env(|k| (k == "RuntimeCloud__Provisioning__AutoApplyNonDestructive").then(|| "false".into()))
-            .unwrap();
+        c.apply_env(|k| {
+            (k == "RuntimeCloud__Provisioning__AutoApplyNonDestructive").then(|| "false".into())
+        })
+        .unwrap();
         assert!(!c.runtime_cloud.provisioning.auto_apply_non_destructive);
     }
 
     #[test]
     fn unknown_keys_are_refused() {
-        assert!(toml::from_str::<Config>("[RuntimeCloud.Provisioning]\nApplyTimeout = 5\n").is_err());
+        assert!(
+            toml::from_str::<Config>("[RuntimeCloud.Provisioning]\nApplyTimeout = 5\n").is_err()
+        );
     }
 }

@@ -5,7 +5,11 @@ use runtime_cloud::{app, config::Config, sandbox_cli};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "runtime-cloud", version, about = "Provision and reconcile infrastructure through durable Temporal workflows")]
+#[command(
+    name = "runtime-cloud",
+    version,
+    about = "Provision and reconcile infrastructure through durable Temporal workflows"
+)]
 struct Cli {
     /// A TOML configuration file (environment variables override it).
     #[arg(long, global = true, env = "RUNTIME_CLOUD_CONFIG")]
@@ -68,10 +72,11 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -84,7 +89,9 @@ async fn shutdown_signal() {
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,temporalio_sdk_core=warn,sqlx=warn".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {
@@ -98,7 +105,10 @@ async fn main() -> anyhow::Result<()> {
     init_tracing(&cli.log_format);
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Dev { temporal_port, ui_port } => app::run_dev(&config, temporal_port, ui_port, shutdown_signal()).await,
+        Command::Dev {
+            temporal_port,
+            ui_port,
+        } => app::run_dev(&config, temporal_port, ui_port, shutdown_signal()).await,
         Command::Worker => app::run_worker(&config, shutdown_signal()).await,
         Command::Api => {
             app::run_api(&config, shutdown_signal(), |addr| {
@@ -107,10 +117,23 @@ async fn main() -> anyhow::Result<()> {
             .await
         }
         Command::Migrate => app::migrate(&config).await,
-        Command::Token { tenant, scopes, roles, subject, ttl } => {
-            println!("{}", app::mint_token(&config, &subject, &tenant, &scopes, &roles, ttl)?);
+        Command::Token {
+            tenant,
+            scopes,
+            roles,
+            subject,
+            ttl,
+        } => {
+            println!(
+                "{}",
+                app::mint_token(&config, &subject, &tenant, &scopes, &roles, ttl)?
+            );
             Ok(())
         }
-        Command::Sandbox { tenant, environment, command } => sandbox_cli::run(&config, &tenant, &environment, command).await,
+        Command::Sandbox {
+            tenant,
+            environment,
+            command,
+        } => sandbox_cli::run(&config, &tenant, &environment, command).await,
     }
 }

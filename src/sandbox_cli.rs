@@ -25,16 +25,26 @@ pub enum SandboxCommand {
 }
 
 /// Runs a sandbox command against `tenant`/`environment`.
-pub async fn run(config: &Config, tenant: &str, environment: &str, cmd: SandboxCommand) -> anyhow::Result<()> {
+pub async fn run(
+    config: &Config,
+    tenant: &str,
+    environment: &str,
+    cmd: SandboxCommand,
+) -> anyhow::Result<()> {
     let sandbox = Sandbox::new(&config.data_dir);
-    let target = Target { tenant_id: tenant.to_owned(), environment_id: environment.to_owned() };
+    let target = Target {
+        tenant_id: tenant.to_owned(),
+        environment_id: environment.to_owned(),
+    };
     match cmd {
         SandboxCommand::Show => {
             let doc = sandbox.load(&target).await?;
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         SandboxCommand::FailNextApply { reason } => {
-            sandbox.modify(&target, |d| d.fail_next_apply = Some(reason)).await?;
+            sandbox
+                .modify(&target, |d| d.fail_next_apply = Some(reason))
+                .await?;
         }
         SandboxCommand::ApplyDelay { ms } => {
             sandbox.modify(&target, |d| d.apply_delay_ms = ms).await?;

@@ -5,7 +5,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 struct Dev {
@@ -24,7 +27,13 @@ impl Drop for Dev {
 impl Dev {
     fn start(data_dir: &std::path::Path, temporal_port: u16, ui_port: u16) -> Dev {
         let mut child = Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
-            .args(["dev", "--temporal-port", &temporal_port.to_string(), "--ui-port", &ui_port.to_string()])
+            .args([
+                "dev",
+                "--temporal-port",
+                &temporal_port.to_string(),
+                "--ui-port",
+                &ui_port.to_string(),
+            ])
             .env("RUNTIME_CLOUD_DATA_DIR", data_dir)
             .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
             .env_remove("DATABASE_URL")
@@ -45,14 +54,19 @@ impl Dev {
                 break;
             }
         }
-        assert!(!api.is_empty() && !token.is_empty(), "dev did not print its API URL and token");
+        assert!(
+            !api.is_empty() && !token.is_empty(),
+            "dev did not print its API URL and token"
+        );
         std::thread::spawn(move || for _ in lines {});
         Dev { child, api, token }
     }
 
     /// SIGTERM, as Ctrl-C would: dev stops its worker, API and the Temporal server it started.
     fn stop(mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let status = self.child.wait().expect("wait dev");
         assert!(status.success(), "dev exited with {status}");
     }
@@ -86,15 +100,30 @@ async fn dev_runs_everything_and_a_restart_keeps_it() {
     let api = dev.client();
     let after = api.run(&id).await;
     assert_eq!(after["state"], "Applied");
-    assert_eq!(after["applyReceipt"], before["applyReceipt"], "the receipt is unchanged");
-    let specs = api.get("/factory/provisioning/specifications").await.expect(200);
+    assert_eq!(
+        after["applyReceipt"], before["applyReceipt"],
+        "the receipt is unchanged"
+    );
+    let specs = api
+        .get("/factory/provisioning/specifications")
+        .await
+        .expect(200);
     assert_eq!(specs["items"].as_array().map(Vec::len), Some(1));
     let out = Command::new(std::env::var("TEMPORAL_CLI").unwrap_or_else(|_| "temporal".into()))
-        .args(["workflow", "describe", "--workflow-id", &format!("provisioning-run/{id}")])
+        .args([
+            "workflow",
+            "describe",
+            "--workflow-id",
+            &format!("provisioning-run/{id}"),
+        ])
         .args(["--address", &format!("127.0.0.1:{temporal_port}")])
         .output()
         .expect("temporal CLI");
-    assert!(out.status.success(), "the run's workflow survived the restart: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the run's workflow survived the restart: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // And the restarted product still works.
     let second = api.plan_run("dev-1", "reconciliation").await;
     eventually(30, "the second run to apply", || {

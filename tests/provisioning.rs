@@ -11,17 +11,31 @@ async fn non_production_run_applies_on(db: Db) {
     let stack = Stack::on(db).await;
     let api = stack.operator("acme");
     api.environment("dev-1", "non-production").await;
-    api.declare("dev-1", &[("api", "1.0.0", 2), ("web", "2.1.0", 1)]).await;
+    api.declare("dev-1", &[("api", "1.0.0", 2), ("web", "2.1.0", 1)])
+        .await;
 
     let id = api.plan_run("dev-1", "baseline").await;
     let run = api.wait_state(&id, "Applied").await;
 
-    assert_eq!(run["plan"]["adds"].as_array().map(Vec::len), Some(2), "{run}");
-    assert!(run["plan"]["inputsHash"].as_str().unwrap_or_default().starts_with("sha256:"));
+    assert_eq!(
+        run["plan"]["adds"].as_array().map(Vec::len),
+        Some(2),
+        "{run}"
+    );
+    assert!(
+        run["plan"]["inputsHash"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("sha256:")
+    );
     assert_eq!(run["applyReceipt"]["result"], "succeeded");
     assert_eq!(run["applyReceipt"]["outputs"]["versions"]["api"], "1.0.0");
     assert!(run["completedAt"].is_string());
-    assert_eq!(run["approval"], serde_json::Value::Null, "no approval for non-production");
+    assert_eq!(
+        run["approval"],
+        serde_json::Value::Null,
+        "no approval for non-production"
+    );
 
     let target = stack.sandbox("acme", "dev-1");
     assert_eq!(target["workloads"].as_array().map(Vec::len), Some(2));
@@ -29,18 +43,36 @@ async fn non_production_run_applies_on(db: Db) {
 
     let planned = stack.events("ProvisioningPlanned").await;
     assert_eq!(planned.len(), 1);
-    assert_eq!(planned[0]["topic"], "provisioning.runs.v1.provisioning-planned");
+    assert_eq!(
+        planned[0]["topic"],
+        "provisioning.runs.v1.provisioning-planned"
+    );
     assert_eq!(planned[0]["payload"]["provisioningRunId"], id.as_str());
     assert_eq!(planned[0]["payload"]["planSummary"]["adds"], 2);
     let applied = stack.events("ProvisioningApplied").await;
     assert_eq!(applied.len(), 1);
     let p = &applied[0]["payload"];
-    assert_eq!(applied[0]["topic"], "provisioning.runs.v1.provisioning-applied");
-    let mut fields: Vec<&str> = p.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+    assert_eq!(
+        applied[0]["topic"],
+        "provisioning.runs.v1.provisioning-applied"
+    );
+    let mut fields: Vec<&str> = p
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
     fields.sort();
     assert_eq!(
         fields,
-        ["environmentId", "kind", "outputs", "projectId", "promotionId", "provisioningRunId", "specificationVersion", "tenantId"]
+        [
+            "environmentId",
+            "kind",
+            "outputs",
+            "projectId",
+            "promotionId",
+            "provisioningRunId",
+            "specificationVersion",
+            "tenantId"
+        ]
     );
     assert_eq!(p["specificationVersion"], 1);
     assert_eq!(p["projectId"], "shop");
@@ -67,7 +99,11 @@ async fn production_run_waits_for_approval_on(db: Db) {
 
     let id = api.plan_run("prod", "promotion").await;
     let run = api.wait_state(&id, "AwaitingApproval").await;
-    assert_eq!(stack.sandbox("acme", "prod"), serde_json::Value::Null, "nothing applied before approval");
+    assert_eq!(
+        stack.sandbox("acme", "prod"),
+        serde_json::Value::Null,
+        "nothing applied before approval"
+    );
 
     let wrong = api
         .post(
@@ -76,12 +112,21 @@ async fn production_run_waits_for_approval_on(db: Db) {
         )
         .await
         .expect_problem(409);
-    assert!(wrong["detail"].as_str().unwrap_or_default().contains("plan"), "{wrong}");
+    assert!(
+        wrong["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("plan"),
+        "{wrong}"
+    );
 
     api.decide(&id, "approve").await.expect(202);
     let run_after = api.wait_state(&id, "Applied").await;
     assert_eq!(run_after["approval"]["decision"]["approver"], "tester");
-    assert_eq!(run_after["approval"]["decision"]["inputsHash"], run["plan"]["inputsHash"]);
+    assert_eq!(
+        run_after["approval"]["decision"]["inputsHash"],
+        run["plan"]["inputsHash"]
+    );
     assert_eq!(stack.sandbox("acme", "prod")["workloads"][0]["replicas"], 3);
 
     // Approving again is a conflict, not a second apply.
@@ -111,9 +156,20 @@ async fn approval_signal_works_from_the_temporal_cli() {
                           "inputsHash": run["plan"]["inputsHash"] })
     .to_string();
     let out = stack.temporal_cli(&[
-        "workflow", "signal", "--workflow-id", &format!("provisioning-run/{id}"), "--name", "approval", "--input", &payload,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &format!("provisioning-run/{id}"),
+        "--name",
+        "approval",
+        "--input",
+        &payload,
     ]);
-    assert!(out.status.success(), "signal failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "signal failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approval"]["decision"]["approver"], "alice");
 }
@@ -129,7 +185,10 @@ async fn production_run_rejected() {
     api.wait_state(&id, "AwaitingApproval").await;
     api.decide(&id, "reject").await.expect(202);
     let run = api.wait_state(&id, "Rejected").await;
-    assert!(run["reason"].as_str().unwrap_or_default().contains("CAB-7"), "{run}");
+    assert!(
+        run["reason"].as_str().unwrap_or_default().contains("CAB-7"),
+        "{run}"
+    );
     assert_eq!(stack.sandbox("acme", "prod"), serde_json::Value::Null);
     assert!(stack.events("ProvisioningApplied").await.is_empty());
 }
@@ -138,7 +197,10 @@ async fn production_run_rejected() {
 #[tokio::test]
 async fn production_run_approval_expires() {
     let stack = Stack::with(StackOptions {
-        env: vec![("RuntimeCloud__Provisioning__ApprovalTimeoutHours".into(), "0.0005".into())], // 1.8 s
+        env: vec![(
+            "RuntimeCloud__Provisioning__ApprovalTimeoutHours".into(),
+            "0.0005".into(),
+        )], // 1.8 s
         ..Default::default()
     })
     .await;
@@ -175,11 +237,17 @@ async fn production_run_with_approval_id_applies() {
         )
         .await
         .expect(202);
-    let id = run["provisioningRunId"].as_str().unwrap_or_default().to_owned();
+    let id = run["provisioningRunId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approvalId"], approval.as_str());
     assert_eq!(run["approval"]["approvalId"], approval.as_str());
-    assert_eq!(stack.events("ProvisioningApplied").await[0]["payload"]["promotionId"], promotion.as_str());
+    assert_eq!(
+        stack.events("ProvisioningApplied").await[0]["payload"]["promotionId"],
+        promotion.as_str()
+    );
 }
 
 /// A run is cancelled before apply; after apply, cancel is a 409.
@@ -191,16 +259,31 @@ async fn cancel_before_apply_only() {
     api.declare("prod", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("prod", "baseline").await;
     api.wait_state(&id, "AwaitingApproval").await;
-    api.post(&format!("/factory/provisioning/runs/{id}/cancel"), json!({ "reason": "wrong window" })).await.expect(202);
+    api.post(
+        &format!("/factory/provisioning/runs/{id}/cancel"),
+        json!({ "reason": "wrong window" }),
+    )
+    .await
+    .expect(202);
     let run = api.wait_state(&id, "Cancelled").await;
-    assert!(run["reason"].as_str().unwrap_or_default().contains("wrong window"));
+    assert!(
+        run["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("wrong window")
+    );
     assert_eq!(stack.sandbox("acme", "prod"), serde_json::Value::Null);
 
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let applied = api.plan_run("dev", "baseline").await;
     api.wait_state(&applied, "Applied").await;
-    api.post(&format!("/factory/provisioning/runs/{applied}/cancel"), json!({})).await.expect_problem(409);
+    api.post(
+        &format!("/factory/provisioning/runs/{applied}/cancel"),
+        json!({}),
+    )
+    .await
+    .expect_problem(409);
 }
 
 /// The same Idempotency-Key gives the same run; with another body it is a 422.
@@ -212,11 +295,34 @@ async fn idempotent_start() {
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let body = json!({ "environmentId": "dev", "kind": "baseline" });
     let key = [("Idempotency-Key", "deploy-42")];
-    let first = api.send(reqwest::Method::POST, "/factory/provisioning/runs", Some(body.clone()), &key).await.expect(202);
-    let again = api.send(reqwest::Method::POST, "/factory/provisioning/runs", Some(body), &key).await.expect(200);
+    let first = api
+        .send(
+            reqwest::Method::POST,
+            "/factory/provisioning/runs",
+            Some(body.clone()),
+            &key,
+        )
+        .await
+        .expect(202);
+    let again = api
+        .send(
+            reqwest::Method::POST,
+            "/factory/provisioning/runs",
+            Some(body),
+            &key,
+        )
+        .await
+        .expect(200);
     assert_eq!(first["provisioningRunId"], again["provisioningRunId"]);
     let other = json!({ "environmentId": "dev", "kind": "reconciliation" });
-    api.send(reqwest::Method::POST, "/factory/provisioning/runs", Some(other), &key).await.expect_problem(422);
+    api.send(
+        reqwest::Method::POST,
+        "/factory/provisioning/runs",
+        Some(other),
+        &key,
+    )
+    .await
+    .expect_problem(422);
     let id = first["provisioningRunId"].as_str().unwrap_or_default();
     api.wait_state(id, "Applied").await;
     assert_eq!(stack.count("provisioning_runs").await, 1);
@@ -238,29 +344,55 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     // The second run is queued behind the first: wait until the environment's lock lists it
     // as waiting, then check it has not planned.
     let client = stack.temporal_client().await;
-    let lock = client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
+    let lock =
+        client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     let waiting = format!("provisioning-run/{second}");
-    eventually(30, "the second run to queue on the environment lock", || {
-        let lock = &lock;
-        let waiting = waiting.clone();
-        async move {
-            let state = lock.query(EnvironmentLock::holders, (), WorkflowQueryOptions::default()).await.ok()?;
-            state.queue.contains(&waiting).then_some(())
-        }
-    })
+    eventually(
+        30,
+        "the second run to queue on the environment lock",
+        || {
+            let lock = &lock;
+            let waiting = waiting.clone();
+            async move {
+                let state = lock
+                    .query(
+                        EnvironmentLock::holders,
+                        (),
+                        WorkflowQueryOptions::default(),
+                    )
+                    .await
+                    .ok()?;
+                state.queue.contains(&waiting).then_some(())
+            }
+        },
+    )
     .await;
     let queued = api.run(&second).await;
-    assert_eq!(queued["state"], serde_json::Value::Null, "second run planned while the first held the lock: {queued}");
+    assert_eq!(
+        queued["state"],
+        serde_json::Value::Null,
+        "second run planned while the first held the lock: {queued}"
+    );
 
     api.decide(&first, "approve").await.expect(202);
     api.wait_state(&first, "Applied").await;
     let second_run = api.wait_state(&second, "AwaitingApproval").await;
     // Planned against 1.0.0 as the first run left it: one change (version), no add.
-    assert_eq!(second_run["plan"]["adds"].as_array().map(Vec::len), Some(0), "{second_run}");
-    assert_eq!(second_run["plan"]["changes"][0]["fields"], json!(["version"]));
+    assert_eq!(
+        second_run["plan"]["adds"].as_array().map(Vec::len),
+        Some(0),
+        "{second_run}"
+    );
+    assert_eq!(
+        second_run["plan"]["changes"][0]["fields"],
+        json!(["version"])
+    );
     api.decide(&second, "approve").await.expect(202);
     api.wait_state(&second, "Applied").await;
-    assert_eq!(stack.sandbox("acme", "prod")["workloads"][0]["version"], "1.1.0");
+    assert_eq!(
+        stack.sandbox("acme", "prod")["workloads"][0]["version"],
+        "1.1.0"
+    );
 }
 
 /// A runner failure ends the run `Failed` with the reason and `ProvisioningFailed`; the apply
@@ -271,7 +403,15 @@ async fn failing_apply_ends_failed_with_event() {
     let api = stack.operator("acme");
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
-    stack.sandbox_cli("acme", "dev", &["fail-next-apply", "--reason", "deployment/api: quota exceeded"]);
+    stack.sandbox_cli(
+        "acme",
+        "dev",
+        &[
+            "fail-next-apply",
+            "--reason",
+            "deployment/api: quota exceeded",
+        ],
+    );
     let id = api.plan_run("dev", "baseline").await;
     let run = eventually(60, "the run to fail", || {
         let api = api.clone();
@@ -286,9 +426,19 @@ async fn failing_apply_ends_failed_with_event() {
     assert_eq!(run["applyReceipt"]["result"], "failed");
     let failed = stack.events("ProvisioningFailed").await;
     assert_eq!(failed.len(), 1);
-    assert_eq!(failed[0]["topic"], "provisioning.runs.v1.provisioning-failed");
-    assert_eq!(failed[0]["payload"]["reason"], "deployment/api: quota exceeded");
-    assert!(stack.sandbox("acme", "dev")["workloads"].as_array().is_none_or(Vec::is_empty));
+    assert_eq!(
+        failed[0]["topic"],
+        "provisioning.runs.v1.provisioning-failed"
+    );
+    assert_eq!(
+        failed[0]["payload"]["reason"],
+        "deployment/api: quota exceeded"
+    );
+    assert!(
+        stack.sandbox("acme", "dev")["workloads"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
 }
 
 /// A plan whose program version cannot be found fails the run with the reference.
@@ -314,7 +464,13 @@ async fn missing_program_version_fails_the_run() {
         }
     })
     .await;
-    assert!(run["reason"].as_str().unwrap_or_default().contains("no-such-tag"), "{run}");
+    assert!(
+        run["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no-such-tag"),
+        "{run}"
+    );
 }
 
 /// A worker killed between plan and apply is replaced and the run still applies exactly once.
@@ -334,7 +490,10 @@ async fn worker_killed_between_plan_and_apply_applies_once() {
     let run = api.wait_state(&id, "Applied").await;
     let target = stack.sandbox("acme", "prod");
     assert_eq!(target["appliedRuns"].as_object().map(|o| o.len()), Some(1));
-    assert_eq!(target["appliedRuns"][&id]["outputs"], run["applyReceipt"]["outputs"]);
+    assert_eq!(
+        target["appliedRuns"][&id]["outputs"],
+        run["applyReceipt"]["outputs"]
+    );
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
 }
 
@@ -351,18 +510,39 @@ async fn runs_are_listed_with_filters_and_cursor() {
         api.wait_state(&id, "Applied").await;
         ids.push(id);
     }
-    let page = api.get("/factory/provisioning/runs?environmentId=dev&limit=2").await.expect(200);
+    let page = api
+        .get("/factory/provisioning/runs?environmentId=dev&limit=2")
+        .await
+        .expect(200);
     assert_eq!(page["items"].as_array().map(Vec::len), Some(2));
-    assert_eq!(page["items"][0]["provisioningRunId"], ids[2].as_str(), "newest first");
-    let cursor = page["nextCursor"].as_str().expect("a next cursor").to_owned();
-    let rest = api.get(&format!("/factory/provisioning/runs?environmentId=dev&limit=2&cursor={cursor}")).await.expect(200);
+    assert_eq!(
+        page["items"][0]["provisioningRunId"],
+        ids[2].as_str(),
+        "newest first"
+    );
+    let cursor = page["nextCursor"]
+        .as_str()
+        .expect("a next cursor")
+        .to_owned();
+    let rest = api
+        .get(&format!(
+            "/factory/provisioning/runs?environmentId=dev&limit=2&cursor={cursor}"
+        ))
+        .await
+        .expect(200);
     assert_eq!(rest["items"].as_array().map(Vec::len), Some(1));
     assert_eq!(rest["items"][0]["provisioningRunId"], ids[0].as_str());
     assert_eq!(rest["nextCursor"], serde_json::Value::Null);
 
-    let recon = api.get("/factory/provisioning/runs?kind=reconciliation&state=Applied").await.expect(200);
+    let recon = api
+        .get("/factory/provisioning/runs?kind=reconciliation&state=Applied")
+        .await
+        .expect(200);
     assert_eq!(recon["items"].as_array().map(Vec::len), Some(2));
-    let none = api.get("/factory/provisioning/runs?state=Failed").await.expect(200);
+    let none = api
+        .get("/factory/provisioning/runs?state=Failed")
+        .await
+        .expect(200);
     assert_eq!(none["items"].as_array().map(Vec::len), Some(0));
 }
 
@@ -376,12 +556,17 @@ async fn runs_are_filterable_by_search_attributes() {
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("dev", "baseline").await;
     api.wait_state(&id, "Applied").await;
-    let query = format!("TenantId='{tenant}' AND EnvironmentId='dev' AND ProvisioningState='Applied' AND RunKind='baseline'");
+    let query = format!(
+        "TenantId='{tenant}' AND EnvironmentId='dev' AND ProvisioningState='Applied' AND RunKind='baseline'"
+    );
     eventually(30, "visibility to list the run", || {
         let out = stack.temporal_cli(&["workflow", "list", "--query", &query]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let id = id.clone();
-        async move { text.contains(&format!("provisioning-run/{id}")).then_some(()) }
+        async move {
+            text.contains(&format!("provisioning-run/{id}"))
+                .then_some(())
+        }
     })
     .await;
 }
@@ -396,18 +581,35 @@ async fn specification_versions_count_up_and_are_kept() {
     assert_eq!(api.declare("a", &[("api", "1.0.0", 1)]).await["version"], 1);
     assert_eq!(api.declare("a", &[("api", "1.1.0", 1)]).await["version"], 2);
     assert_eq!(api.declare("b", &[("api", "1.0.0", 1)]).await["version"], 1);
-    let list = api.get("/factory/provisioning/specifications?environmentId=a").await.expect(200);
-    let versions: Vec<i64> = list["items"].as_array().into_iter().flatten().filter_map(|s| s["version"].as_i64()).collect();
+    let list = api
+        .get("/factory/provisioning/specifications?environmentId=a")
+        .await
+        .expect(200);
+    let versions: Vec<i64> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["version"].as_i64())
+        .collect();
     assert_eq!(versions, [2, 1]);
-    assert_eq!(list["items"][1]["workloads"][0]["version"], "1.0.0", "version 1 is unchanged");
+    assert_eq!(
+        list["items"][1]["workloads"][0]["version"], "1.0.0",
+        "version 1 is unchanged"
+    );
 
     // A run of an older version plans that version.
     let run = api
-        .post("/factory/provisioning/runs", json!({ "environmentId": "a", "kind": "baseline", "specificationVersion": 1 }))
+        .post(
+            "/factory/provisioning/runs",
+            json!({ "environmentId": "a", "kind": "baseline", "specificationVersion": 1 }),
+        )
         .await
         .expect(202);
     let id = run["provisioningRunId"].as_str().unwrap_or_default();
     let run = api.wait_state(id, "Applied").await;
     assert_eq!(run["specificationVersion"], 1);
-    assert_eq!(stack.sandbox("acme", "a")["workloads"][0]["version"], "1.0.0");
+    assert_eq!(
+        stack.sandbox("acme", "a")["workloads"][0]["version"],
+        "1.0.0"
+    );
 }

@@ -15,19 +15,31 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-const FIXTURES: &[&str] = &["provisioning_run_approved.json", "provisioning_run_queued.json", "environment_lock.json"];
+const FIXTURES: &[&str] = &[
+    "provisioning_run_approved.json",
+    "provisioning_run_queued.json",
+    "environment_lock.json",
+];
 
 /// Every recorded history replays without a non-determinism error.
 #[tokio::test]
 async fn recorded_histories_replay_on_current_code() {
     let mut options = WorkflowReplayerOptions::new().build();
-    options.register_workflow::<ProvisioningRun>().expect("register run");
-    options.register_workflow::<EnvironmentLock>().expect("register lock");
+    options
+        .register_workflow::<ProvisioningRun>()
+        .expect("register run");
+    options
+        .register_workflow::<EnvironmentLock>()
+        .expect("register lock");
     let replayer = WorkflowReplayer::new(options).expect("replayer");
     for name in FIXTURES {
-        let bytes = std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+        let bytes =
+            std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
         let history = WorkflowHistory::from_json(&bytes).expect("history JSON");
-        replayer.replay_workflow(history).await.unwrap_or_else(|e| panic!("{name} no longer replays: {e}"));
+        replayer
+            .replay_workflow(history)
+            .await
+            .unwrap_or_else(|e| panic!("{name} no longer replays: {e}"));
     }
 }
 
@@ -57,9 +69,18 @@ async fn record_replay_fixtures() {
         std::fs::write(fixtures().join(name), json).expect("write fixture");
     };
     let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{first}"));
-    save("provisioning_run_approved.json", h.fetch_history(Default::default())).await;
+    save(
+        "provisioning_run_approved.json",
+        h.fetch_history(Default::default()),
+    )
+    .await;
     let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{second}"));
-    save("provisioning_run_queued.json", h.fetch_history(Default::default())).await;
-    let h = client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
+    save(
+        "provisioning_run_queued.json",
+        h.fetch_history(Default::default()),
+    )
+    .await;
+    let h =
+        client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     save("environment_lock.json", h.fetch_history(Default::default())).await;
 }

@@ -32,7 +32,13 @@ async fn every_route_but_health_needs_a_token() {
 
     // A forged token (another key) and garbage are 401 too.
     let forged = runtime_cloud_api::auth::JwtKeys::from_secret(b"another key")
-        .mint("mallory", "acme", &["factory.provisioning.read".into()], &[], 60)
+        .mint(
+            "mallory",
+            "acme",
+            &["factory.provisioning.read".into()],
+            &[],
+            60,
+        )
         .expect("mint");
     let res = reqwest::Client::new()
         .get(format!("{}/factory/provisioning/runs", stack.base_url))
@@ -49,14 +55,29 @@ async fn missing_scope_is_forbidden() {
     let stack = Stack::start().await;
     let reader = stack.client("acme", &["factory.provisioning.read"]);
     reader
-        .post("/factory/environments", json!({ "environmentId": "dev", "projectId": "p", "class": "production" }))
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "dev", "projectId": "p", "class": "production" }),
+        )
         .await
         .expect_problem(403);
-    reader.post("/factory/provisioning/runs", json!({ "environmentId": "dev", "kind": "baseline" })).await.expect_problem(403);
+    reader
+        .post(
+            "/factory/provisioning/runs",
+            json!({ "environmentId": "dev", "kind": "baseline" }),
+        )
+        .await
+        .expect_problem(403);
     reader.get("/factory/provisioning/runs").await.expect(200);
     let writer = stack.client("acme", &["factory.provisioning.apply"]);
-    writer.get("/factory/provisioning/runs").await.expect_problem(403);
-    writer.get("/factory/provisioning/specifications").await.expect_problem(403);
+    writer
+        .get("/factory/provisioning/runs")
+        .await
+        .expect_problem(403);
+    writer
+        .get("/factory/provisioning/specifications")
+        .await
+        .expect_problem(403);
 }
 
 /// Another tenant's environments, specifications and runs are "not found", never "forbidden".
@@ -70,8 +91,17 @@ async fn other_tenants_see_nothing() {
     let run = acme.wait_state(&id, "AwaitingApproval").await;
 
     let globex = stack.operator("globex");
-    globex.get(&format!("/factory/provisioning/runs/{id}")).await.expect_problem(404);
-    globex.post(&format!("/factory/provisioning/runs/{id}/cancel"), json!({})).await.expect_problem(404);
+    globex
+        .get(&format!("/factory/provisioning/runs/{id}"))
+        .await
+        .expect_problem(404);
+    globex
+        .post(
+            &format!("/factory/provisioning/runs/{id}/cancel"),
+            json!({}),
+        )
+        .await
+        .expect_problem(404);
     globex
         .post(
             &format!("/factory/provisioning/runs/{id}/approval"),
@@ -79,10 +109,28 @@ async fn other_tenants_see_nothing() {
         )
         .await
         .expect_problem(404);
-    globex.post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "baseline" })).await.expect_problem(404);
-    assert_eq!(globex.get("/factory/provisioning/runs").await.expect(200)["items"], json!([]));
-    assert_eq!(globex.get("/factory/provisioning/specifications").await.expect(200)["items"], json!([]));
-    assert_eq!(globex.get("/factory/environments").await.expect(200)["items"], json!([]));
+    globex
+        .post(
+            "/factory/provisioning/runs",
+            json!({ "environmentId": "prod", "kind": "baseline" }),
+        )
+        .await
+        .expect_problem(404);
+    assert_eq!(
+        globex.get("/factory/provisioning/runs").await.expect(200)["items"],
+        json!([])
+    );
+    assert_eq!(
+        globex
+            .get("/factory/provisioning/specifications")
+            .await
+            .expect(200)["items"],
+        json!([])
+    );
+    assert_eq!(
+        globex.get("/factory/environments").await.expect(200)["items"],
+        json!([])
+    );
     // globex may use the same environment id for its own environment.
     globex.environment("prod", "non-production").await;
     assert_eq!(acme.run(&id).await["state"], "AwaitingApproval");
@@ -116,27 +164,63 @@ async fn secret_values_never_reach_tables_events_logs_or_workflows() {
     for body in attempts {
         let res = api.post("/factory/provisioning/specifications", body).await;
         let problem = res.expect_problem(422);
-        assert!(!problem.to_string().contains(VALUE), "the error echoed the secret: {problem}");
+        assert!(
+            !problem.to_string().contains(VALUE),
+            "the error echoed the secret: {problem}"
+        );
     }
-    assert_eq!(stack.count("deployment_specifications").await, 0, "nothing written");
+    assert_eq!(
+        stack.count("deployment_specifications").await,
+        0,
+        "nothing written"
+    );
 
     // References are accepted, stored and carried, and the run applies.
-    api.post("/factory/provisioning/specifications", spec(json!({ "db": "secretbroker://shop/db" }), json!({ "tls": "secretbroker://shop/tls" })))
-        .await
-        .expect(201);
+    api.post(
+        "/factory/provisioning/specifications",
+        spec(
+            json!({ "db": "secretbroker://shop/db" }),
+            json!({ "tls": "secretbroker://shop/tls" }),
+        ),
+    )
+    .await
+    .expect(201);
     let id = api.plan_run("dev", "baseline").await;
     api.wait_state(&id, "Applied").await;
-    let stored = api.get("/factory/provisioning/specifications").await.expect(200);
-    assert_eq!(stored["items"][0]["secretRefs"]["db"], "secretbroker://shop/db");
+    let stored = api
+        .get("/factory/provisioning/specifications")
+        .await
+        .expect(200);
+    assert_eq!(
+        stored["items"][0]["secretRefs"]["db"],
+        "secretbroker://shop/db"
+    );
 
     // The value is nowhere: not in the read DB file, the outbox, the logs, or the history.
     let db_bytes = std::fs::read(stack.data_path().join("read.db")).expect("read db");
-    assert!(!String::from_utf8_lossy(&db_bytes).contains(VALUE), "secret in the read DB");
+    assert!(
+        !String::from_utf8_lossy(&db_bytes).contains(VALUE),
+        "secret in the read DB"
+    );
     assert!(!stack.logs().contains(VALUE), "secret in the logs");
-    let out = stack.temporal_cli(&["workflow", "show", "--workflow-id", &format!("provisioning-run/{id}"), "-o", "json"]);
-    assert!(out.status.success(), "temporal workflow show: {}", String::from_utf8_lossy(&out.stderr));
+    let out = stack.temporal_cli(&[
+        "workflow",
+        "show",
+        "--workflow-id",
+        &format!("provisioning-run/{id}"),
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "temporal workflow show: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let history = decoded_payloads(&serde_json::from_slice(&out.stdout).expect("history JSON"));
-    assert!(history.contains("secretbroker://shop/db"), "the history carries references");
+    assert!(
+        history.contains("secretbroker://shop/db"),
+        "the history carries references"
+    );
     assert!(!history.contains(VALUE), "secret in the workflow history");
 }
 
@@ -155,7 +239,11 @@ fn decoded_payloads(v: &serde_json::Value) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
-        serde_json::Value::Array(a) => a.iter().map(decoded_payloads).collect::<Vec<_>>().join("\n"),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(decoded_payloads)
+            .collect::<Vec<_>>()
+            .join("\n"),
         serde_json::Value::String(s) => s.clone(),
         _ => String::new(),
     }

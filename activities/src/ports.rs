@@ -17,7 +17,11 @@ pub trait Runner: Send + Sync + 'static {
     async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error>;
 
     /// Diffs the specification against the target. Reads only.
-    async fn plan(&self, target: &Target, spec: &SpecificationSnapshot) -> Result<PlanReceipt, Error>;
+    async fn plan(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+    ) -> Result<PlanReceipt, Error>;
 
     /// Converges the target to the specification. Applying the same run twice returns the
     /// first receipt and changes nothing; a target that moved since the plan (another inputs

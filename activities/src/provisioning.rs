@@ -11,11 +11,11 @@ use runtime_cloud_workflows::contracts::{
 use runtime_cloud_workflows::environment_lock::LockState;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
+use std::time::Duration;
 use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use std::time::Duration;
 
 /// Dependencies of the provisioning activities.
 pub struct ProvisioningActivitiesImpl {
@@ -54,7 +54,10 @@ fn activity_error(e: Error) -> ActivityError {
 }
 
 fn target(tenant_id: &str, environment_id: &str) -> Target {
-    Target { tenant_id: tenant_id.to_owned(), environment_id: environment_id.to_owned() }
+    Target {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+    }
 }
 
 #[activities]
@@ -93,7 +96,10 @@ impl ProvisioningActivitiesImpl {
         let _e = span.enter();
         let plan = self
             .runner
-            .plan(&target(&req.tenant_id, &req.environment_id), &req.specification)
+            .plan(
+                &target(&req.tenant_id, &req.environment_id),
+                &req.specification,
+            )
             .await
             .map_err(activity_error)?;
         Ok(plan)
@@ -108,7 +114,9 @@ impl ProvisioningActivitiesImpl {
     ) -> Result<ApplyReceipt, ActivityError> {
         tracing::info!(run_id = %req.run_id, "apply");
         let target = target(&req.tenant_id, &req.environment_id);
-        let apply = self.runner.apply(&req.run_id, &target, &req.specification, &req.plan);
+        let apply = self
+            .runner
+            .apply(&req.run_id, &target, &req.specification, &req.plan);
         tokio::pin!(apply);
         // Heartbeat while the runner works, so a lost worker is noticed within the heartbeat
         // timeout instead of the whole ApplyTimeoutMinutes.
@@ -130,7 +138,9 @@ impl ProvisioningActivitiesImpl {
         _ctx: ActivityContext,
         p: RunProjection,
     ) -> Result<(), ActivityError> {
-        store::project_run(&self.db, &p.run, &p.status).await.map_err(activity_error)?;
+        store::project_run(&self.db, &p.run, &p.status)
+            .await
+            .map_err(activity_error)?;
         Ok(())
     }
 }

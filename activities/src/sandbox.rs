@@ -6,8 +6,8 @@
 //! `runtime-cloud sandbox` CLI edits the document out of band the way a person with cluster
 //! access would (and arms failures for tests).
 
-use crate::ports::{Runner, Target};
 use crate::Error;
+use crate::ports::{Runner, Target};
 use runtime_cloud_models::plan::{diff, inputs_hash};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, PlanReceipt, SpecificationSnapshot, Workload,
@@ -54,7 +54,10 @@ pub struct Sandbox {
 impl Sandbox {
     /// A sandbox whose documents live under `data_dir/sandbox`.
     pub fn new(data_dir: &Path) -> Self {
-        Self { root: data_dir.join("sandbox"), locks: Default::default() }
+        Self {
+            root: data_dir.join("sandbox"),
+            locks: Default::default(),
+        }
     }
 
     /// The document's path for a target.
@@ -78,14 +81,20 @@ impl Sandbox {
                 source,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SandboxDocument::default()),
-            Err(source) => Err(Error::SandboxIo { path: path.display().to_string(), source }),
+            Err(source) => Err(Error::SandboxIo {
+                path: path.display().to_string(),
+                source,
+            }),
         }
     }
 
     /// Writes a target's document atomically (write a temporary file, then rename).
     pub async fn store(&self, target: &Target, doc: &SandboxDocument) -> Result<(), Error> {
         let path = self.path(target);
-        let io = |source| Error::SandboxIo { path: path.display().to_string(), source };
+        let io = |source| Error::SandboxIo {
+            path: path.display().to_string(),
+            source,
+        };
         if let Some(dir) = path.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(io)?;
         }
@@ -114,7 +123,13 @@ impl Sandbox {
 /// Keeps tenant and environment ids from escaping the sandbox directory.
 fn sanitize(id: &str) -> String {
     id.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect::<String>()
         .trim_start_matches('.')
         .to_owned()
@@ -129,10 +144,20 @@ fn program_version_exists(v: &str) -> bool {
 fn outputs(target: &Target, workloads: &[Workload]) -> serde_json::Value {
     let endpoints: BTreeMap<&str, String> = workloads
         .iter()
-        .map(|w| (w.name.as_str(), format!("https://{}.{}.sandbox.internal", w.name, target.environment_id)))
+        .map(|w| {
+            (
+                w.name.as_str(),
+                format!(
+                    "https://{}.{}.sandbox.internal",
+                    w.name, target.environment_id
+                ),
+            )
+        })
         .collect();
-    let versions: BTreeMap<&str, &str> =
-        workloads.iter().map(|w| (w.name.as_str(), w.version.as_str())).collect();
+    let versions: BTreeMap<&str, &str> = workloads
+        .iter()
+        .map(|w| (w.name.as_str(), w.version.as_str()))
+        .collect();
     serde_json::json!({ "endpoints": endpoints, "versions": versions })
 }
 
@@ -141,12 +166,19 @@ impl Runner for Sandbox {
     async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error> {
         let doc = self.load(target).await?;
         if doc.unreachable {
-            return Err(Error::Unreachable(format!("sandbox {}", target.environment_id)));
+            return Err(Error::Unreachable(format!(
+                "sandbox {}",
+                target.environment_id
+            )));
         }
         Ok(doc.workloads)
     }
 
-    async fn plan(&self, target: &Target, spec: &SpecificationSnapshot) -> Result<PlanReceipt, Error> {
+    async fn plan(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+    ) -> Result<PlanReceipt, Error> {
         if !program_version_exists(&spec.program_version) {
             return Err(Error::PlanInvalid(format!(
                 "program version `{}` of `{}` not found",
@@ -175,11 +207,16 @@ impl Runner for Sandbox {
         if let Some(receipt) = doc.applied_runs.get(run_id) {
             return match receipt.result {
                 ApplyResult::Succeeded => Ok(receipt.clone()),
-                ApplyResult::Failed => Err(Error::ApplyFailed(receipt.reason.clone().unwrap_or_default())),
+                ApplyResult::Failed => Err(Error::ApplyFailed(
+                    receipt.reason.clone().unwrap_or_default(),
+                )),
             };
         }
         if doc.unreachable {
-            return Err(Error::Unreachable(format!("sandbox {}", target.environment_id)));
+            return Err(Error::Unreachable(format!(
+                "sandbox {}",
+                target.environment_id
+            )));
         }
         let failure = if let Some(reason) = doc.fail_next_apply.take() {
             Some(reason)
@@ -244,7 +281,10 @@ mod tests {
     }
 
     fn target() -> Target {
-        Target { tenant_id: "acme".into(), environment_id: "dev".into() }
+        Target {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+        }
     }
 
     #[tokio::test]
@@ -253,14 +293,27 @@ mod tests {
         let sandbox = Sandbox::new(dir.path());
         let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
         assert_eq!(plan.changes.adds.len(), 1);
-        let first = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap();
+        let first = sandbox
+            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .await
+            .unwrap();
         // The same run again returns the recorded receipt and changes nothing.
-        let again = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap();
+        let again = sandbox
+            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .await
+            .unwrap();
         assert_eq!(first, again);
         let doc = sandbox.load(&target()).await.unwrap();
         assert_eq!(doc.applied_runs.len(), 1);
         assert_eq!(doc.workloads, spec("1.0").workloads);
-        assert!(sandbox.plan(&target(), &spec("1.0")).await.unwrap().changes.is_empty());
+        assert!(
+            sandbox
+                .plan(&target(), &spec("1.0"))
+                .await
+                .unwrap()
+                .changes
+                .is_empty()
+        );
     }
 
     #[tokio::test]
@@ -269,24 +322,44 @@ mod tests {
         let sandbox = Sandbox::new(dir.path());
         let stale = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
         let fresh = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
-        sandbox.apply("run-1", &target(), &spec("1.0"), &fresh).await.unwrap();
-        let err = sandbox.apply("run-2", &target(), &spec("1.0"), &stale).await.unwrap_err();
-        assert!(matches!(err, Error::ApplyFailed(ref m) if m.contains("changed since the plan")), "{err}");
+        sandbox
+            .apply("run-1", &target(), &spec("1.0"), &fresh)
+            .await
+            .unwrap();
+        let err = sandbox
+            .apply("run-2", &target(), &spec("1.0"), &stale)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::ApplyFailed(ref m) if m.contains("changed since the plan")),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn armed_failure_fails_one_apply_and_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Sandbox::new(dir.path());
-        sandbox.modify(&target(), |d| d.fail_next_apply = Some("deployment/api: quota".into())).await.unwrap();
+        sandbox
+            .modify(&target(), |d| {
+                d.fail_next_apply = Some("deployment/api: quota".into())
+            })
+            .await
+            .unwrap();
         let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
-        let err = sandbox.apply("run-1", &target(), &spec("1.0"), &plan).await.unwrap_err();
+        let err = sandbox
+            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::ApplyFailed(ref m) if m == "deployment/api: quota"));
         let doc = sandbox.load(&target()).await.unwrap();
         assert!(doc.workloads.is_empty() && doc.fail_next_apply.is_none());
         // The next run applies.
         let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
-        sandbox.apply("run-2", &target(), &spec("1.0"), &plan).await.unwrap();
+        sandbox
+            .apply("run-2", &target(), &spec("1.0"), &plan)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
@@ -294,7 +367,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = spec("1.0");
         s.program_version = "main".into();
-        let err = Sandbox::new(dir.path()).plan(&target(), &s).await.unwrap_err();
+        let err = Sandbox::new(dir.path())
+            .plan(&target(), &s)
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::PlanInvalid(ref m) if m.contains("`main`")));
     }
 

@@ -19,7 +19,11 @@ const EVENT_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2b7e_9a41_4c55_8d0e_52b4_a7
 
 /// The event id of `event_type` about `aggregate_id`: the same on every retry.
 pub fn event_id(aggregate_id: &str, event_type: &str) -> String {
-    Uuid::new_v5(&EVENT_NAMESPACE, format!("{aggregate_id}/{event_type}").as_bytes()).to_string()
+    Uuid::new_v5(
+        &EVENT_NAMESPACE,
+        format!("{aggregate_id}/{event_type}").as_bytes(),
+    )
+    .to_string()
 }
 
 /// Appends an event to the outbox unless an event with this id is already there.
@@ -78,7 +82,11 @@ pub fn run_event(run: &RunInput, status: &RunStatus) -> Option<OutboxEvent> {
                 environment_id: run.environment_id.clone(),
                 kind,
                 promotion_id: run.promotion_id.clone(),
-                plan_summary: status.plan.as_ref().map(|p| p.summary()).unwrap_or_default(),
+                plan_summary: status
+                    .plan
+                    .as_ref()
+                    .map(|p| p.summary())
+                    .unwrap_or_default(),
             }
             .into(),
         ),
@@ -124,10 +132,16 @@ fn to_json<T: serde::Serialize>(v: &Option<T>) -> Result<Option<serde_json::Valu
 /// Creates the row when the run was not started through the API (a promotion starting the
 /// workflow directly). Idempotent: projecting the same status twice writes the same row and
 /// one event.
-pub async fn project_run(db: &DatabaseConnection, run: &RunInput, status: &RunStatus) -> Result<(), Error> {
+pub async fn project_run(
+    db: &DatabaseConnection,
+    run: &RunInput,
+    status: &RunStatus,
+) -> Result<(), Error> {
     let txn = db.begin().await?;
     let now = Utc::now();
-    let existing = provisioning_runs::Entity::find_by_id(run.run_id.clone()).one(&txn).await?;
+    let existing = provisioning_runs::Entity::find_by_id(run.run_id.clone())
+        .one(&txn)
+        .await?;
     let mut row: provisioning_runs::ActiveModel = match existing {
         Some(row) => row.into(),
         None => provisioning_runs::ActiveModel {
@@ -191,7 +205,10 @@ pub struct NewSpecification {
 /// Declares the next version of an environment's specification with its
 /// `SpecificationDeclared` event, in one transaction. Two declarations racing for a version
 /// meet the unique index; the loser takes the next version.
-pub async fn declare_specification(db: &DatabaseConnection, spec: NewSpecification) -> Result<SpecificationRow, Error> {
+pub async fn declare_specification(
+    db: &DatabaseConnection,
+    spec: NewSpecification,
+) -> Result<SpecificationRow, Error> {
     use runtime_cloud_models::events::SpecificationDeclared;
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
     let mut attempts = 0;
@@ -226,7 +243,13 @@ pub async fn declare_specification(db: &DatabaseConnection, spec: NewSpecificati
         };
         let row = match row.insert(&txn).await {
             Ok(row) => row,
-            Err(e) if attempts < 5 && matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_))) => {
+            Err(e)
+                if attempts < 5
+                    && matches!(
+                        e.sql_err(),
+                        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+                    ) =>
+            {
                 txn.rollback().await?;
                 continue;
             }
@@ -252,13 +275,23 @@ fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or_default()
 }
 
-fn parse<T: serde::de::DeserializeOwned>(row: &SpecificationRow, v: &serde_json::Value, what: &str) -> Result<T, Error> {
-    serde_json::from_value(v.clone())
-        .map_err(|e| Error::Invalid(format!("{what} of specification {}: {e}", row.specification_id)))
+fn parse<T: serde::de::DeserializeOwned>(
+    row: &SpecificationRow,
+    v: &serde_json::Value,
+    what: &str,
+) -> Result<T, Error> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        Error::Invalid(format!(
+            "{what} of specification {}: {e}",
+            row.specification_id
+        ))
+    })
 }
 
 /// The snapshot a run carries, read back from a specification row.
-pub fn snapshot(row: &SpecificationRow) -> Result<runtime_cloud_models::SpecificationSnapshot, Error> {
+pub fn snapshot(
+    row: &SpecificationRow,
+) -> Result<runtime_cloud_models::SpecificationSnapshot, Error> {
     Ok(runtime_cloud_models::SpecificationSnapshot {
         specification_id: row.specification_id.clone(),
         version: row.version,

@@ -46,11 +46,21 @@ pub struct JwtKeys {
 impl JwtKeys {
     /// Keys from a shared secret.
     pub fn from_secret(secret: &[u8]) -> Self {
-        Self { encoding: EncodingKey::from_secret(secret), decoding: DecodingKey::from_secret(secret) }
+        Self {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+        }
     }
 
     /// Mints a token for `tenant_id` with `scopes`, valid for `ttl_secs`.
-    pub fn mint(&self, subject: &str, tenant_id: &str, scopes: &[String], roles: &[String], ttl_secs: u64) -> Result<String, Error> {
+    pub fn mint(
+        &self,
+        subject: &str,
+        tenant_id: &str,
+        scopes: &[String],
+        roles: &[String],
+        ttl_secs: u64,
+    ) -> Result<String, Error> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(Error::internal)?
@@ -109,12 +119,21 @@ impl Auth {
 impl FromRequestParts<AppState> for Auth {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(AUTHORIZATION).ok_or(Error::Unauthorized)?;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or(Error::Unauthorized)?;
         let token = header
             .to_str()
             .ok()
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
             .ok_or(Error::Unauthorized)?;
         let claims = state.auth.verify(token.trim())?;
         Ok(Auth { claims })

@@ -27,7 +27,9 @@ where
 fn rejection_error(r: JsonRejection) -> Error {
     match r {
         JsonRejection::JsonDataError(e) => Error::Unprocessable(redact(&source_text(&e))),
-        JsonRejection::JsonSyntaxError(e) => Error::BadRequest(format!("malformed JSON: {}", redact(&source_text(&e)))),
+        JsonRejection::JsonSyntaxError(e) => {
+            Error::BadRequest(format!("malformed JSON: {}", redact(&source_text(&e))))
+        }
         JsonRejection::MissingJsonContentType(_) => {
             Error::UnsupportedMediaType("expected `Content-Type: application/json`".into())
         }
@@ -73,17 +75,6 @@ pub fn redact(msg: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redact_hides_values_but_keeps_field_names() {
-        let msg = r#"replicas: invalid type: string "hunter2", expected u32 at line 1 column 9 unknown field `secretValue`"#;
-        let r = super::redact(msg);
-        assert!(!r.contains("hunter2"));
-        assert!(r.contains("`secretValue`"));
-    }
-}
-
 /// Parses an optional JSON body: empty means `T::default()`.
 pub fn parse_optional<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, Error> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -96,4 +87,15 @@ pub fn parse_optional<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, E
             Error::BadRequest(format!("malformed JSON: {}", redact(&e.to_string())))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redact_hides_values_but_keeps_field_names() {
+        let msg = r#"replicas: invalid type: string "hunter2", expected u32 at line 1 column 9 unknown field `secretValue`"#;
+        let r = super::redact(msg);
+        assert!(!r.contains("hunter2"));
+        assert!(r.contains("`secretValue`"));
+    }
 }

@@ -90,7 +90,19 @@ macro_rules! into_outbox {
     };
 }
 
-into_outbox!(SpecificationDeclared, SPECIFICATION_DECLARED, specification_id);
-into_outbox!(ProvisioningPlanned, PROVISIONING_PLANNED, provisioning_run_id);
-into_outbox!(ProvisioningApplied, PROVISIONING_APPLIED, provisioning_run_id);
+into_outbox!(
+    SpecificationDeclared,
+    SPECIFICATION_DECLARED,
+    specification_id
+);
+into_outbox!(
+    ProvisioningPlanned,
+    PROVISIONING_PLANNED,
+    provisioning_run_id
+);
+into_outbox!(
+    ProvisioningApplied,
+    PROVISIONING_APPLIED,
+    provisioning_run_id
+);
 into_outbox!(ProvisioningFailed, PROVISIONING_FAILED, provisioning_run_id);

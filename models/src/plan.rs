@@ -44,7 +44,8 @@ impl PlanChanges {
 
 /// Diffs the declared workloads against the current ones.
 pub fn diff(declared: &[Workload], current: &[Workload]) -> PlanChanges {
-    let declared: BTreeMap<&str, &Workload> = declared.iter().map(|w| (w.name.as_str(), w)).collect();
+    let declared: BTreeMap<&str, &Workload> =
+        declared.iter().map(|w| (w.name.as_str(), w)).collect();
     let current: BTreeMap<&str, &Workload> = current.iter().map(|w| (w.name.as_str(), w)).collect();
     let mut plan = PlanChanges::default();
     for (name, want) in &declared {
@@ -67,7 +68,11 @@ pub fn diff(declared: &[Workload], current: &[Workload]) -> PlanChanges {
 }
 
 fn change(w: &Workload, fields: Vec<String>) -> WorkloadChange {
-    WorkloadChange { name: w.name.clone(), kind: w.kind.clone(), fields }
+    WorkloadChange {
+        name: w.name.clone(),
+        kind: w.kind.clone(),
+        fields,
+    }
 }
 
 fn changed_fields(want: &Workload, have: &Workload) -> Vec<String> {
@@ -160,12 +165,18 @@ mod tests {
         want.config_refs.insert("db".into(), "cfg://db".into());
         let plan = diff(&[want], &[w("api", "1.0", 2)]);
         assert_eq!(plan.changes.len(), 1);
-        assert_eq!(plan.changes[0].fields, ["version", "replicas", "configRefs"]);
+        assert_eq!(
+            plan.changes[0].fields,
+            ["version", "replicas", "configRefs"]
+        );
     }
 
     #[test]
     fn undeclared_workloads_are_deleted_and_destructive() {
-        let plan = diff(&[w("api", "1.0", 1)], &[w("api", "1.0", 1), w("old", "0.1", 1)]);
+        let plan = diff(
+            &[w("api", "1.0", 1)],
+            &[w("api", "1.0", 1), w("old", "0.1", 1)],
+        );
         assert_eq!(plan.deletes.len(), 1);
         assert_eq!(plan.deletes[0].name, "old");
         assert!(plan.is_destructive());

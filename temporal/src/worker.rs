@@ -27,7 +27,8 @@ pub struct WorkerDeps {
 /// The worker's future is not `Send` (workflows run on a local set), so call this on the task
 /// that owns it (`tokio::select!` / `join!` from `main`), never through `tokio::spawn`.
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-    let runtime = Runtime::from_current_tokio(Default::default()).map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let runtime = Runtime::from_current_tokio(Default::default())
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
     let activities = ProvisioningActivitiesImpl {
         db: deps.db,
         runner: deps.runner,
@@ -41,7 +42,8 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
         .register_activities(activities)
         .build();
-    let mut worker = Worker::new(&runtime, deps.client, options).map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let mut worker = Worker::new(&runtime, deps.client, options)
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
     let stop = worker.shutdown_handle();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
     let run = worker.run();

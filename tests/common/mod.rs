@@ -83,11 +83,19 @@ fn bin() -> &'static str {
 
 async fn fresh_postgres() -> String {
     use sea_orm::{ConnectionTrait, Database};
-    let admin = std::env::var("RC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let admin = std::env::var("RC_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
-    let db = Database::connect(&admin).await.expect("PostgreSQL at RC_TEST_POSTGRES_URL");
-    db.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create test database");
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
+    let db = Database::connect(&admin)
+        .await
+        .expect("PostgreSQL at RC_TEST_POSTGRES_URL");
+    db.execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create test database");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_owned())
+        .unwrap_or(admin);
     format!("{base}/{name}")
 }
 
@@ -99,14 +107,21 @@ impl Stack {
 
     /// A stack on `db`.
     pub async fn on(db: Db) -> Stack {
-        Self::with(StackOptions { db: Some(db), ..Default::default() }).await
+        Self::with(StackOptions {
+            db: Some(db),
+            ..Default::default()
+        })
+        .await
     }
 
     /// A stack with options.
     pub async fn with(opts: StackOptions) -> Stack {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let database_url = match opts.db.unwrap_or(Db::Sqlite) {
-            Db::Sqlite => format!("sqlite://{}?mode=rwc", data_dir.path().join("read.db").display()),
+            Db::Sqlite => format!(
+                "sqlite://{}?mode=rwc",
+                data_dir.path().join("read.db").display()
+            ),
             Db::Postgres => fresh_postgres().await,
         };
         let mut stack = Stack {
@@ -161,7 +176,10 @@ impl Stack {
             .stderr(self.log_file("worker"))
             .spawn()
             .expect("spawn worker");
-        self.worker = Some(Proc { child, name: "worker" });
+        self.worker = Some(Proc {
+            child,
+            name: "worker",
+        });
     }
 
     /// Kills the worker with SIGKILL.
@@ -185,7 +203,12 @@ impl Stack {
         let url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("api did not print its address: {line:?}; see {}", self.data_dir.path().display()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "api did not print its address: {line:?}; see {}",
+                    self.data_dir.path().display()
+                )
+            })
             .to_owned();
         let mut log = self.log_file("api");
         std::thread::spawn(move || {
@@ -202,7 +225,10 @@ impl Stack {
     pub fn logs(&self) -> String {
         ["worker", "api"]
             .iter()
-            .map(|n| std::fs::read_to_string(self.data_dir.path().join(format!("{n}.log"))).unwrap_or_default())
+            .map(|n| {
+                std::fs::read_to_string(self.data_dir.path().join(format!("{n}.log")))
+                    .unwrap_or_default()
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -214,8 +240,16 @@ impl Stack {
 
     /// The sandbox document of an environment.
     pub fn sandbox(&self, tenant: &str, env: &str) -> Value {
-        let path = self.data_dir.path().join("sandbox").join(self.tenant(tenant)).join(format!("{env}.json"));
-        std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null)
+        let path = self
+            .data_dir
+            .path()
+            .join("sandbox")
+            .join(self.tenant(tenant))
+            .join(format!("{env}.json"));
+        std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null)
     }
 
     /// Runs `runtime-cloud sandbox …` for an environment.
@@ -236,27 +270,50 @@ impl Stack {
     /// A token for `tenant` with `scopes`.
     pub fn token(&self, tenant: &str, scopes: &[&str]) -> String {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-        self.keys.mint("tester", &self.tenant(tenant), &scopes, &["Operator".into()], 3600).expect("mint token")
+        self.keys
+            .mint(
+                "tester",
+                &self.tenant(tenant),
+                &scopes,
+                &["Operator".into()],
+                3600,
+            )
+            .expect("mint token")
     }
 
     /// A client acting as an operator of `tenant` with every provisioning scope.
     pub fn operator(&self, tenant: &str) -> Api {
-        self.client(tenant, &["factory.provisioning.read", "factory.provisioning.apply"])
+        self.client(
+            tenant,
+            &["factory.provisioning.read", "factory.provisioning.apply"],
+        )
     }
 
     /// A client acting in `tenant` with `scopes`.
     pub fn client(&self, tenant: &str, scopes: &[&str]) -> Api {
-        Api { base: self.base_url.clone(), http: self.http.clone(), token: Some(self.token(tenant, scopes)), tenant: self.tenant(tenant) }
+        Api {
+            base: self.base_url.clone(),
+            http: self.http.clone(),
+            token: Some(self.token(tenant, scopes)),
+            tenant: self.tenant(tenant),
+        }
     }
 
     /// A client without a token.
     pub fn anonymous(&self) -> Api {
-        Api { base: self.base_url.clone(), http: self.http.clone(), token: None, tenant: String::new() }
+        Api {
+            base: self.base_url.clone(),
+            http: self.http.clone(),
+            token: None,
+            tenant: String::new(),
+        }
     }
 
     /// Reads the read DB directly.
     pub async fn db(&self) -> sea_orm::DatabaseConnection {
-        sea_orm::Database::connect(&self.database_url).await.expect("connect read DB")
+        sea_orm::Database::connect(&self.database_url)
+            .await
+            .expect("connect read DB")
     }
 
     /// Counts rows of a table.
@@ -264,7 +321,10 @@ impl Stack {
         use sea_orm::{ConnectionTrait, Statement};
         let db = self.db().await;
         let row = db
-            .query_one(Statement::from_string(db.get_database_backend(), format!("SELECT COUNT(*) AS n FROM {table}")))
+            .query_one(Statement::from_string(
+                db.get_database_backend(),
+                format!("SELECT COUNT(*) AS n FROM {table}"),
+            ))
             .await
             .expect("count")
             .expect("one row");
@@ -317,17 +377,35 @@ impl Res {
     /// Asserts the status and returns the body.
     #[track_caller]
     pub fn expect(self, status: u16) -> Value {
-        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.body);
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.body
+        );
         self.body
     }
 
     /// Asserts an RFC 7807 problem with this status.
     #[track_caller]
     pub fn expect_problem(self, status: u16) -> Value {
-        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.body);
-        assert_eq!(self.content_type, "application/problem+json", "not problem JSON: {}", self.body);
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "not problem JSON: {}",
+            self.body
+        );
         assert_eq!(self.body["status"], status, "problem status: {}", self.body);
-        assert!(self.body["title"].is_string() && self.body["detail"].is_string(), "problem fields: {}", self.body);
+        assert!(
+            self.body["title"].is_string() && self.body["detail"].is_string(),
+            "problem fields: {}",
+            self.body
+        );
         self.body
     }
 }
@@ -335,10 +413,21 @@ impl Res {
 impl Api {
     /// A client of the API at `base` with a ready-made token.
     pub fn with_token(base: &str, token: &str) -> Api {
-        Api { base: base.to_owned(), http: reqwest::Client::new(), token: Some(token.to_owned()), tenant: String::new() }
+        Api {
+            base: base.to_owned(),
+            http: reqwest::Client::new(),
+            token: Some(token.to_owned()),
+            tenant: String::new(),
+        }
     }
 
-    pub async fn send(&self, method: Method, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Res {
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Res {
         let mut req = self.http.request(method, format!("{}{}", self.base, path));
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
@@ -353,8 +442,18 @@ impl Api {
     }
 
     /// Sends a raw body with a content type.
-    pub async fn send_raw(&self, method: Method, path: &str, body: Vec<u8>, content_type: &str) -> Res {
-        let mut req = self.http.request(method, format!("{}{}", self.base, path)).header("content-type", content_type).body(body);
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Res {
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .header("content-type", content_type)
+            .body(body);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -371,8 +470,17 @@ impl Api {
             .unwrap_or_default()
             .to_owned();
         let bytes = res.bytes().await.expect("body");
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into())) };
-        Res { status, content_type, body }
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Res {
+            status,
+            content_type,
+            body,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Res {
@@ -385,7 +493,12 @@ impl Api {
 
     /// Registers an environment.
     pub async fn environment(&self, id: &str, class: &str) -> Value {
-        self.post("/factory/environments", json!({ "environmentId": id, "projectId": "shop", "class": class })).await.expect(201)
+        self.post(
+            "/factory/environments",
+            json!({ "environmentId": id, "projectId": "shop", "class": class }),
+        )
+        .await
+        .expect(201)
     }
 
     /// Declares a specification with `workloads` (name, version, replicas).
@@ -409,13 +522,24 @@ impl Api {
 
     /// Requests a run; returns its id.
     pub async fn plan_run(&self, env: &str, kind: &str) -> String {
-        let run = self.post("/factory/provisioning/runs", json!({ "environmentId": env, "kind": kind })).await.expect(202);
-        run["provisioningRunId"].as_str().expect("run id").to_owned()
+        let run = self
+            .post(
+                "/factory/provisioning/runs",
+                json!({ "environmentId": env, "kind": kind }),
+            )
+            .await
+            .expect(202);
+        run["provisioningRunId"]
+            .as_str()
+            .expect("run id")
+            .to_owned()
     }
 
     /// Reads a run.
     pub async fn run(&self, id: &str) -> Value {
-        self.get(&format!("/factory/provisioning/runs/{id}")).await.expect(200)
+        self.get(&format!("/factory/provisioning/runs/{id}"))
+            .await
+            .expect(200)
     }
 
     /// Waits until the run reaches `state` (and fails fast if it ends in another).
@@ -429,7 +553,10 @@ impl Api {
             }
             let terminal = ["Applied", "Failed", "Rejected", "Cancelled"].contains(&now.as_str());
             assert!(!terminal, "run {id} ended {now}, expected {state}: {run}");
-            assert!(Instant::now() < deadline, "run {id} did not reach {state} in 60 s: {run}");
+            assert!(
+                Instant::now() < deadline,
+                "run {id} did not reach {state} in 60 s: {run}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -437,7 +564,10 @@ impl Api {
     /// Approves (or rejects) the run's recorded plan.
     pub async fn decide(&self, id: &str, decision: &str) -> Res {
         let run = self.run(id).await;
-        let hash = run["plan"]["inputsHash"].as_str().expect("plan hash").to_owned();
+        let hash = run["plan"]["inputsHash"]
+            .as_str()
+            .expect("plan hash")
+            .to_owned();
         self.post(
             &format!("/factory/provisioning/runs/{id}/approval"),
             json!({ "decision": decision, "reason": "change ticket CAB-7", "inputsHash": hash }),
@@ -457,7 +587,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -470,6 +603,8 @@ pub fn path_of(stack: &Stack, rel: &str) -> PathBuf {
 impl Stack {
     /// A Temporal client on the test server.
     pub async fn temporal_client(&self) -> temporalio_client::Client {
-        runtime_cloud_temporal::connect(&temporal_address(), "default").await.expect("connect to Temporal")
+        runtime_cloud_temporal::connect(&temporal_address(), "default")
+            .await
+            .expect("connect to Temporal")
     }
 }

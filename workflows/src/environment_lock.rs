@@ -50,7 +50,8 @@ impl EnvironmentLock {
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         // Started by signal-with-start, so the first `acquire` is already queued here.
-        ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty()).await?;
+        ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty())
+            .await?;
         loop {
             // A holder carried over by continue-as-new is granted again (a run ignores a
             // second grant); otherwise the oldest waiter gets the lock.
@@ -71,14 +72,19 @@ impl EnvironmentLock {
             ctx.state_mut(|s| s.grants += 1);
             let granted = ctx
                 .external_workflow(holder.clone(), None)
-                .signal(ProvisioningRun::lock_granted, (), SignalWorkflowOptions::default())
+                .signal(
+                    ProvisioningRun::lock_granted,
+                    (),
+                    SignalWorkflowOptions::default(),
+                )
                 .await;
             if granted.is_err() {
                 // The holder is gone (terminated by hand): do not block the environment.
                 ctx.state_mut(|s| s.state.holder = None);
                 continue;
             }
-            ctx.wait_condition(|s| s.state.holder.as_deref() != Some(holder.as_str())).await?;
+            ctx.wait_condition(|s| s.state.holder.as_deref() != Some(holder.as_str()))
+                .await?;
             if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
                 let state = ctx.state(|s| s.state.clone());
                 ctx.continue_as_new(state, ContinueAsNewOptions::default())?;

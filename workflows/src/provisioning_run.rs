@@ -11,8 +11,8 @@ use crate::contracts::{
 use crate::environment_lock::EnvironmentLock;
 use crate::search_attributes::{ENVIRONMENT_ID, PROVISIONING_STATE, RUN_KIND, TENANT_ID};
 use runtime_cloud_models::{
-    Approval, ApprovalDecision, ApprovalRecord, ApplyReceipt, ApplyResult,
-    ProvisioningState, RunInput, RunStatus, environment_lock_workflow_id,
+    ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, ProvisioningState,
+    RunInput, RunStatus, environment_lock_workflow_id,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -87,7 +87,11 @@ impl ProvisioningRun {
         let me = ctx.workflow_id().to_owned();
         let _ = ctx
             .external_workflow(lock_id, None)
-            .signal(EnvironmentLock::release, me, SignalWorkflowOptions::default())
+            .signal(
+                EnvironmentLock::release,
+                me,
+                SignalWorkflowOptions::default(),
+            )
             .await;
         result?;
         Ok(ctx.state(|s| s.status.clone()))
@@ -103,7 +107,8 @@ impl ProvisioningRun {
             lock_workflow_id: lock_id.to_owned(),
             requester_workflow_id: ctx.workflow_id().to_owned(),
         };
-        ctx.execute_activity(ProvisioningActivities::request_lock, lock, quick_opts()).await?;
+        ctx.execute_activity(ProvisioningActivities::request_lock, lock, quick_opts())
+            .await?;
         if let Wake::Cancelled = Self::wait(ctx, |s| s.lock_granted, None).await? {
             return Self::finish_cancelled(ctx).await;
         }
@@ -115,9 +120,14 @@ impl ProvisioningRun {
             environment_id: input.environment_id.clone(),
             specification: input.specification.clone(),
         };
-        let plan = match ctx.execute_activity(ProvisioningActivities::plan, plan_request, plan_opts()).await {
+        let plan = match ctx
+            .execute_activity(ProvisioningActivities::plan, plan_request, plan_opts())
+            .await
+        {
             Ok(plan) => plan,
-            Err(e) => return Self::finish(ctx, ProvisioningState::Failed, Some(failure_reason(&e))).await,
+            Err(e) => {
+                return Self::finish(ctx, ProvisioningState::Failed, Some(failure_reason(&e))).await;
+            }
         };
         ctx.state_mut(|s| s.status.plan = Some(plan.clone()));
         Self::transition(ctx, ProvisioningState::Planned).await?;
@@ -140,18 +150,26 @@ impl ProvisioningRun {
                 Wake::Cancelled => return Self::finish_cancelled(ctx).await,
                 Wake::Expired => {
                     ctx.state_mut(|s| {
-                        s.status.approval =
-                            Some(ApprovalRecord { approval_id: None, decision: None, expired: true })
+                        s.status.approval = Some(ApprovalRecord {
+                            approval_id: None,
+                            decision: None,
+                            expired: true,
+                        })
                     });
                     let reason = "approval expired".to_owned();
                     return Self::finish(ctx, ProvisioningState::Rejected, Some(reason)).await;
                 }
                 Wake::Ready => {}
             }
-            let approval = ctx.state(|s| s.approval.clone()).unwrap_or_else(|| unreachable_approval());
+            let approval = ctx
+                .state(|s| s.approval.clone())
+                .unwrap_or_else(unreachable_approval);
             ctx.state_mut(|s| {
-                s.status.approval =
-                    Some(ApprovalRecord { approval_id: None, decision: Some(approval.clone()), expired: false })
+                s.status.approval = Some(ApprovalRecord {
+                    approval_id: None,
+                    decision: Some(approval.clone()),
+                    expired: false,
+                })
             });
             if approval.decision == ApprovalDecision::Reject {
                 let reason = format!("rejected by {}: {}", approval.approver, approval.reason);
@@ -169,7 +187,10 @@ impl ProvisioningRun {
             plan,
         };
         let opts = apply_opts(input.apply_timeout_secs);
-        match ctx.execute_activity(ProvisioningActivities::apply, apply_request, opts).await {
+        match ctx
+            .execute_activity(ProvisioningActivities::apply, apply_request, opts)
+            .await
+        {
             Ok(receipt) => {
                 let state = match receipt.result {
                     ApplyResult::Succeeded => ProvisioningState::Applied,
@@ -203,7 +224,8 @@ impl ProvisioningRun {
     ) -> WorkflowResult<Wake> {
         let wake = match expiry {
             None => {
-                ctx.wait_condition(move |s| ready(s) || s.cancel.is_some()).await?;
+                ctx.wait_condition(move |s| ready(s) || s.cancel.is_some())
+                    .await?;
                 Wake::Ready
             }
             Some(expiry) => {
@@ -236,11 +258,22 @@ impl ProvisioningRun {
     }
 
     /// Moves to `state`: search attribute, then the read tables and the event.
-    async fn transition(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) -> WorkflowResult<()> {
+    async fn transition(
+        ctx: &mut WorkflowContext<Self>,
+        state: ProvisioningState,
+    ) -> WorkflowResult<()> {
         ctx.state_mut(|s| s.status.state = Some(state));
         ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
-        let projection = ctx.state(|s| RunProjection { run: s.input.clone(), status: s.status.clone() });
-        ctx.execute_activity(ProvisioningActivities::project, projection, projection_opts()).await?;
+        let projection = ctx.state(|s| RunProjection {
+            run: s.input.clone(),
+            status: s.status.clone(),
+        });
+        ctx.execute_activity(
+            ProvisioningActivities::project,
+            projection,
+            projection_opts(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -313,7 +346,11 @@ fn failure_reason(e: &ActivityExecutionError) -> String {
 /// not lose a transition).
 fn quick_opts() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
-        .retry_policy(RetryPolicy::builder().maximum_interval(Duration::from_secs(10)).build())
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
         .build()
 }
 

@@ -3,14 +3,16 @@
 use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
 use crate::{AppState, Error};
+use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use axum::Router;
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::entities::environments;
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
+};
 use serde::{Deserialize, Serialize};
 
 pub fn router() -> Router<AppState> {
@@ -59,8 +61,16 @@ pub fn valid_id(what: &str, id: &str) -> Result<(), Error> {
     let ok = !id.is_empty()
         && id.len() <= 63
         && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok { Ok(()) } else { Err(Error::Unprocessable(format!("{what} must be 1-63 characters of [A-Za-z0-9._-]"))) }
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Unprocessable(format!(
+            "{what} must be 1-63 characters of [A-Za-z0-9._-]"
+        )))
+    }
 }
 
 async fn register(
@@ -73,10 +83,18 @@ async fn register(
     valid_id("projectId", &body.project_id)?;
     let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
     if target != "sandbox" {
-        return Err(Error::Unprocessable(format!("target `{target}` is not available; use `sandbox`")));
+        return Err(Error::Unprocessable(format!(
+            "target `{target}` is not available; use `sandbox`"
+        )));
     }
-    if find(&state, auth.tenant(), &body.environment_id).await?.is_some() {
-        return Err(Error::Conflict(format!("environment `{}` already exists", body.environment_id)));
+    if find(&state, auth.tenant(), &body.environment_id)
+        .await?
+        .is_some()
+    {
+        return Err(Error::Conflict(format!(
+            "environment `{}` already exists",
+            body.environment_id
+        )));
     }
     let now = Utc::now();
     let row = environments::ActiveModel {
@@ -92,15 +110,19 @@ async fn register(
     .insert(&state.db)
     .await
     .map_err(|e| match e.sql_err() {
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => {
-            Error::Conflict(format!("environment `{}` already exists", body.environment_id))
-        }
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => Error::Conflict(format!(
+            "environment `{}` already exists",
+            body.environment_id
+        )),
         _ => Error::from(e),
     })?;
     Ok((StatusCode::CREATED, axum::Json(row.into())))
 }
 
-async fn list(State(state): State<AppState>, auth: Auth) -> Result<axum::Json<serde_json::Value>, Error> {
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<axum::Json<serde_json::Value>, Error> {
     auth.require(PROVISIONING_READ)?;
     let rows = environments::Entity::find()
         .filter(environments::Column::TenantId.eq(auth.tenant()))
@@ -112,7 +134,11 @@ async fn list(State(state): State<AppState>, auth: Auth) -> Result<axum::Json<se
 }
 
 /// The caller's environment, if it exists in their tenant.
-pub async fn find(state: &AppState, tenant: &str, environment_id: &str) -> Result<Option<environments::Model>, Error> {
+pub async fn find(
+    state: &AppState,
+    tenant: &str,
+    environment_id: &str,
+) -> Result<Option<environments::Model>, Error> {
     Ok(environments::Entity::find()
         .filter(environments::Column::TenantId.eq(tenant))
         .filter(environments::Column::EnvironmentId.eq(environment_id))

@@ -8,7 +8,9 @@ use axum::{Json, Router};
 use serde_json::json;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/healthz", get(live)).route("/readyz", get(ready))
+    Router::new()
+        .route("/healthz", get(live))
+        .route("/readyz", get(ready))
 }
 
 /// The process answers.
@@ -21,11 +23,22 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, Json<serde_json::V
     let db = state.db.ping().await.is_ok();
     let temporal = tokio::time::timeout(
         std::time::Duration::from_secs(2),
-        state.temporal.count_workflows("WorkflowType='ProvisioningRun'", Default::default()),
+        state
+            .temporal
+            .count_workflows("WorkflowType='ProvisioningRun'", Default::default()),
     )
     .await
     .is_ok_and(|r| r.is_ok());
     let ok = db && temporal;
-    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(json!({ "status": if ok { "ok" } else { "unavailable" }, "checks": { "database": db, "temporal": temporal } })))
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(
+            json!({ "status": if ok { "ok" } else { "unavailable" }, "checks": { "database": db, "temporal": temporal } }),
+        ),
+    )
 }

@@ -41,7 +41,9 @@ fn decode(cursor: &str) -> Result<String, Error> {
     let invalid = || Error::BadRequest("invalid cursor".into());
     let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
     let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    text.strip_prefix("v1:").map(str::to_owned).ok_or_else(invalid)
+    text.strip_prefix("v1:")
+        .map(str::to_owned)
+        .ok_or_else(invalid)
 }
 
 /// A page of items and the cursor of the next page.
@@ -57,7 +59,14 @@ impl<T> Paged<T> {
     pub fn from_rows(mut rows: Vec<T>, limit: u64, id: impl Fn(&T) -> &str) -> Self {
         let more = rows.len() as u64 > limit;
         rows.truncate(limit as usize);
-        let next_cursor = if more { rows.last().map(|r| encode(id(r))) } else { None };
-        Paged { items: rows, next_cursor }
+        let next_cursor = if more {
+            rows.last().map(|r| encode(id(r)))
+        } else {
+            None
+        };
+        Paged {
+            items: rows,
+            next_cursor,
+        }
     }
 }

@@ -7,16 +7,18 @@ use super::environments::find as find_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
+use crate::query::Query;
 use crate::{AppState, Error};
 use axum::Router;
 use axum::extract::{Path, State};
-use crate::query::Query;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, logs_ref};
-use runtime_cloud_models::entities::{deployment_specifications as specs, provisioning_runs as runs};
+use runtime_cloud_models::entities::{
+    deployment_specifications as specs, provisioning_runs as runs,
+};
 use runtime_cloud_models::{
     Approval, ApprovalDecision, EnvironmentClass, ProvisioningKind, ProvisioningState, RunInput,
     RunStatus, run_workflow_id,
@@ -111,9 +113,13 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Error> {
     match headers.get("idempotency-key") {
         None => Ok(None),
         Some(v) => {
-            let key = v.to_str().map_err(|_| Error::BadRequest("Idempotency-Key must be ASCII".into()))?;
+            let key = v
+                .to_str()
+                .map_err(|_| Error::BadRequest("Idempotency-Key must be ASCII".into()))?;
             if key.is_empty() || key.len() > 255 {
-                return Err(Error::BadRequest("Idempotency-Key must be 1-255 characters".into()));
+                return Err(Error::BadRequest(
+                    "Idempotency-Key must be 1-255 characters".into(),
+                ));
             }
             Ok(Some(key.to_owned()))
         }
@@ -128,7 +134,12 @@ fn request_hash(body: &PlanProvisioning) -> String {
 
 fn accepted(run: runs::Model, status: StatusCode) -> Response {
     let location = format!("/factory/provisioning/runs/{}", run.provisioning_run_id);
-    (status, [(header::LOCATION, location)], axum::Json(RunView::from(run))).into_response()
+    (
+        status,
+        [(header::LOCATION, location)],
+        axum::Json(RunView::from(run)),
+    )
+        .into_response()
 }
 
 async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<runs::Model, Error> {
@@ -149,27 +160,37 @@ async fn plan(
     let key = idempotency_key(&headers)?;
     let hash = request_hash(&body);
 
-    if let Some(key) = &key {
-        if let Some(existing) = find_by_key(&state, auth.tenant(), key).await? {
-            return replay(&state, existing, &hash).await;
-        }
+    if let Some(key) = &key
+        && let Some(existing) = find_by_key(&state, auth.tenant(), key).await?
+    {
+        return replay(existing, &hash);
     }
 
     let env = find_environment(&state, auth.tenant(), &body.environment_id)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("environment `{}` not found", body.environment_id)))?;
+        .ok_or_else(|| {
+            Error::NotFound(format!("environment `{}` not found", body.environment_id))
+        })?;
     let mut select = specs::Entity::find()
         .filter(specs::Column::TenantId.eq(auth.tenant()))
         .filter(specs::Column::EnvironmentId.eq(&body.environment_id));
     if let Some(v) = body.specification_version {
         select = select.filter(specs::Column::Version.eq(v));
     }
-    let spec = select.order_by_desc(specs::Column::Version).one(&state.db).await?.ok_or_else(|| {
-        match body.specification_version {
-            Some(v) => Error::NotFound(format!("specification version {v} of `{}` not found", body.environment_id)),
-            None => Error::Conflict(format!("environment `{}` has no specification yet; declare one first", body.environment_id)),
-        }
-    })?;
+    let spec = select
+        .order_by_desc(specs::Column::Version)
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| match body.specification_version {
+            Some(v) => Error::NotFound(format!(
+                "specification version {v} of `{}` not found",
+                body.environment_id
+            )),
+            None => Error::Conflict(format!(
+                "environment `{}` has no specification yet; declare one first",
+                body.environment_id
+            )),
+        })?;
     let snapshot = store::snapshot(&spec).map_err(Error::internal)?;
 
     let run_id = uuid::Uuid::now_v7().to_string();
@@ -200,10 +221,17 @@ async fn plan(
     let row = match row.insert(&state.db).await {
         Ok(row) => row,
         // Another request with the same key won the race: answer as it did.
-        Err(e) if matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_))) => {
+        Err(e)
+            if matches!(
+                e.sql_err(),
+                Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+            ) =>
+        {
             let key = key.as_deref().unwrap_or_default();
-            let existing = find_by_key(&state, auth.tenant(), key).await?.ok_or_else(|| Error::internal(e))?;
-            return replay(&state, existing, &hash).await;
+            let existing = find_by_key(&state, auth.tenant(), key)
+                .await?
+                .ok_or_else(|| Error::internal(e))?;
+            return replay(existing, &hash);
         }
         Err(e) => return Err(e.into()),
     };
@@ -232,7 +260,11 @@ async fn plan(
     Ok(accepted(row, StatusCode::ACCEPTED))
 }
 
-async fn find_by_key(state: &AppState, tenant: &str, key: &str) -> Result<Option<runs::Model>, Error> {
+async fn find_by_key(
+    state: &AppState,
+    tenant: &str,
+    key: &str,
+) -> Result<Option<runs::Model>, Error> {
     Ok(runs::Entity::find()
         .filter(runs::Column::TenantId.eq(tenant))
         .filter(runs::Column::IdempotencyKey.eq(key))
@@ -241,7 +273,7 @@ async fn find_by_key(state: &AppState, tenant: &str, key: &str) -> Result<Option
 }
 
 /// The same key again: the same run for the same body, 422 for another body.
-async fn replay(_state: &AppState, existing: runs::Model, hash: &str) -> Result<Response, Error> {
+fn replay(existing: runs::Model, hash: &str) -> Result<Response, Error> {
     if existing.request_hash.as_deref() != Some(hash) {
         return Err(Error::Unprocessable(
             "this Idempotency-Key was used with a different request body".into(),
@@ -269,7 +301,9 @@ async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "cannot start provisioning run");
-            Error::Unavailable("the workflow service is unavailable; nothing was started, retry later".into())
+            Error::Unavailable(
+                "the workflow service is unavailable; nothing was started, retry later".into(),
+            )
         })?;
     Ok(())
 }
@@ -291,14 +325,18 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let page = Page { cursor: q.cursor.clone(), limit: q.limit };
+    let page = Page {
+        cursor: q.cursor.clone(),
+        limit: q.limit,
+    };
     let limit = page.limit()?;
     let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(runs::Column::EnvironmentId.eq(env));
     }
     if let Some(kind) = &q.kind {
-        let kind = ProvisioningKind::from_str(kind).map_err(|e| Error::BadRequest(e.to_string()))?;
+        let kind =
+            ProvisioningKind::from_str(kind).map_err(|e| Error::BadRequest(e.to_string()))?;
         select = select.filter(runs::Column::Kind.eq(kind.as_str()));
     }
     if let Some(s) = &q.state {
@@ -314,24 +352,40 @@ async fn list(
         .all(&state.db)
         .await?;
     let rows: Vec<RunView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(Paged::from_rows(rows, limit, |r| &r.provisioning_run_id)))
+    Ok(axum::Json(Paged::from_rows(rows, limit, |r| {
+        &r.provisioning_run_id
+    })))
 }
 
-async fn read(State(state): State<AppState>, auth: Auth, Path(id): Path<String>) -> Result<axum::Json<RunView>, Error> {
+async fn read(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<String>,
+) -> Result<axum::Json<RunView>, Error> {
     auth.require(PROVISIONING_READ)?;
-    Ok(axum::Json(find_run(&state, auth.tenant(), &id).await?.into()))
+    Ok(axum::Json(
+        find_run(&state, auth.tenant(), &id).await?.into(),
+    ))
 }
 
 /// The run's live status from its workflow; the read row when the workflow cannot answer
 /// (no worker polling), which may lag a transition behind.
 async fn live_status(state: &AppState, row: &runs::Model) -> RunStatus {
-    let handle = state.temporal.get_workflow_handle::<ProvisioningRun>(run_workflow_id(&row.provisioning_run_id));
+    let handle = state
+        .temporal
+        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(&row.provisioning_run_id));
     let query = handle.query(ProvisioningRun::state, (), WorkflowQueryOptions::default());
     match tokio::time::timeout(std::time::Duration::from_secs(5), query).await {
         Ok(Ok(status)) => status,
         _ => RunStatus {
-            state: row.state.as_deref().and_then(|s| ProvisioningState::from_str(s).ok()),
-            plan: row.plan_receipt.clone().and_then(|p| serde_json::from_value(p).ok()),
+            state: row
+                .state
+                .as_deref()
+                .and_then(|s| ProvisioningState::from_str(s).ok()),
+            plan: row
+                .plan_receipt
+                .clone()
+                .and_then(|p| serde_json::from_value(p).ok()),
             ..Default::default()
         },
     }
@@ -361,9 +415,23 @@ async fn cancel(
         )));
     }
     let reason = crate::json::parse_optional::<CancelBody>(&body)?.reason;
-    let request = CancelRequest { by: auth.subject().to_owned(), reason };
-    signal_run(&state, &id, |h| async move { h.signal(ProvisioningRun::cancel, request, WorkflowSignalOptions::default()).await }).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "provisioningRunId": id, "cancelRequested": true }))))
+    let request = CancelRequest {
+        by: auth.subject().to_owned(),
+        reason,
+    };
+    signal_run(&state, &id, |h| async move {
+        h.signal(
+            ProvisioningRun::cancel,
+            request,
+            WorkflowSignalOptions::default(),
+        )
+        .await
+    })
+    .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "provisioningRunId": id, "cancelRequested": true })),
+    ))
 }
 
 /// `POST …/runs/{id}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
@@ -392,7 +460,11 @@ async fn approve(
             status.state.map_or("not planned yet", |s| s.as_str())
         )));
     }
-    let planned = status.plan.as_ref().map(|p| p.inputs_hash.as_str()).unwrap_or_default();
+    let planned = status
+        .plan
+        .as_ref()
+        .map(|p| p.inputs_hash.as_str())
+        .unwrap_or_default();
     if planned != body.inputs_hash {
         return Err(Error::Conflict(format!(
             "the approval names plan {} but the run's plan is {planned}; review the current plan",
@@ -405,16 +477,31 @@ async fn approve(
         reason: body.reason,
         inputs_hash: body.inputs_hash,
     };
-    signal_run(&state, &id, |h| async move { h.signal(ProvisioningRun::approval, approval, WorkflowSignalOptions::default()).await }).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "provisioningRunId": id, "decision": body.decision }))))
+    signal_run(&state, &id, |h| async move {
+        h.signal(
+            ProvisioningRun::approval,
+            approval,
+            WorkflowSignalOptions::default(),
+        )
+        .await
+    })
+    .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "provisioningRunId": id, "decision": body.decision })),
+    ))
 }
 
 async fn signal_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<(), Error>
 where
     F: FnOnce(temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>) -> Fut,
-    Fut: std::future::Future<Output = Result<(), temporalio_client::errors::WorkflowInteractionError>>,
+    Fut: std::future::Future<
+            Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
+        >,
 {
-    let handle = state.temporal.get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
+    let handle = state
+        .temporal
+        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
     send(handle).await.map_err(|e| match e {
         temporalio_client::errors::WorkflowInteractionError::NotFound(_) => {
             Error::Conflict(format!("run `{id}` has already ended"))

@@ -4,10 +4,10 @@ use super::environments::{find as find_environment, valid_id};
 use super::pagination::{Page, Paged};
 use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
+use crate::query::Query;
 use crate::{AppState, Error};
 use axum::Router;
 use axum::extract::State;
-use crate::query::Query;
 use axum::http::StatusCode;
 use axum::routing::get;
 use chrono::Utc;
@@ -19,7 +19,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/factory/provisioning/specifications", get(list).post(declare))
+    Router::new().route(
+        "/factory/provisioning/specifications",
+        get(list).post(declare),
+    )
 }
 
 /// `POST /factory/provisioning/specifications`: declares the next version for an environment.
@@ -85,7 +88,9 @@ fn is_reference(v: &str) -> bool {
     match v.split_once("://") {
         Some((scheme, rest)) => {
             !scheme.is_empty()
-                && scheme.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.'))
+                && scheme.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.')
+                })
                 && !rest.is_empty()
                 && !rest.chars().any(char::is_whitespace)
         }
@@ -107,7 +112,9 @@ fn check_refs(what: &str, refs: &Refs) -> Result<(), Error> {
 fn validate(body: &DeclareSpecification) -> Result<(), Error> {
     valid_id("environmentId", &body.environment_id)?;
     if body.program_ref.trim().is_empty() || body.program_version.trim().is_empty() {
-        return Err(Error::Unprocessable("programRef and programVersion are required".into()));
+        return Err(Error::Unprocessable(
+            "programRef and programVersion are required".into(),
+        ));
     }
     check_refs("configRefs", &body.config_refs)?;
     check_refs("secretRefs", &body.secret_refs)?;
@@ -115,10 +122,16 @@ fn validate(body: &DeclareSpecification) -> Result<(), Error> {
     for w in &body.workloads {
         valid_id("workloads[].name", &w.name)?;
         if !names.insert(w.name.as_str()) {
-            return Err(Error::Unprocessable(format!("workload `{}` is declared twice", w.name)));
+            return Err(Error::Unprocessable(format!(
+                "workload `{}` is declared twice",
+                w.name
+            )));
         }
         if w.kind.trim().is_empty() || w.version.trim().is_empty() {
-            return Err(Error::Unprocessable(format!("workload `{}` needs a kind and a version", w.name)));
+            return Err(Error::Unprocessable(format!(
+                "workload `{}` needs a kind and a version",
+                w.name
+            )));
         }
         check_refs(&format!("workloads.{}.configRefs", w.name), &w.config_refs)?;
         check_refs(&format!("workloads.{}.secretRefs", w.name), &w.secret_refs)?;
@@ -135,7 +148,9 @@ async fn declare(
     validate(&body)?;
     let env = find_environment(&state, auth.tenant(), &body.environment_id)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("environment `{}` not found", body.environment_id)))?;
+        .ok_or_else(|| {
+            Error::NotFound(format!("environment `{}` not found", body.environment_id))
+        })?;
     let row = store::declare_specification(
         &state.db,
         NewSpecification {
@@ -172,7 +187,10 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let page = Page { cursor: q.cursor.clone(), limit: q.limit };
+    let page = Page {
+        cursor: q.cursor.clone(),
+        limit: q.limit,
+    };
     let limit = page.limit()?;
     let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
@@ -187,7 +205,9 @@ async fn list(
         .all(&state.db)
         .await?;
     let rows: Vec<SpecificationView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(Paged::from_rows(rows, limit, |s| &s.specification_id)))
+    Ok(axum::Json(Paged::from_rows(rows, limit, |s| {
+        &s.specification_id
+    })))
 }
 
 #[cfg(test)]

@@ -125,9 +125,15 @@ impl MigrationTrait for Migration {
                 .col(json(DeploymentSpecifications::SecretRefs))
                 .col(json(DeploymentSpecifications::Workloads))
                 .col(integer(DeploymentSpecifications::Version))
-                .col(timestamp_with_time_zone(DeploymentSpecifications::DeclaredAt))
-                .col(timestamp_with_time_zone(DeploymentSpecifications::CreatedAt))
-                .col(timestamp_with_time_zone(DeploymentSpecifications::UpdatedAt))
+                .col(timestamp_with_time_zone(
+                    DeploymentSpecifications::DeclaredAt,
+                ))
+                .col(timestamp_with_time_zone(
+                    DeploymentSpecifications::CreatedAt,
+                ))
+                .col(timestamp_with_time_zone(
+                    DeploymentSpecifications::UpdatedAt,
+                ))
                 .to_owned(),
         )
         .await?;
@@ -194,7 +200,11 @@ impl MigrationTrait for Migration {
         m.create_table(
             Table::create()
                 .table(OutboxEvents::Table)
-                .col(big_integer(OutboxEvents::Seq).primary_key().auto_increment())
+                .col(
+                    big_integer(OutboxEvents::Seq)
+                        .primary_key()
+                        .auto_increment(),
+                )
                 .col(string_uniq(OutboxEvents::EventId))
                 .col(string(OutboxEvents::TenantId))
                 .col(string(OutboxEvents::EventType))
@@ -212,10 +222,18 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.drop_table(Table::drop().table(OutboxEvents::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(ProvisioningRuns::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(DeploymentSpecifications::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(Environments::Table).to_owned()).await?;
+        m.drop_table(Table::drop().table(OutboxEvents::Table).to_owned())
+            .await?;
+        m.drop_table(Table::drop().table(ProvisioningRuns::Table).to_owned())
+            .await?;
+        m.drop_table(
+            Table::drop()
+                .table(DeploymentSpecifications::Table)
+                .to_owned(),
+        )
+        .await?;
+        m.drop_table(Table::drop().table(Environments::Table).to_owned())
+            .await?;
         Ok(())
     }
 }
