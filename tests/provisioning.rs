@@ -208,15 +208,7 @@ async fn production_run_approval_expires() {
     api.environment("prod", "production").await;
     api.declare("prod", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("prod", "baseline").await;
-    let run = eventually(30, "the approval to expire", || {
-        let api = api.clone();
-        let id = id.clone();
-        async move {
-            let run = api.run(&id).await;
-            (run["state"] == "Rejected").then_some(run)
-        }
-    })
-    .await;
+    let run = api.wait_state(&id, "Rejected").await;
     assert_eq!(run["approval"]["expired"], true, "{run}");
     assert_eq!(run["reason"], "approval expired");
 }
@@ -413,15 +405,7 @@ async fn failing_apply_ends_failed_with_event() {
         ],
     );
     let id = api.plan_run("dev", "baseline").await;
-    let run = eventually(60, "the run to fail", || {
-        let api = api.clone();
-        let id = id.clone();
-        async move {
-            let run = api.run(&id).await;
-            (run["state"] == "Failed").then_some(run)
-        }
-    })
-    .await;
+    let run = api.wait_state(&id, "Failed").await;
     assert_eq!(run["reason"], "deployment/api: quota exceeded");
     assert_eq!(run["applyReceipt"]["result"], "failed");
     let failed = stack.events("ProvisioningFailed").await;
@@ -455,15 +439,7 @@ async fn missing_program_version_fails_the_run() {
     .await
     .expect(201);
     let id = api.plan_run("dev", "baseline").await;
-    let run = eventually(60, "the run to fail", || {
-        let api = api.clone();
-        let id = id.clone();
-        async move {
-            let run = api.run(&id).await;
-            (run["state"] == "Failed").then_some(run)
-        }
-    })
-    .await;
+    let run = api.wait_state(&id, "Failed").await;
     assert!(
         run["reason"]
             .as_str()

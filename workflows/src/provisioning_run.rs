@@ -126,7 +126,8 @@ impl ProvisioningRun {
         {
             Ok(plan) => plan,
             Err(e) => {
-                return Self::finish(ctx, ProvisioningState::Failed, Some(failure_reason(&e))).await;
+                return Self::finish(ctx, ProvisioningState::Failed, Some(failure_reason(&e)))
+                    .await;
             }
         };
         ctx.state_mut(|s| s.status.plan = Some(plan.clone()));

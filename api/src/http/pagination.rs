@@ -3,6 +3,9 @@
 use crate::Error;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+};
 use serde::Deserialize;
 
 /// Default and maximum page sizes.
@@ -17,6 +20,29 @@ pub struct Page {
 }
 
 impl Page {
+    /// Fetches one page of `select`, newest first by `id` (ids are UUIDv7, so time-ordered),
+    /// and shows each row with `view`.
+    pub async fn fetch<E, V>(
+        &self,
+        db: &DatabaseConnection,
+        select: Select<E>,
+        id: E::Column,
+        view: impl Fn(E::Model) -> V,
+        id_of: impl Fn(&V) -> &str,
+    ) -> Result<Paged<V>, Error>
+    where
+        E: EntityTrait,
+    {
+        let limit = self.limit()?;
+        let mut select = select;
+        if let Some(after) = self.after()? {
+            select = select.filter(id.lt(after));
+        }
+        let rows = select.order_by_desc(id).limit(limit + 1).all(db).await?;
+        let views = rows.into_iter().map(view).collect();
+        Ok(Paged::from_rows(views, limit, id_of))
+    }
+
     /// The page size, within bounds.
     pub fn limit(&self) -> Result<u64, Error> {
         match self.limit {

@@ -28,7 +28,7 @@ use runtime_cloud_workflows::provisioning_run::{CancelRequest, cancellable};
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, RUN_KIND, TENANT_ID};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, ModelTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    QueryOrder,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -325,11 +325,6 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let page = Page {
-        cursor: q.cursor.clone(),
-        limit: q.limit,
-    };
-    let limit = page.limit()?;
     let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(runs::Column::EnvironmentId.eq(env));
@@ -343,18 +338,20 @@ async fn list(
         let s = ProvisioningState::from_str(s).map_err(|e| Error::BadRequest(e.to_string()))?;
         select = select.filter(runs::Column::State.eq(s.as_str()));
     }
-    if let Some(after) = page.after()? {
-        select = select.filter(runs::Column::ProvisioningRunId.lt(after));
-    }
-    let rows = select
-        .order_by_desc(runs::Column::ProvisioningRunId)
-        .limit(limit + 1)
-        .all(&state.db)
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let paged = page
+        .fetch(
+            &state.db,
+            select,
+            runs::Column::ProvisioningRunId,
+            RunView::from,
+            |r| &r.provisioning_run_id,
+        )
         .await?;
-    let rows: Vec<RunView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(Paged::from_rows(rows, limit, |r| {
-        &r.provisioning_run_id
-    })))
+    Ok(axum::Json(paged))
 }
 
 async fn read(

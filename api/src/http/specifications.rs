@@ -14,7 +14,7 @@ use chrono::Utc;
 use runtime_cloud_activities::store::{self, NewSpecification};
 use runtime_cloud_models::entities::deployment_specifications as specs;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -187,27 +187,24 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
     auth.require(PROVISIONING_READ)?;
-    let page = Page {
-        cursor: q.cursor.clone(),
-        limit: q.limit,
-    };
-    let limit = page.limit()?;
     let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(specs::Column::EnvironmentId.eq(env));
     }
-    if let Some(after) = page.after()? {
-        select = select.filter(specs::Column::SpecificationId.lt(after));
-    }
-    let rows = select
-        .order_by_desc(specs::Column::SpecificationId)
-        .limit(limit + 1)
-        .all(&state.db)
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let paged = page
+        .fetch(
+            &state.db,
+            select,
+            specs::Column::SpecificationId,
+            SpecificationView::from,
+            |s| &s.specification_id,
+        )
         .await?;
-    let rows: Vec<SpecificationView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(Paged::from_rows(rows, limit, |s| {
-        &s.specification_id
-    })))
+    Ok(axum::Json(paged))
 }
 
 #[cfg(test)]
