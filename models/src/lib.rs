@@ -8,14 +8,18 @@
 //!
 //! - [`provisioning`]: states, kinds, specifications, runs and their receipts.
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
+//! - [`observation`]: observed workloads and what changed between observations.
+//! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`events`]: integration event topics and payloads.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 //! - [`entities`]: sea-orm entities of the read tables.
 //! - [`migration`]: the read-table migrations.
 
+pub mod drift;
 pub mod entities;
 pub mod events;
 pub mod migration;
+pub mod observation;
 pub mod options;
 pub mod plan;
 pub mod provisioning;

@@ -49,3 +49,33 @@ impl ProvisioningOptions {
         ((self.approval_timeout_hours * 3600.0).ceil() as u64).max(1)
     }
 }
+
+/// `RuntimeCloud:Inventory` options.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+pub struct InventoryOptions {
+    /// An environment without an observation this recent is stale. Fractional minutes are
+    /// allowed so tests can use a short window.
+    #[serde(default = "default_staleness_minutes")]
+    pub staleness_minutes: f64,
+    /// Auto-accept non-destructive proposals outside production.
+    #[serde(default = "default_true")]
+    pub auto_accept_non_destructive_outside_production: bool,
+}
+
+fn default_staleness_minutes() -> f64 {
+    15.0
+}
+
+impl Default for InventoryOptions {
+    fn default() -> Self {
+        Self { staleness_minutes: default_staleness_minutes(), auto_accept_non_destructive_outside_production: true }
+    }
+}
+
+impl InventoryOptions {
+    /// The staleness window in whole seconds (at least one).
+    pub fn staleness_secs(&self) -> u64 {
+        ((self.staleness_minutes * 60.0).ceil() as u64).max(1)
+    }
+}

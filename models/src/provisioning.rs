@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, thiserror::Error)]
 #[error("unknown {what} `{value}`")]
 pub struct UnknownVariant {
-    what: &'static str,
-    value: String,
+    pub(crate) what: &'static str,
+    pub(crate) value: String,
 }
 
 /// Declares a string-backed enum whose wire form is fixed, so the API, the read tables, the
@@ -16,7 +16,7 @@ pub struct UnknownVariant {
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
         }
@@ -38,16 +38,18 @@ macro_rules! wire_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = UnknownVariant;
+            type Err = $crate::provisioning::UnknownVariant;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($wire => Ok($name::$variant),)+
-                    _ => Err(UnknownVariant { what: $what, value: s.to_owned() }),
+                    _ => Err($crate::provisioning::UnknownVariant { what: $what, value: s.to_owned() }),
                 }
             }
         }
     };
 }
+
+pub(crate) use wire_enum;
 
 wire_enum!(
     /// The state of a provisioning run (the spec's state diagram, exactly).

@@ -1,7 +1,11 @@
 //! sea-orm entities of the read tables. Every row carries `tenant_id`; every query filters by it.
 
 pub mod deployment_specifications;
+pub mod drift_findings;
 pub mod environments;
+pub mod observed_workloads;
 pub mod outbox_events;
 pub mod prelude;
 pub mod provisioning_runs;
+pub mod reconciliation_proposals;
+pub mod runtime_inventories;

@@ -3,6 +3,7 @@
 use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_create_read_tables;
+mod m20261129_000002_create_inventory_tables;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -10,6 +11,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_create_read_tables::Migration)]
+        vec![
+            Box::new(m20261129_000001_create_read_tables::Migration),
+            Box::new(m20261129_000002_create_inventory_tables::Migration),
+        ]
     }
 }

@@ -1,0 +1,68 @@
+//! Observed state: what a target reports it runs, never what anyone declared.
+
+use crate::provisioning::Refs;
+use serde::{Deserialize, Serialize};
+
+/// One observed workload. Bindings are references only: values never enter the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedWorkload {
+    pub name: String,
+    pub kind: String,
+    pub version: String,
+    pub replicas_ready: u32,
+    pub replicas_desired: u32,
+    pub endpoints: Vec<String>,
+    pub config_refs: Refs,
+    pub secret_refs: Refs,
+    /// `healthy`, `degraded` or `unavailable`.
+    pub health: String,
+}
+
+/// The result of reading a target once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "outcome")]
+pub enum Observation {
+    /// The target answered with these workloads.
+    Observed { workloads: Vec<ObservedWorkload> },
+    /// The target could not be read; the environment becomes stale and no finding is raised.
+    Unreachable { reason: String },
+}
+
+/// What changed between two observations of an environment, as `ObservedStateChanged` reports
+/// it: names of workloads whose version, replicas or health moved, that appeared or went away.
+pub fn changes(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> serde_json::Value {
+    use std::collections::BTreeMap;
+    let before: BTreeMap<&str, &ObservedWorkload> = before.iter().map(|w| (w.name.as_str(), w)).collect();
+    let after: BTreeMap<&str, &ObservedWorkload> = after.iter().map(|w| (w.name.as_str(), w)).collect();
+    let mut out = Vec::new();
+    for (name, now) in &after {
+        match before.get(name) {
+            None => out.push(serde_json::json!({ "workload": name, "change": "appeared" })),
+            Some(was) => {
+                let mut fields = Vec::new();
+                if was.version != now.version {
+                    fields.push("version");
+                }
+                if was.replicas_ready != now.replicas_ready || was.replicas_desired != now.replicas_desired {
+                    fields.push("replicas");
+                }
+                if was.health != now.health {
+                    fields.push("health");
+                }
+                if was.config_refs != now.config_refs || was.secret_refs != now.secret_refs {
+                    fields.push("bindings");
+                }
+                if !fields.is_empty() {
+                    out.push(serde_json::json!({ "workload": name, "change": "changed", "fields": fields }));
+                }
+            }
+        }
+    }
+    for name in before.keys() {
+        if !after.contains_key(name) {
+            out.push(serde_json::json!({ "workload": name, "change": "disappeared" }));
+        }
+    }
+    serde_json::Value::Array(out)
+}
