@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use anyhow::Context;
+use runtime_cloud_activities::ports::ConfiguredPolicy;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
@@ -47,10 +48,18 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     let client =
         runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace)
             .await?;
+    let sandbox = Arc::new(Sandbox::new(&config.data_dir));
+    let inventory = config.runtime_cloud.inventory.clone();
     let deps = WorkerDeps {
         client,
         db,
-        runner: Arc::new(Sandbox::new(&config.data_dir)),
+        runner: sandbox.clone(),
+        observer: sandbox,
+        policy: Arc::new(ConfiguredPolicy {
+            auto_accept: inventory.auto_accept_non_destructive_outside_production,
+        }),
+        provisioning: config.runtime_cloud.provisioning.clone(),
+        inventory,
         task_queue: config.task_queue.clone(),
     };
     runtime_cloud_temporal::worker::run(deps, shutdown).await?;
@@ -73,6 +82,7 @@ pub async fn run_api(
         task_queue: config.task_queue.clone(),
         auth: Arc::new(JwtKeys::from_secret(&config.jwt_secret()?)),
         options: config.runtime_cloud.provisioning.clone(),
+        inventory: config.runtime_cloud.inventory.clone(),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -97,7 +107,12 @@ pub fn mint_token(
 }
 
 /// Every scope, for the dev token.
-pub const ALL_SCOPES: &[&str] = &["factory.provisioning.read", "factory.provisioning.apply"];
+pub const ALL_SCOPES: &[&str] = &[
+    "factory.provisioning.read",
+    "factory.provisioning.apply",
+    "factory.runtime.read",
+    "factory.runtime.operate",
+];
 
 /// `runtime-cloud dev`: a local Temporal dev server (started or reused), a migrated SQLite read
 /// DB, the worker and the API in one process, until `shutdown`.

@@ -12,14 +12,19 @@
 //! ApplyTimeoutMinutes = 45
 //! AutoApplyNonDestructive = true
 //! ApprovalTimeoutHours = 24
+//!
+//! [RuntimeCloud.Inventory]
+//! StalenessMinutes = 15
+//! AutoAcceptNonDestructiveOutsideProduction = true
 //! ```
 //!
 //! Environment variables win over the file: `RUNTIME_CLOUD_DATA_DIR`, `DATABASE_URL`,
 //! `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RUNTIME_CLOUD_TASK_QUEUE`, `RUNTIME_CLOUD_LISTEN`,
-//! `RUNTIME_CLOUD_JWT_SECRET`, and for the options `RuntimeCloud__Provisioning__<Key>`.
+//! `RUNTIME_CLOUD_JWT_SECRET`, and for the options `RuntimeCloud__Provisioning__<Key>` and
+//! `RuntimeCloud__Inventory__<Key>`.
 
 use anyhow::{Context, bail};
-use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -60,6 +65,9 @@ pub struct RuntimeCloudSection {
     /// `[RuntimeCloud.Provisioning]`.
     #[serde(default, rename = "Provisioning")]
     pub provisioning: ProvisioningOptions,
+    /// `[RuntimeCloud.Inventory]`.
+    #[serde(default, rename = "Inventory")]
+    pub inventory: InventoryOptions,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -130,6 +138,21 @@ impl Config {
         }
         if p.apply_timeout_minutes <= 0.0 || p.approval_timeout_hours <= 0.0 {
             bail!("ApplyTimeoutMinutes and ApprovalTimeoutHours must be positive");
+        }
+        let i = &mut self.runtime_cloud.inventory;
+        let prefix = "RuntimeCloud__Inventory__";
+        if let Some(v) = var(&format!("{prefix}StalenessMinutes")) {
+            i.staleness_minutes = v.parse().context("StalenessMinutes must be a number")?;
+        }
+        if let Some(v) = var(&format!(
+            "{prefix}AutoAcceptNonDestructiveOutsideProduction"
+        )) {
+            i.auto_accept_non_destructive_outside_production = v
+                .parse()
+                .context("AutoAcceptNonDestructiveOutsideProduction must be true or false")?;
+        }
+        if i.staleness_minutes <= 0.0 {
+            bail!("StalenessMinutes must be positive");
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 
 use crate::config::Config;
 use runtime_cloud_activities::ports::Target;
-use runtime_cloud_activities::sandbox::Sandbox;
+use runtime_cloud_activities::sandbox::{Sandbox, SandboxDocument};
+use runtime_cloud_models::Workload;
 
 /// What to do to the target.
 #[derive(Debug, clap::Subcommand)]
@@ -22,6 +23,79 @@ pub enum SandboxCommand {
         #[arg(long)]
         ms: u64,
     },
+    /// Scale a workload (`kubectl scale`).
+    Scale {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        replicas: u32,
+    },
+    /// Run another version of a workload (`kubectl set image`).
+    SetVersion {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        version: String,
+    },
+    /// Delete a workload.
+    Delete {
+        #[arg(long)]
+        workload: String,
+    },
+    /// Start a workload nobody declared.
+    AddUnmanaged {
+        #[arg(long)]
+        workload: String,
+        #[arg(long, default_value = "deployment")]
+        kind: String,
+        #[arg(long, default_value = "0.0.1")]
+        version: String,
+        #[arg(long, default_value_t = 1)]
+        replicas: u32,
+    },
+    /// Bind (or with no `--reference`, unbind) a configuration key of a workload.
+    SetConfig {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        reference: Option<String>,
+    },
+    /// Bind (or with no `--reference`, unbind) a secret of a workload. References only.
+    SetSecret {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        reference: Option<String>,
+    },
+    /// Make the target unreachable (`--on`) or reachable again (`--off`).
+    Unreachable {
+        #[arg(long, conflicts_with = "off")]
+        on: bool,
+        #[arg(long)]
+        off: bool,
+    },
+}
+
+fn workload<'a>(doc: &'a mut SandboxDocument, name: &str) -> anyhow::Result<&'a mut Workload> {
+    doc.workloads
+        .iter_mut()
+        .find(|w| w.name == name)
+        .ok_or_else(|| anyhow::anyhow!("no workload `{name}` runs in this environment"))
+}
+
+fn bind(refs: &mut runtime_cloud_models::Refs, key: String, reference: Option<String>) {
+    match reference {
+        Some(r) => {
+            refs.insert(key, r);
+        }
+        None => {
+            refs.remove(&key);
+        }
+    }
 }
 
 /// Runs a sandbox command against `tenant`/`environment`.
@@ -48,6 +122,87 @@ pub async fn run(
         }
         SandboxCommand::ApplyDelay { ms } => {
             sandbox.modify(&target, |d| d.apply_delay_ms = ms).await?;
+        }
+        SandboxCommand::Scale {
+            workload: name,
+            replicas,
+        } => {
+            sandbox
+                .modify(&target, |d| {
+                    workload(d, &name).map(|w| w.replicas = replicas)
+                })
+                .await??;
+        }
+        SandboxCommand::SetVersion {
+            workload: name,
+            version,
+        } => {
+            sandbox
+                .modify(&target, |d| workload(d, &name).map(|w| w.version = version))
+                .await??;
+        }
+        SandboxCommand::Delete { workload: name } => {
+            sandbox
+                .modify(&target, |d| {
+                    let before = d.workloads.len();
+                    d.workloads.retain(|w| w.name != name);
+                    anyhow::ensure!(
+                        d.workloads.len() < before,
+                        "no workload `{name}` runs in this environment"
+                    );
+                    Ok(())
+                })
+                .await??;
+        }
+        SandboxCommand::AddUnmanaged {
+            workload: name,
+            kind,
+            version,
+            replicas,
+        } => {
+            sandbox
+                .modify(&target, |d| {
+                    anyhow::ensure!(
+                        d.workloads.iter().all(|w| w.name != name),
+                        "workload `{name}` already runs"
+                    );
+                    d.workloads.push(Workload {
+                        name,
+                        kind,
+                        version,
+                        replicas,
+                        config_refs: Default::default(),
+                        secret_refs: Default::default(),
+                    });
+                    Ok(())
+                })
+                .await??;
+        }
+        SandboxCommand::SetConfig {
+            workload: name,
+            key,
+            reference,
+        } => {
+            sandbox
+                .modify(&target, |d| {
+                    workload(d, &name).map(|w| bind(&mut w.config_refs, key, reference))
+                })
+                .await??;
+        }
+        SandboxCommand::SetSecret {
+            workload: name,
+            key,
+            reference,
+        } => {
+            sandbox
+                .modify(&target, |d| {
+                    workload(d, &name).map(|w| bind(&mut w.secret_refs, key, reference))
+                })
+                .await??;
+        }
+        SandboxCommand::Unreachable { on, off } => {
+            anyhow::ensure!(on || off, "say --on or --off");
+            sandbox.modify(&target, |d| d.unreachable = on).await?;
         }
     }
     Ok(())

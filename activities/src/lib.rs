@@ -5,18 +5,23 @@
 //!
 //! # Layout
 //!
-//! - [`ports`]: the Runner port (plan / apply a specification on a target).
+//! - [`ports`]: the Runner, Observer and Policy ports.
 //! - [`sandbox`]: the embedded Runner: a simulated target, one JSON document per environment.
 //! - [`store`]: read-table writes (specifications, runs) with their outbox events, one
 //!   transaction each.
+//! - [`inventory_store`]: observations, findings and proposals with their events.
+//! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
 //! - [`error`]: this crate's error type.
 
 pub mod error;
+pub mod inventory;
+pub mod inventory_store;
 pub mod ports;
 pub mod provisioning;
 pub mod sandbox;
 pub mod store;
 
 pub use error::Error;
+pub use inventory::InventoryActivitiesImpl;
 pub use provisioning::ProvisioningActivitiesImpl;

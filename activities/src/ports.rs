@@ -34,3 +34,33 @@ pub trait Runner: Send + Sync + 'static {
         plan: &PlanReceipt,
     ) -> Result<ApplyReceipt, Error>;
 }
+
+/// Reads what an environment actually runs (sandbox; later Kubernetes).
+#[async_trait::async_trait]
+pub trait Observer: Send + Sync + 'static {
+    /// The observed workloads; `Error::Unreachable` when the target cannot be read.
+    async fn observe(
+        &self,
+        target: &Target,
+    ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error>;
+}
+
+/// Decides whether a proposal may go ahead without an operator (rules from configuration;
+/// later PolicyEngineService).
+pub trait Policy: Send + Sync + 'static {
+    /// Whether a non-destructive proposal outside production may be auto-accepted.
+    fn allows_auto_accept(&self, tenant_id: &str, environment_id: &str) -> bool;
+}
+
+/// The embedded policy: one switch from configuration
+/// (`AutoAcceptNonDestructiveOutsideProduction`).
+#[derive(Debug, Clone)]
+pub struct ConfiguredPolicy {
+    pub auto_accept: bool,
+}
+
+impl Policy for ConfiguredPolicy {
+    fn allows_auto_accept(&self, _tenant_id: &str, _environment_id: &str) -> bool {
+        self.auto_accept
+    }
+}

@@ -31,7 +31,7 @@ pub struct ProvisioningActivitiesImpl {
 
 /// Runner failures and invalid plans are terminal; everything else (the DB, the target's
 /// reachability) is retried by the activity's policy.
-fn activity_error(e: Error) -> ActivityError {
+pub(crate) fn activity_error(e: Error) -> ActivityError {
     {
         let terminal = match &e {
             Error::PlanInvalid(_) => Some(PLAN_INVALID),

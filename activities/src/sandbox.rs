@@ -7,7 +7,8 @@
 //! access would (and arms failures for tests).
 
 use crate::Error;
-use crate::ports::{Runner, Target};
+use crate::ports::{Observer, Runner, Target};
+use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::plan::{diff, inputs_hash};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, PlanReceipt, SpecificationSnapshot, Workload,
@@ -159,6 +160,37 @@ fn outputs(target: &Target, workloads: &[Workload]) -> serde_json::Value {
         .map(|w| (w.name.as_str(), w.version.as_str()))
         .collect();
     serde_json::json!({ "endpoints": endpoints, "versions": versions })
+}
+
+/// How the sandbox reports a workload it runs: all replicas ready, one endpoint, healthy.
+pub fn observed(target: &Target, w: &Workload) -> ObservedWorkload {
+    ObservedWorkload {
+        name: w.name.clone(),
+        kind: w.kind.clone(),
+        version: w.version.clone(),
+        replicas_ready: w.replicas,
+        replicas_desired: w.replicas,
+        endpoints: vec![format!(
+            "https://{}.{}.sandbox.internal",
+            w.name, target.environment_id
+        )],
+        config_refs: w.config_refs.clone(),
+        secret_refs: w.secret_refs.clone(),
+        health: if w.replicas > 0 {
+            "healthy"
+        } else {
+            "unavailable"
+        }
+        .to_owned(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Observer for Sandbox {
+    async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
+        let current = self.current(target).await?;
+        Ok(current.iter().map(|w| observed(target, w)).collect())
+    }
 }
 
 #[async_trait::async_trait]

@@ -209,41 +209,16 @@ pub async fn declare_specification(
     db: &DatabaseConnection,
     spec: NewSpecification,
 ) -> Result<SpecificationRow, Error> {
-    use runtime_cloud_models::events::SpecificationDeclared;
-    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
     let mut attempts = 0;
     loop {
         attempts += 1;
         let txn = db.begin().await?;
-        let latest = deployment_specifications::Entity::find()
-            .filter(deployment_specifications::Column::TenantId.eq(&spec.tenant_id))
-            .filter(deployment_specifications::Column::EnvironmentId.eq(&spec.environment_id))
-            .order_by_desc(deployment_specifications::Column::Version)
-            .one(&txn)
-            .await?;
-        let version = latest.map_or(1, |s| s.version + 1);
-        let now = Utc::now();
-        let row = deployment_specifications::ActiveModel {
-            specification_id: Set(Uuid::now_v7().to_string()),
-            tenant_id: Set(spec.tenant_id.clone()),
-            project_id: Set(spec.project_id.clone()),
-            environment_id: Set(spec.environment_id.clone()),
-            kind: Set(spec.kind.as_str().to_owned()),
-            program_ref: Set(spec.program_ref.clone()),
-            program_version: Set(spec.program_version.clone()),
-            release_id: Set(spec.release_id.clone()),
-            strategy: Set(spec.strategy.clone()),
-            config_refs: Set(json(&spec.config_refs)),
-            secret_refs: Set(json(&spec.secret_refs)),
-            workloads: Set(json(&spec.workloads)),
-            version: Set(version),
-            declared_at: Set(now),
-            created_at: Set(now),
-            updated_at: Set(now),
-        };
-        let row = match row.insert(&txn).await {
-            Ok(row) => row,
-            Err(e)
+        match insert_specification(&txn, &spec).await {
+            Ok(row) => {
+                txn.commit().await?;
+                return Ok(row);
+            }
+            Err(Error::Db(e))
                 if attempts < 5
                     && matches!(
                         e.sql_err(),
@@ -251,23 +226,67 @@ pub async fn declare_specification(
                     ) =>
             {
                 txn.rollback().await?;
-                continue;
             }
-            Err(e) => return Err(e.into()),
-        };
-        let event = SpecificationDeclared {
-            specification_id: row.specification_id.clone(),
-            tenant_id: row.tenant_id.clone(),
-            environment_id: row.environment_id.clone(),
-            kind: row.kind.clone(),
-            version: row.version,
-            program_version: row.program_version.clone(),
-        };
-        let id = event_id(&row.specification_id, "SpecificationDeclared");
-        append_event(&txn, &row.tenant_id, event.into(), id).await?;
-        txn.commit().await?;
-        return Ok(row);
+            Err(e) => return Err(e),
+        }
     }
+}
+
+/// The latest declared specification of an environment.
+pub async fn latest_specification(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<SpecificationRow>, Error> {
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+    Ok(deployment_specifications::Entity::find()
+        .filter(deployment_specifications::Column::TenantId.eq(tenant_id))
+        .filter(deployment_specifications::Column::EnvironmentId.eq(environment_id))
+        .order_by_desc(deployment_specifications::Column::Version)
+        .one(db)
+        .await?)
+}
+
+/// Inserts the next version and its event on `db` (the caller's transaction).
+pub async fn insert_specification(
+    db: &impl ConnectionTrait,
+    spec: &NewSpecification,
+) -> Result<SpecificationRow, Error> {
+    use runtime_cloud_models::events::SpecificationDeclared;
+    let latest = latest_specification(db, &spec.tenant_id, &spec.environment_id).await?;
+    let version = latest.map_or(1, |s| s.version + 1);
+    let now = Utc::now();
+    let row = deployment_specifications::ActiveModel {
+        specification_id: Set(Uuid::now_v7().to_string()),
+        tenant_id: Set(spec.tenant_id.clone()),
+        project_id: Set(spec.project_id.clone()),
+        environment_id: Set(spec.environment_id.clone()),
+        kind: Set(spec.kind.as_str().to_owned()),
+        program_ref: Set(spec.program_ref.clone()),
+        program_version: Set(spec.program_version.clone()),
+        release_id: Set(spec.release_id.clone()),
+        strategy: Set(spec.strategy.clone()),
+        config_refs: Set(json(&spec.config_refs)),
+        secret_refs: Set(json(&spec.secret_refs)),
+        workloads: Set(json(&spec.workloads)),
+        version: Set(version),
+        declared_at: Set(now),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    let event = SpecificationDeclared {
+        specification_id: row.specification_id.clone(),
+        tenant_id: row.tenant_id.clone(),
+        environment_id: row.environment_id.clone(),
+        kind: row.kind.clone(),
+        version: row.version,
+        program_version: row.program_version.clone(),
+    };
+    let id = event_id(&row.specification_id, "SpecificationDeclared");
+    append_event(db, &row.tenant_id, event.into(), id).await?;
+    Ok(row)
 }
 
 /// Serializes the plain data of a specification (string maps and workloads), which cannot fail.

@@ -16,6 +16,14 @@ pub const PROVISIONING_READ: &str = "factory.provisioning.read";
 /// Plan, apply, approve and cancel runs; declare specifications; register environments.
 pub const PROVISIONING_APPLY: &str = "factory.provisioning.apply";
 
+/// Read inventory, drift and proposals.
+pub const RUNTIME_READ: &str = "factory.runtime.read";
+/// Observe now; decide proposals.
+pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
+
+/// Roles that may accept a production proposal.
+pub const PRODUCTION_DECIDERS: &[&str] = &["Operator", "PlatformAdmin"];
+
 /// Issuer of the tokens this process mints and accepts.
 const ISSUER: &str = "runtime-cloud";
 
@@ -104,6 +112,20 @@ impl Auth {
     /// Who the caller is.
     pub fn subject(&self) -> &str {
         &self.claims.sub
+    }
+
+    /// Fails with 403 unless the token carries one of `roles`.
+    pub fn require_role(&self, roles: &[&str]) -> Result<(), Error> {
+        if self
+            .claims
+            .roles
+            .iter()
+            .any(|r| roles.contains(&r.as_str()))
+        {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!("role {}", roles.join(" or "))))
+        }
     }
 
     /// Fails with 403 unless the token carries `scope`.

@@ -17,7 +17,7 @@ pub mod query;
 pub use error::Error;
 pub use http::{router, serve};
 
-use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_client::Client;
@@ -35,4 +35,6 @@ pub struct AppState {
     pub auth: Arc<auth::JwtKeys>,
     /// The provisioning options runs are started with.
     pub options: ProvisioningOptions,
+    /// The inventory options (staleness window).
+    pub inventory: InventoryOptions,
 }

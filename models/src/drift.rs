@@ -68,7 +68,8 @@ fn resource(kind: &str, name: &str) -> String {
 /// Compares declared workloads with observed ones. Pure and allocation-light: it runs on every
 /// observation of every environment.
 pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Finding> {
-    let observed_by_name: BTreeMap<&str, &ObservedWorkload> = observed.iter().map(|w| (w.name.as_str(), w)).collect();
+    let observed_by_name: BTreeMap<&str, &ObservedWorkload> =
+        observed.iter().map(|w| (w.name.as_str(), w)).collect();
     let mut findings = Vec::new();
     for want in declared {
         let res = || resource(&want.kind, &want.name);
@@ -76,7 +77,9 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
             findings.push(Finding {
                 kind: DriftKind::Missing,
                 resource: res(),
-                declared: Some(serde_json::json!({ "version": want.version, "replicas": want.replicas })),
+                declared: Some(
+                    serde_json::json!({ "version": want.version, "replicas": want.replicas }),
+                ),
                 observed: None,
             });
             continue;
@@ -114,7 +117,8 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
             });
         }
     }
-    let declared_names: std::collections::BTreeSet<&str> = declared.iter().map(|w| w.name.as_str()).collect();
+    let declared_names: std::collections::BTreeSet<&str> =
+        declared.iter().map(|w| w.name.as_str()).collect();
     for have in observed {
         if !declared_names.contains(have.name.as_str()) {
             findings.push(Finding {
@@ -251,13 +255,23 @@ mod tests {
 
     #[test]
     fn only_unmanaged_is_adopted_without_deleting() {
-        let only = [Finding { kind: DriftKind::Unmanaged, resource: "d/x".into(), declared: None, observed: None }];
+        let only = [Finding {
+            kind: DriftKind::Unmanaged,
+            resource: "d/x".into(),
+            declared: None,
+            observed: None,
+        }];
         let p = proposal_plan(&only);
         assert_eq!(p.direction, Direction::AdoptObserved);
         assert!(!p.destructive);
         let mixed = [
             only[0].clone(),
-            Finding { kind: DriftKind::Version, resource: "d/y".into(), declared: None, observed: None },
+            Finding {
+                kind: DriftKind::Version,
+                resource: "d/y".into(),
+                declared: None,
+                observed: None,
+            },
         ];
         let p = proposal_plan(&mixed);
         assert_eq!(p.direction, Direction::ApplyDeclared);

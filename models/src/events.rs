@@ -106,3 +106,62 @@ into_outbox!(
     provisioning_run_id
 );
 into_outbox!(ProvisioningFailed, PROVISIONING_FAILED, provisioning_run_id);
+
+/// Topic of `ObservedStateChanged`.
+pub const OBSERVED_STATE_CHANGED: &str = "provisioning.inventory.v1.observed-state-changed";
+/// Topic of `RuntimeDriftDetected`.
+pub const RUNTIME_DRIFT_DETECTED: &str = "provisioning.inventory.v1.runtime-drift-detected";
+/// Topic of `ReconciliationProposed`.
+pub const RECONCILIATION_PROPOSED: &str = "provisioning.inventory.v1.reconciliation-proposed";
+/// Topic of `ReconciliationDecided`.
+pub const RECONCILIATION_DECIDED: &str = "provisioning.inventory.v1.reconciliation-decided";
+
+/// `ObservedStateChanged`: versions, replicas, health or staleness changed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedStateChanged {
+    pub environment_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub current_release_id: Option<String>,
+    pub changes: serde_json::Value,
+    pub stale: bool,
+}
+
+/// `RuntimeDriftDetected`: one new finding.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeDriftDetected {
+    pub finding_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub resource: String,
+}
+
+/// `ReconciliationProposed`: a reviewable reconciliation exists.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconciliationProposed {
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub direction: String,
+    pub destructive: bool,
+}
+
+/// `ReconciliationDecided`: accepted (a run is planned) or rejected.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconciliationDecided {
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub state: String,
+    pub provisioning_run_id: Option<String>,
+}
+
+into_outbox!(ObservedStateChanged, OBSERVED_STATE_CHANGED, environment_id);
+into_outbox!(RuntimeDriftDetected, RUNTIME_DRIFT_DETECTED, finding_id);
+into_outbox!(ReconciliationProposed, RECONCILIATION_PROPOSED, proposal_id);
+into_outbox!(ReconciliationDecided, RECONCILIATION_DECIDED, proposal_id);

@@ -33,8 +33,10 @@ pub enum Observation {
 /// it: names of workloads whose version, replicas or health moved, that appeared or went away.
 pub fn changes(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> serde_json::Value {
     use std::collections::BTreeMap;
-    let before: BTreeMap<&str, &ObservedWorkload> = before.iter().map(|w| (w.name.as_str(), w)).collect();
-    let after: BTreeMap<&str, &ObservedWorkload> = after.iter().map(|w| (w.name.as_str(), w)).collect();
+    let before: BTreeMap<&str, &ObservedWorkload> =
+        before.iter().map(|w| (w.name.as_str(), w)).collect();
+    let after: BTreeMap<&str, &ObservedWorkload> =
+        after.iter().map(|w| (w.name.as_str(), w)).collect();
     let mut out = Vec::new();
     for (name, now) in &after {
         match before.get(name) {
@@ -44,7 +46,9 @@ pub fn changes(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> serde
                 if was.version != now.version {
                     fields.push("version");
                 }
-                if was.replicas_ready != now.replicas_ready || was.replicas_desired != now.replicas_desired {
+                if was.replicas_ready != now.replicas_ready
+                    || was.replicas_desired != now.replicas_desired
+                {
                     fields.push("replicas");
                 }
                 if was.health != now.health {

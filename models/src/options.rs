@@ -69,7 +69,10 @@ fn default_staleness_minutes() -> f64 {
 
 impl Default for InventoryOptions {
     fn default() -> Self {
-        Self { staleness_minutes: default_staleness_minutes(), auto_accept_non_destructive_outside_production: true }
+        Self {
+            staleness_minutes: default_staleness_minutes(),
+            auto_accept_non_destructive_outside_production: true,
+        }
     }
 }
 

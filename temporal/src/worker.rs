@@ -1,9 +1,12 @@
 //! The worker: every workflow and activity of Runtime Cloud on one task queue.
 
 use crate::Error;
-use runtime_cloud_activities::ProvisioningActivitiesImpl;
-use runtime_cloud_activities::ports::Runner;
-use runtime_cloud_workflows::{EnvironmentLock, ProvisioningRun};
+use runtime_cloud_activities::ports::{Observer, Policy, Runner};
+use runtime_cloud_activities::{InventoryActivitiesImpl, ProvisioningActivitiesImpl};
+use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_workflows::{
+    EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
+};
 use sea_orm::DatabaseConnection;
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +21,14 @@ pub struct WorkerDeps {
     pub db: DatabaseConnection,
     /// The runner adapter.
     pub runner: Arc<dyn Runner>,
+    /// The observer adapter.
+    pub observer: Arc<dyn Observer>,
+    /// The policy adapter.
+    pub policy: Arc<dyn Policy>,
+    /// `RuntimeCloud:Provisioning`.
+    pub provisioning: ProvisioningOptions,
+    /// `RuntimeCloud:Inventory`.
+    pub inventory: InventoryOptions,
     /// The task queue to poll.
     pub task_queue: String,
 }
@@ -29,6 +40,13 @@ pub struct WorkerDeps {
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let inventory = InventoryActivitiesImpl {
+        db: deps.db.clone(),
+        observer: deps.observer,
+        policy: deps.policy,
+        inventory: deps.inventory,
+        provisioning: deps.provisioning,
+    };
     let activities = ProvisioningActivitiesImpl {
         db: deps.db,
         runner: deps.runner,
@@ -40,7 +58,12 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
         .register_workflow::<EnvironmentLock>()
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<ObserveEnvironment>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<ReconciliationProposal>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
         .register_activities(activities)
+        .register_activities(inventory)
         .build();
     let mut worker = Worker::new(&runtime, deps.client, options)
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;

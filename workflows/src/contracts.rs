@@ -4,6 +4,8 @@
 
 #![allow(clippy::unimplemented)] // `#[activity_definitions]` requires `unimplemented!()` bodies.
 
+use runtime_cloud_models::drift::{Direction, ProposalState};
+use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, RunInput, RunStatus, SpecificationSnapshot};
 use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
@@ -88,4 +90,109 @@ impl ProvisioningActivities {
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{Apply, Plan, Project, RequestLock};
+}
+
+/// Read an environment's target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveRequest {
+    pub tenant_id: String,
+    pub environment_id: String,
+}
+
+/// Record an observation: inventory, findings, and (with `proposal_id`) a new proposal when
+/// the open findings changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordRequest {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub observation: Observation,
+    /// The id a new proposal gets, chosen by the workflow so a retried record raises the same one.
+    pub proposal_id: String,
+}
+
+/// What recording an observation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordOutcome {
+    /// The observation changed the inventory (`ObservedStateChanged` was written).
+    pub changed: bool,
+    pub stale: bool,
+    pub new_findings: u32,
+    pub resolved_findings: u32,
+    /// A proposal raised by this observation: its workflow must be started.
+    pub new_proposal: Option<ProposalInput>,
+    /// Open proposals this observation replaced: their workflows must be told.
+    pub superseded: Vec<String>,
+}
+
+/// Everything a ReconciliationProposal workflow needs, fixed at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalInput {
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub production: bool,
+    pub direction: Direction,
+    pub destructive: bool,
+    /// Non-destructive, outside production, enabled and allowed by policy.
+    pub auto_accept: bool,
+}
+
+/// Project a proposal's state (and `ReconciliationDecided` on a decision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalProjection {
+    pub proposal_id: String,
+    pub state: ProposalState,
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+    pub provisioning_run_id: Option<String>,
+}
+
+/// Prepare the reconciliation run of an accepted proposal: for `adopt-observed` first declare
+/// a specification matching what was observed; record the run row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareRunRequest {
+    pub proposal: ProposalInput,
+    /// The run's id, chosen by the workflow so a retry prepares the same run.
+    pub run_id: String,
+}
+
+/// The inventory activities.
+pub struct InventoryActivities;
+
+#[activity_definitions]
+impl InventoryActivities {
+    /// See [`ObserveRequest`].
+    #[activity(name = "inventory.observe")]
+    pub fn observe(req: ObserveRequest) -> Result<Observation, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`RecordRequest`].
+    #[activity(name = "inventory.record")]
+    pub fn record(req: RecordRequest) -> Result<RecordOutcome, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`ProposalProjection`].
+    #[activity(name = "inventory.project-proposal")]
+    pub fn project_proposal(p: ProposalProjection) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`PrepareRunRequest`].
+    #[activity(name = "inventory.prepare-run")]
+    pub fn prepare_run(req: PrepareRunRequest) -> Result<RunInput, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the inventory activities.
+pub mod inventory_markers {
+    pub use super::inventory_activities::{Observe, PrepareRun, ProjectProposal, Record};
 }

@@ -9,12 +9,20 @@
 //! - [`contracts`]: activity declarations and their request types.
 //! - [`provisioning_run`]: plan → approval when production → apply → receipts.
 //! - [`environment_lock`]: one applying run per environment, the others queue.
+//! - [`observe_environment`]: observe → inventory → findings → proposal.
+//! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
+//! - [`ids`]: deterministic time-ordered ids minted in workflows.
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
 pub mod contracts;
 pub mod environment_lock;
+pub mod ids;
+pub mod observe_environment;
 pub mod provisioning_run;
+pub mod reconciliation_proposal;
 pub mod search_attributes;
 
 pub use environment_lock::EnvironmentLock;
+pub use observe_environment::ObserveEnvironment;
 pub use provisioning_run::ProvisioningRun;
+pub use reconciliation_proposal::ReconciliationProposal;

@@ -9,6 +9,7 @@ use crate::contracts::{
     RunProjection,
 };
 use crate::environment_lock::EnvironmentLock;
+use crate::observe_environment::{ObserveEnvironment, ObserveInput, observe_workflow_id};
 use crate::search_attributes::{ENVIRONMENT_ID, PROVISIONING_STATE, RUN_KIND, TENANT_ID};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, ProvisioningState,
@@ -19,9 +20,13 @@ use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityExecutionError, ActivityOptions, SignalWorkflowOptions, SyncWorkflowContext,
-    WorkflowContext, WorkflowContextView, WorkflowResult,
+    ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, ParentClosePolicy,
+    SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
+    WorkflowResult,
 };
+
+/// Patch id: runs recorded before observation existed end right after their receipt.
+const OBSERVE_AFTER_APPLY: &str = "observe-after-apply";
 
 /// Payload of the `cancel` signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +99,32 @@ impl ProvisioningRun {
             )
             .await;
         result?;
+
+        // After an apply (or a failed one, to capture the partial state) observe the
+        // environment again: that observation resolves the findings the apply fixed.
+        let state = ctx.state(|s| s.status.state);
+        let applied = matches!(
+            state,
+            Some(ProvisioningState::Applied | ProvisioningState::Failed)
+        );
+        if applied && ctx.patched(OBSERVE_AFTER_APPLY) {
+            let observe = ObserveInput {
+                tenant_id: input.tenant_id.clone(),
+                environment_id: input.environment_id.clone(),
+            };
+            let id = observe_workflow_id(
+                &input.tenant_id,
+                &input.environment_id,
+                &format!("after-{}", input.run_id),
+            );
+            let opts = ChildWorkflowOptions::builder()
+                .workflow_id(id)
+                .parent_close_policy(ParentClosePolicy::Abandon)
+                .build();
+            let _ = ctx
+                .start_child_workflow(ObserveEnvironment::run, observe, opts)
+                .await;
+        }
         Ok(ctx.state(|s| s.status.clone()))
     }
 

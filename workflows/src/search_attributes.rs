@@ -12,10 +12,14 @@ pub const PROVISIONING_STATE: SearchAttributeKey<String> =
 /// A provisioning run's kind (`baseline`, `promotion` …).
 pub const RUN_KIND: SearchAttributeKey<String> = SearchAttributeKey::keyword("RunKind");
 
+/// A reconciliation proposal's current state (`Proposed`, `Accepted` …).
+pub const PROPOSAL_STATE: SearchAttributeKey<String> = SearchAttributeKey::keyword("ProposalState");
+
 /// Every custom attribute with its type, for registration on a namespace.
 pub const ALL: &[(&str, &str)] = &[
     ("TenantId", "Keyword"),
     ("EnvironmentId", "Keyword"),
     ("ProvisioningState", "Keyword"),
     ("RunKind", "Keyword"),
+    ("ProposalState", "Keyword"),
 ];

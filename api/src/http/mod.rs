@@ -2,7 +2,9 @@
 
 mod environments;
 mod health;
+mod inventory;
 mod pagination;
+mod proposals;
 mod runs;
 mod specifications;
 
@@ -24,6 +26,8 @@ pub fn router(state: AppState) -> Router {
         .merge(environments::router())
         .merge(specifications::router())
         .merge(runs::router())
+        .merge(inventory::router())
+        .merge(proposals::router())
         .fallback(problem_fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())

@@ -92,7 +92,9 @@ impl MigrationTrait for Migration {
                 .col(json(RuntimeInventories::Workloads))
                 .col(string_null(RuntimeInventories::CurrentReleaseId))
                 .col(integer_null(RuntimeInventories::SpecificationVersion))
-                .col(timestamp_with_time_zone_null(RuntimeInventories::ObservedAt))
+                .col(timestamp_with_time_zone_null(
+                    RuntimeInventories::ObservedAt,
+                ))
                 .col(boolean(RuntimeInventories::Stale))
                 .col(text_null(RuntimeInventories::LastError))
                 .col(timestamp_with_time_zone(RuntimeInventories::CreatedAt))
@@ -187,7 +189,9 @@ impl MigrationTrait for Migration {
                 .col(text_null(ReconciliationProposals::DecisionReason))
                 .col(string_null(ReconciliationProposals::ProvisioningRunId))
                 .col(timestamp_with_time_zone(ReconciliationProposals::RaisedAt))
-                .col(timestamp_with_time_zone_null(ReconciliationProposals::DecidedAt))
+                .col(timestamp_with_time_zone_null(
+                    ReconciliationProposals::DecidedAt,
+                ))
                 .col(timestamp_with_time_zone(ReconciliationProposals::CreatedAt))
                 .col(timestamp_with_time_zone(ReconciliationProposals::UpdatedAt))
                 .to_owned(),
@@ -206,10 +210,18 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.drop_table(Table::drop().table(ReconciliationProposals::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(DriftFindings::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(ObservedWorkloads::Table).to_owned()).await?;
-        m.drop_table(Table::drop().table(RuntimeInventories::Table).to_owned()).await?;
+        m.drop_table(
+            Table::drop()
+                .table(ReconciliationProposals::Table)
+                .to_owned(),
+        )
+        .await?;
+        m.drop_table(Table::drop().table(DriftFindings::Table).to_owned())
+            .await?;
+        m.drop_table(Table::drop().table(ObservedWorkloads::Table).to_owned())
+            .await?;
+        m.drop_table(Table::drop().table(RuntimeInventories::Table).to_owned())
+            .await?;
         Ok(())
     }
 }

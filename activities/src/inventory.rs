@@ -1,0 +1,89 @@
+//! The inventory activities behind [`InventoryActivities`]'s contracts.
+
+use crate::Error;
+use crate::inventory_store;
+use crate::ports::{Observer, Policy, Target};
+use crate::provisioning::activity_error;
+use runtime_cloud_models::RunInput;
+use runtime_cloud_models::observation::Observation;
+use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_workflows::contracts::inventory_markers as markers;
+use runtime_cloud_workflows::contracts::{
+    ObserveRequest, PrepareRunRequest, ProposalProjection, RecordOutcome, RecordRequest,
+};
+use sea_orm::DatabaseConnection;
+use std::sync::Arc;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+/// Dependencies of the inventory activities.
+pub struct InventoryActivitiesImpl {
+    pub db: DatabaseConnection,
+    pub observer: Arc<dyn Observer>,
+    pub policy: Arc<dyn Policy>,
+    pub inventory: InventoryOptions,
+    pub provisioning: ProvisioningOptions,
+}
+
+#[activities]
+impl InventoryActivitiesImpl {
+    /// Reads the target; an unreachable one is an answer, not a failure.
+    #[activity(definition = markers::Observe)]
+    pub async fn observe(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: ObserveRequest,
+    ) -> Result<Observation, ActivityError> {
+        let target = Target {
+            tenant_id: req.tenant_id,
+            environment_id: req.environment_id,
+        };
+        match self.observer.observe(&target).await {
+            Ok(workloads) => Ok(Observation::Observed { workloads }),
+            Err(Error::Unreachable(reason)) => Ok(Observation::Unreachable { reason }),
+            Err(e) => Err(activity_error(e)),
+        }
+    }
+
+    /// Records the observation, findings and proposal.
+    #[activity(definition = markers::Record)]
+    pub async fn record(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: RecordRequest,
+    ) -> Result<RecordOutcome, ActivityError> {
+        let enabled = self
+            .inventory
+            .auto_accept_non_destructive_outside_production;
+        let policy = self.policy.clone();
+        let allows =
+            move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
+        inventory_store::record(&self.db, &req, &allows)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Projects a proposal's state.
+    #[activity(definition = markers::ProjectProposal)]
+    pub async fn project_proposal(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        p: ProposalProjection,
+    ) -> Result<(), ActivityError> {
+        inventory_store::project_proposal(&self.db, &p)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Prepares the reconciliation run of an accepted proposal.
+    #[activity(definition = markers::PrepareRun)]
+    pub async fn prepare_run(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PrepareRunRequest,
+    ) -> Result<RunInput, ActivityError> {
+        inventory_store::prepare_run(&self.db, &req, &self.provisioning)
+            .await
+            .map_err(activity_error)
+    }
+}

@@ -1,0 +1,212 @@
+//! `/factory/environments/{environmentId}/inventory|drift|observe`: what actually runs.
+
+use super::environments::find as find_environment;
+use crate::auth::{Auth, RUNTIME_OPERATE, RUNTIME_READ};
+use crate::query::Query;
+use crate::{AppState, Error};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use chrono::Utc;
+use runtime_cloud_models::drift::DriftKind;
+use runtime_cloud_models::entities::{
+    drift_findings as findings, environments, runtime_inventories as inventories,
+};
+use runtime_cloud_workflows::ObserveEnvironment;
+use runtime_cloud_workflows::observe_environment::{ObserveInput, observe_workflow_id};
+use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
+use temporalio_common::search_attributes::SearchAttributes;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/factory/environments/{environment_id}/inventory",
+            get(inventory),
+        )
+        .route("/factory/environments/{environment_id}/drift", get(drift))
+        .route(
+            "/factory/environments/{environment_id}/observe",
+            post(observe),
+        )
+}
+
+async fn environment(
+    state: &AppState,
+    auth: &Auth,
+    id: &str,
+) -> Result<environments::Model, Error> {
+    find_environment(state, auth.tenant(), id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("environment `{id}` not found")))
+}
+
+/// The observed state of an environment.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryView {
+    pub environment_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub workloads: serde_json::Value,
+    pub current_release_id: Option<String>,
+    pub specification_version: Option<i32>,
+    /// Null until the first successful observation.
+    pub observed_at: Option<chrono::DateTime<Utc>>,
+    /// True when the last observation failed or none is newer than `StalenessMinutes`.
+    pub stale: bool,
+    pub last_error: Option<String>,
+}
+
+async fn inventory(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(environment_id): Path<String>,
+) -> Result<axum::Json<InventoryView>, Error> {
+    auth.require(RUNTIME_READ)?;
+    let env = environment(&state, &auth, &environment_id).await?;
+    let row = inventories::Entity::find()
+        .filter(inventories::Column::TenantId.eq(auth.tenant()))
+        .filter(inventories::Column::EnvironmentId.eq(&environment_id))
+        .one(&state.db)
+        .await?;
+    let window = chrono::Duration::seconds(state.inventory.staleness_secs() as i64);
+    let view = match row {
+        None => InventoryView {
+            environment_id,
+            tenant_id: env.tenant_id,
+            project_id: env.project_id,
+            workloads: serde_json::json!([]),
+            current_release_id: None,
+            specification_version: None,
+            observed_at: None,
+            stale: true,
+            last_error: None,
+        },
+        Some(i) => InventoryView {
+            // Never trust an old observation, even before the sweep marks it.
+            stale: i.stale || i.observed_at.is_none_or(|t| Utc::now() - t > window),
+            environment_id: i.environment_id,
+            tenant_id: i.tenant_id,
+            project_id: i.project_id,
+            workloads: i.workloads,
+            current_release_id: i.current_release_id,
+            specification_version: i.specification_version,
+            observed_at: i.observed_at,
+            last_error: i.last_error,
+        },
+    };
+    Ok(axum::Json(view))
+}
+
+/// `?state=open|resolved&kind=…`.
+#[derive(Debug, Deserialize)]
+struct DriftQuery {
+    state: Option<String>,
+    kind: Option<String>,
+}
+
+/// A finding as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingView {
+    pub finding_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: String,
+    pub resource: String,
+    pub declared: Option<serde_json::Value>,
+    pub observed: Option<serde_json::Value>,
+    pub detected_at: chrono::DateTime<Utc>,
+    pub proposal_id: Option<String>,
+    pub resolved_at: Option<chrono::DateTime<Utc>>,
+}
+
+impl From<findings::Model> for FindingView {
+    fn from(f: findings::Model) -> Self {
+        Self {
+            finding_id: f.finding_id,
+            tenant_id: f.tenant_id,
+            environment_id: f.environment_id,
+            kind: f.kind,
+            resource: f.resource,
+            declared: f.declared,
+            observed: f.observed,
+            detected_at: f.detected_at,
+            proposal_id: f.proposal_id,
+            resolved_at: f.resolved_at,
+        }
+    }
+}
+
+async fn drift(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(environment_id): Path<String>,
+    Query(q): Query<DriftQuery>,
+) -> Result<axum::Json<serde_json::Value>, Error> {
+    auth.require(RUNTIME_READ)?;
+    environment(&state, &auth, &environment_id).await?;
+    let mut select = findings::Entity::find()
+        .filter(findings::Column::TenantId.eq(auth.tenant()))
+        .filter(findings::Column::EnvironmentId.eq(&environment_id));
+    match q.state.as_deref() {
+        None => {}
+        Some("open") => select = select.filter(findings::Column::ResolvedAt.is_null()),
+        Some("resolved") => select = select.filter(findings::Column::ResolvedAt.is_not_null()),
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "state must be `open` or `resolved`, not `{other}`"
+            )));
+        }
+    }
+    if let Some(kind) = &q.kind {
+        let kind = DriftKind::from_str(kind).map_err(|e| Error::BadRequest(e.to_string()))?;
+        select = select.filter(findings::Column::Kind.eq(kind.as_str()));
+    }
+    let rows = select
+        .order_by_desc(findings::Column::FindingId)
+        .all(&state.db)
+        .await?;
+    let items: Vec<FindingView> = rows.into_iter().map(Into::into).collect();
+    Ok(axum::Json(serde_json::json!({ "items": items })))
+}
+
+/// Starts an observation now; observations asked for in the same second share one workflow.
+async fn observe(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(environment_id): Path<String>,
+) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
+    auth.require(RUNTIME_OPERATE)?;
+    environment(&state, &auth, &environment_id).await?;
+    let window = format!("manual-{}", Utc::now().format("%Y%m%dT%H%M%SZ"));
+    let id = observe_workflow_id(auth.tenant(), &environment_id, &window);
+    let input = ObserveInput {
+        tenant_id: auth.tenant().to_owned(),
+        environment_id: environment_id.clone(),
+    };
+    let opts = WorkflowStartOptions::new(state.task_queue.clone(), id.clone())
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(SearchAttributes::new([
+            TENANT_ID.value_set(auth.tenant().to_owned()),
+            ENVIRONMENT_ID.value_set(environment_id.clone()),
+        ]))
+        .build();
+    state
+        .temporal
+        .start_workflow(ObserveEnvironment::run, input, opts)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot start observation");
+            Error::Unavailable("the workflow service is unavailable; retry later".into())
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "environmentId": environment_id, "workflowId": id })),
+    ))
+}

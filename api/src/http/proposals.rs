@@ -1,0 +1,174 @@
+//! `/factory/reconciliation/proposals`: reviewable reconciliations and their decisions.
+
+use super::environments::find as find_environment;
+use super::pagination::{Page, Paged};
+use crate::auth::{Auth, PRODUCTION_DECIDERS, RUNTIME_OPERATE, RUNTIME_READ};
+use crate::json::Json;
+use crate::query::Query;
+use crate::{AppState, Error};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use chrono::Utc;
+use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::drift::ProposalState;
+use runtime_cloud_models::entities::reconciliation_proposals as proposals;
+use runtime_cloud_workflows::ReconciliationProposal;
+use runtime_cloud_workflows::observe_environment::proposal_workflow_id;
+use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+use temporalio_client::WorkflowSignalOptions;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/factory/reconciliation/proposals", get(list))
+        .route(
+            "/factory/reconciliation/proposals/{proposal_id}/decide",
+            post(decide),
+        )
+}
+
+/// A proposal as the API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalView {
+    pub proposal_id: String,
+    pub workflow_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub finding_ids: serde_json::Value,
+    pub direction: String,
+    pub plan_summary: serde_json::Value,
+    pub destructive: bool,
+    pub state: String,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    pub provisioning_run_id: Option<String>,
+    pub raised_at: chrono::DateTime<Utc>,
+    pub decided_at: Option<chrono::DateTime<Utc>>,
+}
+
+impl From<proposals::Model> for ProposalView {
+    fn from(p: proposals::Model) -> Self {
+        Self {
+            workflow_id: proposal_workflow_id(&p.proposal_id),
+            proposal_id: p.proposal_id,
+            tenant_id: p.tenant_id,
+            environment_id: p.environment_id,
+            finding_ids: p.finding_ids,
+            direction: p.direction,
+            plan_summary: p.plan_summary,
+            destructive: p.destructive,
+            state: p.state,
+            decided_by: p.decided_by,
+            decision_reason: p.decision_reason,
+            provisioning_run_id: p.provisioning_run_id,
+            raised_at: p.raised_at,
+            decided_at: p.decided_at,
+        }
+    }
+}
+
+/// `?environmentId=&state=&cursor=&limit=`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    environment_id: Option<String>,
+    state: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Query(q): Query<ListQuery>,
+) -> Result<axum::Json<Paged<ProposalView>>, Error> {
+    auth.require(RUNTIME_READ)?;
+    let mut select =
+        proposals::Entity::find().filter(proposals::Column::TenantId.eq(auth.tenant()));
+    if let Some(env) = &q.environment_id {
+        select = select.filter(proposals::Column::EnvironmentId.eq(env));
+    }
+    if let Some(s) = &q.state {
+        let s = ProposalState::from_str(s).map_err(|e| Error::BadRequest(e.to_string()))?;
+        select = select.filter(proposals::Column::State.eq(s.as_str()));
+    }
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let paged = page
+        .fetch(
+            &state.db,
+            select,
+            proposals::Column::ProposalId,
+            ProposalView::from,
+            |p| &p.proposal_id,
+        )
+        .await?;
+    Ok(axum::Json(paged))
+}
+
+/// `POST …/decide`: `{"decision":"accept"|"reject","reason":"…"}`; the decider is the token's
+/// subject.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DecideBody {
+    decision: Verdict,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(proposal_id): Path<String>,
+    Json(body): Json<DecideBody>,
+) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
+    auth.require(RUNTIME_OPERATE)?;
+    let row = proposals::Entity::find_by_id(proposal_id.clone())
+        .filter(proposals::Column::TenantId.eq(auth.tenant()))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("proposal `{proposal_id}` not found")))?;
+    if row.state != ProposalState::Proposed.as_str() {
+        return Err(Error::Conflict(format!(
+            "proposal `{proposal_id}` is {}, not Proposed",
+            row.state
+        )));
+    }
+    let production = find_environment(&state, auth.tenant(), &row.environment_id)
+        .await?
+        .is_some_and(|e| e.class == EnvironmentClass::Production.as_str());
+    if production && body.decision == Verdict::Accept {
+        // Accepting a production proposal is a production change: Operators only.
+        auth.require_role(PRODUCTION_DECIDERS)?;
+    }
+    let decision = Decision {
+        decision: body.decision,
+        by: auth.subject().to_owned(),
+        reason: body.reason,
+    };
+    let handle = state
+        .temporal
+        .get_workflow_handle::<ReconciliationProposal>(proposal_workflow_id(&proposal_id));
+    handle
+        .signal(
+            ReconciliationProposal::decide,
+            decision,
+            WorkflowSignalOptions::default(),
+        )
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, proposal_id = %proposal_id, "cannot signal proposal");
+            Error::Unavailable("the workflow service is unavailable; retry later".into())
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({ "proposalId": proposal_id, "decision": body.decision })),
+    ))
+}

@@ -1,0 +1,126 @@
+//! `observe/{tenant}/{env}/{window}`: read the target, record the inventory, raise and resolve
+//! findings, and hand a new proposal to its own workflow.
+//!
+//! The id carries the observation window, so a sweep and an operator asking in the same window
+//! share one observation instead of running two.
+
+use crate::contracts::{InventoryActivities, ObserveRequest, RecordOutcome, RecordRequest};
+use crate::ids::time_ordered_id;
+use crate::reconciliation_proposal::ReconciliationProposal;
+use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
+use runtime_cloud_models::observation::Observation;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, ParentClosePolicy, SignalWorkflowOptions,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+/// Which environment to observe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveInput {
+    pub tenant_id: String,
+    pub environment_id: String,
+}
+
+/// The workflow id of an observation in `window` (`202611290935`, `after-{runId}`, …).
+pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {
+    format!("observe/{tenant_id}/{environment_id}/{window}")
+}
+
+/// The workflow id of a proposal.
+pub fn proposal_workflow_id(proposal_id: &str) -> String {
+    format!("proposal/{proposal_id}")
+}
+
+/// The ObserveEnvironment workflow.
+#[workflow]
+pub struct ObserveEnvironment {
+    input: ObserveInput,
+}
+
+#[workflow_methods]
+impl ObserveEnvironment {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: ObserveInput) -> Self {
+        Self { input }
+    }
+
+    /// Observe → record → tell superseded proposals → start the new one.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<RecordOutcome> {
+        let input = ctx.state(|s| s.input.clone());
+        ctx.upsert_search_attributes([
+            TENANT_ID.value_set(input.tenant_id.clone()),
+            ENVIRONMENT_ID.value_set(input.environment_id.clone()),
+        ]);
+        let request = ObserveRequest {
+            tenant_id: input.tenant_id.clone(),
+            environment_id: input.environment_id.clone(),
+        };
+        // An unreachable target is an answer (the environment becomes stale), not an error.
+        let observation = match ctx
+            .execute_activity(InventoryActivities::observe, request, observe_opts())
+            .await
+        {
+            Ok(observation) => observation,
+            Err(e) => Observation::Unreachable {
+                reason: e.to_string(),
+            },
+        };
+        let record = RecordRequest {
+            tenant_id: input.tenant_id.clone(),
+            environment_id: input.environment_id.clone(),
+            observation,
+            proposal_id: time_ordered_id(ctx),
+        };
+        let outcome = ctx
+            .execute_activity(InventoryActivities::record, record, record_opts())
+            .await?;
+
+        for superseded in &outcome.superseded {
+            // The proposal's workflow may have ended already; the row says Superseded anyway.
+            let _ = ctx
+                .external_workflow(proposal_workflow_id(superseded), None)
+                .signal(
+                    ReconciliationProposal::supersede,
+                    (),
+                    SignalWorkflowOptions::default(),
+                )
+                .await;
+        }
+        if let Some(proposal) = outcome.new_proposal.clone() {
+            let opts = ChildWorkflowOptions::builder()
+                .workflow_id(proposal_workflow_id(&proposal.proposal_id))
+                // The proposal lives on after this observation ends.
+                .parent_close_policy(ParentClosePolicy::Abandon)
+                .build();
+            // A retried record returns the same proposal; its workflow may already exist.
+            let _ = ctx
+                .start_child_workflow(ReconciliationProposal::run, proposal, opts)
+                .await;
+        }
+        Ok(outcome)
+    }
+}
+
+/// Reading a target: a few quick retries, then the observation counts as failed.
+fn observe_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
+        .retry_policy(RetryPolicy::builder().maximum_attempts(3).build())
+        .build()
+}
+
+/// Recording must not be lost: retried until the read DB takes it.
+fn record_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}

@@ -1,0 +1,171 @@
+//! `proposal/{proposalId}`: a reviewable reconciliation. Auto-accepted when non-destructive,
+//! outside production and allowed by policy; otherwise it waits for the operator's `decide`
+//! signal. Accepting plans a ProvisioningRun of kind `reconciliation`; the proposal never
+//! writes to infrastructure itself.
+
+use crate::contracts::{InventoryActivities, PrepareRunRequest, ProposalInput, ProposalProjection};
+use crate::ids::time_ordered_id;
+use crate::provisioning_run::ProvisioningRun;
+use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID};
+use runtime_cloud_models::drift::ProposalState;
+use runtime_cloud_models::{ProvisioningState, run_workflow_id};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
+};
+
+/// An operator's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Accept,
+    Reject,
+}
+
+/// Payload of the `decide` signal: `{"decision":"accept","by":"alice","reason":"…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub decision: Verdict,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The ReconciliationProposal workflow.
+#[workflow]
+pub struct ReconciliationProposal {
+    input: ProposalInput,
+    state: ProposalState,
+    decision: Option<Decision>,
+    superseded: bool,
+    run_id: Option<String>,
+}
+
+#[workflow_methods]
+impl ReconciliationProposal {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: ProposalInput) -> Self {
+        Self {
+            input,
+            state: ProposalState::Proposed,
+            decision: None,
+            superseded: false,
+            run_id: None,
+        }
+    }
+
+    /// Decide, then (when accepted) plan and follow the reconciliation run.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<ProposalState> {
+        let input = ctx.state(|s| s.input.clone());
+        ctx.upsert_search_attributes([
+            TENANT_ID.value_set(input.tenant_id.clone()),
+            ENVIRONMENT_ID.value_set(input.environment_id.clone()),
+            PROPOSAL_STATE.value_set(ProposalState::Proposed.as_str().to_owned()),
+        ]);
+
+        let decision = if input.auto_accept {
+            Decision {
+                decision: Verdict::Accept,
+                by: "policy".into(),
+                reason: "non-destructive, outside production".into(),
+            }
+        } else {
+            ctx.wait_condition(|s| s.decision.is_some() || s.superseded)
+                .await?;
+            match ctx.state(|s| s.decision.clone()) {
+                Some(d) if !ctx.state(|s| s.superseded) => d,
+                _ => return Self::settle(ctx, ProposalState::Superseded, None).await,
+            }
+        };
+        if decision.decision == Verdict::Reject {
+            return Self::settle(ctx, ProposalState::Rejected, Some(decision)).await;
+        }
+
+        let run_id = time_ordered_id(ctx);
+        ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
+        Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
+        let prepare = PrepareRunRequest {
+            proposal: input.clone(),
+            run_id: run_id.clone(),
+        };
+        let run_input = ctx
+            .execute_activity(InventoryActivities::prepare_run, prepare, quick_opts())
+            .await?;
+        let started = ctx
+            .start_child_workflow(
+                ProvisioningRun::run,
+                run_input,
+                ChildWorkflowOptions::workflow_id(run_workflow_id(&run_id)),
+            )
+            .await?;
+        let status = started.result().await?;
+        if status.state == Some(ProvisioningState::Applied) {
+            return Self::settle(ctx, ProposalState::Applied, Some(decision)).await;
+        }
+        // The run failed or was rejected: the proposal stays Accepted with its run; the next
+        // observation raises what is still open.
+        Ok(ProposalState::Accepted)
+    }
+
+    async fn settle(
+        ctx: &mut WorkflowContext<Self>,
+        state: ProposalState,
+        decision: Option<Decision>,
+    ) -> WorkflowResult<ProposalState> {
+        ctx.state_mut(|s| s.state = state);
+        ctx.upsert_search_attributes([PROPOSAL_STATE.value_set(state.as_str().to_owned())]);
+        let projection = ProposalProjection {
+            proposal_id: ctx.state(|s| s.input.proposal_id.clone()),
+            state,
+            decided_by: decision.as_ref().map(|d| d.by.clone()),
+            reason: decision.map(|d| d.reason),
+            provisioning_run_id: ctx.state(|s| s.run_id.clone()),
+        };
+        ctx.execute_activity(
+            InventoryActivities::project_proposal,
+            projection,
+            quick_opts(),
+        )
+        .await?;
+        Ok(state)
+    }
+
+    /// Signal `decide`: accept or reject, counted only while `Proposed`.
+    #[signal]
+    pub fn decide(&mut self, _ctx: &mut SyncWorkflowContext<Self>, decision: Decision) {
+        if self.state == ProposalState::Proposed && self.decision.is_none() && !self.superseded {
+            self.decision = Some(decision);
+        }
+    }
+
+    /// Signal `supersede`: a newer proposal (or a clean observation) replaced this one.
+    #[signal]
+    pub fn supersede(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _unit: ()) {
+        if self.state == ProposalState::Proposed && self.decision.is_none() {
+            self.superseded = true;
+        }
+    }
+
+    /// Query `state`.
+    #[query]
+    pub fn state(&self, _ctx: &WorkflowContextView) -> ProposalState {
+        self.state
+    }
+}
+
+fn quick_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}
