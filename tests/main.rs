@@ -6,6 +6,7 @@ mod common;
 
 mod bad_input;
 mod dev;
+mod drift;
 mod provisioning;
 mod replay;
 mod security;

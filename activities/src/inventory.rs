@@ -40,7 +40,9 @@ impl InventoryActivitiesImpl {
         };
         match self.observer.observe(&target).await {
             Ok(workloads) => Ok(Observation::Observed { workloads }),
-            Err(Error::Unreachable(reason)) => Ok(Observation::Unreachable { reason }),
+            Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
+                reason: e.to_string(),
+            }),
             Err(e) => Err(activity_error(e)),
         }
     }

@@ -133,7 +133,7 @@ pub async fn record(
             row.stale = Set(true);
             row.last_error = Set(Some(reason.clone()));
             row.updated_at = Set(now);
-            row.save(&txn).await?;
+            upsert(&txn, row, existing.is_none()).await?;
             let changed = existing.is_none() || !was_stale;
             if changed {
                 let release = existing.and_then(|i| i.current_release_id);
@@ -168,7 +168,7 @@ pub async fn record(
     row.specification_version =
         Set(applied_version(&txn, &req.tenant_id, &req.environment_id).await?);
     row.updated_at = Set(now);
-    row.save(&txn).await?;
+    upsert(&txn, row, existing.is_none()).await?;
     replace_observed_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
     if changed {
         let id = event_id(&req.proposal_id, "ObservedStateChanged");
@@ -192,6 +192,21 @@ pub async fn record(
         new_proposal,
         superseded,
     })
+}
+
+/// Inserts a new inventory row or updates the existing one. (`save` would try an update for a
+/// new row, since its primary key is set.)
+async fn upsert(
+    db: &impl ConnectionTrait,
+    row: inventories::ActiveModel,
+    new: bool,
+) -> Result<(), Error> {
+    if new {
+        row.insert(db).await?;
+    } else {
+        row.update(db).await?;
+    }
+    Ok(())
 }
 
 async fn replace_observed_workloads(

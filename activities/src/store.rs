@@ -142,6 +142,7 @@ pub async fn project_run(
     let existing = provisioning_runs::Entity::find_by_id(run.run_id.clone())
         .one(&txn)
         .await?;
+    let new = existing.is_none();
     let mut row: provisioning_runs::ActiveModel = match existing {
         Some(row) => row.into(),
         None => provisioning_runs::ActiveModel {
@@ -169,7 +170,12 @@ pub async fn project_run(
     row.reason = Set(status.reason.clone());
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
-    row.save(&txn).await?;
+    // `save` would update a new row (its primary key is set), so say which.
+    if new {
+        row.insert(&txn).await?;
+    } else {
+        row.update(&txn).await?;
+    }
     if let Some(event) = run_event(run, status) {
         let id = event_id(&run.run_id, event.event_type);
         append_event(&txn, &run.tenant_id, event, id).await?;

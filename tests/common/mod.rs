@@ -221,6 +221,13 @@ impl Stack {
         self.api = Some(Proc { child, name: "api" });
     }
 
+    /// The last `n` bytes the processes logged.
+    pub fn log_tail(&self, n: usize) -> String {
+        let logs = self.logs();
+        let start = logs.len().saturating_sub(n);
+        logs.get(start..).unwrap_or(&logs).to_owned()
+    }
+
     /// Everything the processes logged.
     pub fn logs(&self) -> String {
         ["worker", "api"]
@@ -285,8 +292,28 @@ impl Stack {
     pub fn operator(&self, tenant: &str) -> Api {
         self.client(
             tenant,
-            &["factory.provisioning.read", "factory.provisioning.apply"],
+            &[
+                "factory.provisioning.read",
+                "factory.provisioning.apply",
+                "factory.runtime.read",
+                "factory.runtime.operate",
+            ],
         )
+    }
+
+    /// A client acting in `tenant` with `scopes` and no role.
+    pub fn without_roles(&self, tenant: &str, scopes: &[&str]) -> Api {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        let token = self
+            .keys
+            .mint("intern", &self.tenant(tenant), &scopes, &[], 3600)
+            .expect("mint token");
+        Api {
+            base: self.base_url.clone(),
+            http: self.http.clone(),
+            token: Some(token),
+            tenant: self.tenant(tenant),
+        }
     }
 
     /// A client acting in `tenant` with `scopes`.
@@ -559,6 +586,69 @@ impl Api {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Asks for an observation now and waits until it has been recorded.
+    pub async fn observe(&self, stack: &Stack, env: &str) -> Value {
+        let started = self
+            .post(&format!("/factory/environments/{env}/observe"), json!({}))
+            .await
+            .expect(202);
+        let id = started["workflowId"]
+            .as_str()
+            .expect("workflow id")
+            .to_owned();
+        let client = stack.temporal_client().await;
+        let handle = client.get_workflow_handle::<runtime_cloud_workflows::ObserveEnvironment>(id);
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(60),
+            handle.get_result(Default::default()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the observation did not finish in 60 s; logs:\n{}",
+                stack.log_tail(4000)
+            )
+        })
+        .expect("observation result");
+        serde_json::to_value(outcome).expect("outcome JSON")
+    }
+
+    /// The environment's findings (`open`, `resolved` or all).
+    pub async fn drift(&self, env: &str, state: Option<&str>) -> Vec<Value> {
+        let q = state.map(|s| format!("?state={s}")).unwrap_or_default();
+        let body = self
+            .get(&format!("/factory/environments/{env}/drift{q}"))
+            .await
+            .expect(200);
+        body["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The environment's proposals, newest first.
+    pub async fn proposals(&self, env: &str) -> Vec<Value> {
+        let body = self
+            .get(&format!(
+                "/factory/reconciliation/proposals?environmentId={env}"
+            ))
+            .await
+            .expect(200);
+        body["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until the proposal reaches `state`.
+    pub async fn wait_proposal(&self, env: &str, proposal_id: &str, state: &str) -> Value {
+        eventually(
+            60,
+            &format!("proposal {proposal_id} to be {state}"),
+            || async move {
+                self.proposals(env)
+                    .await
+                    .into_iter()
+                    .find(|p| p["proposalId"] == proposal_id && p["state"] == state)
+            },
+        )
+        .await
     }
 
     /// Approves (or rejects) the run's recorded plan.

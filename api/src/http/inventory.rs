@@ -176,7 +176,7 @@ async fn drift(
     Ok(axum::Json(serde_json::json!({ "items": items })))
 }
 
-/// Starts an observation now; observations asked for in the same second share one workflow.
+/// Starts an observation now.
 async fn observe(
     State(state): State<AppState>,
     auth: Auth,
@@ -184,7 +184,8 @@ async fn observe(
 ) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
     auth.require(RUNTIME_OPERATE)?;
     environment(&state, &auth, &environment_id).await?;
-    let window = format!("manual-{}", Utc::now().format("%Y%m%dT%H%M%SZ"));
+    // Every request observes anew: an operator asking twice wants two looks.
+    let window = format!("manual-{}", uuid::Uuid::now_v7());
     let id = observe_workflow_id(auth.tenant(), &environment_id, &window);
     let input = ObserveInput {
         tenant_id: auth.tenant().to_owned(),
