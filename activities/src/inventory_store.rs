@@ -3,7 +3,8 @@
 
 use crate::Error;
 use crate::store::{
-    NewSpecification, append_event, event_id, insert_specification, latest_specification, snapshot,
+    NewSpecification, append_event, event_id, insert_specification, latest_specification,
+    new_run_row, run_input, snapshot,
 };
 use chrono::Utc;
 use runtime_cloud_models::drift::{
@@ -543,50 +544,28 @@ pub async fn prepare_run(
             p.environment_id
         ))
     })?;
-    let now = Utc::now();
     if existing.is_none() {
-        provisioning_runs::ActiveModel {
-            provisioning_run_id: Set(req.run_id.clone()),
-            tenant_id: Set(p.tenant_id.clone()),
-            project_id: Set(env.project_id.clone()),
-            environment_id: Set(p.environment_id.clone()),
-            specification_id: Set(spec.specification_id.clone()),
-            specification_version: Set(spec.version),
-            kind: Set(ProvisioningKind::Reconciliation.as_str().to_owned()),
-            promotion_id: Set(None),
-            approval_id: Set(Some(p.proposal_id.clone())),
-            plan_receipt: Set(None),
-            approval: Set(None),
-            apply_receipt: Set(None),
-            state: Set(None),
-            reason: Set(None),
-            logs_ref: Set(Some(crate::store::logs_ref(&req.run_id))),
-            idempotency_key: Set(None),
-            request_hash: Set(None),
-            started_at: Set(now),
-            completed_at: Set(None),
-            created_at: Set(now),
-            updated_at: Set(now),
-        }
-        .insert(&txn)
-        .await?;
+        let row = new_run_row(
+            &req.run_id,
+            &env,
+            &spec,
+            ProvisioningKind::Reconciliation,
+            None,
+            Some(p.proposal_id.clone()),
+        );
+        row.insert(&txn).await?;
     }
     txn.commit().await?;
-    Ok(RunInput {
-        run_id: req.run_id.clone(),
-        tenant_id: p.tenant_id.clone(),
-        project_id: env.project_id,
-        environment_id: p.environment_id.clone(),
-        environment_class: EnvironmentClass::from_str(&env.class)
-            .unwrap_or(EnvironmentClass::Production),
-        kind: ProvisioningKind::Reconciliation,
-        promotion_id: None,
-        // The accepted proposal is the run's approval: its decision is recorded with evidence.
-        approval_id: Some(p.proposal_id.clone()),
-        specification: snapshot(&spec)?,
-        approval_timeout_secs: options.approval_timeout_secs(),
-        apply_timeout_secs: options.apply_timeout_secs(),
-    })
+    // The accepted proposal is the run's approval: its decision is recorded with evidence.
+    run_input(
+        &req.run_id,
+        &env,
+        &spec,
+        ProvisioningKind::Reconciliation,
+        None,
+        Some(p.proposal_id.clone()),
+        options,
+    )
 }
 
 /// The declared form of an observed workload.

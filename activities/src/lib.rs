@@ -12,6 +12,7 @@
 //! - [`inventory_store`]: observations, findings and proposals with their events.
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
+//! - [`scheduled`]: the observation sweep's and GitOps reconciler's activities.
 //! - [`error`]: this crate's error type.
 
 pub mod error;
@@ -20,8 +21,10 @@ pub mod inventory_store;
 pub mod ports;
 pub mod provisioning;
 pub mod sandbox;
+pub mod scheduled;
 pub mod store;
 
 pub use error::Error;
 pub use inventory::InventoryActivitiesImpl;
 pub use provisioning::ProvisioningActivitiesImpl;
+pub use scheduled::ScheduledActivitiesImpl;

@@ -327,3 +327,73 @@ pub fn snapshot(
         workloads: parse(row, &row.workloads, "workloads")?,
     })
 }
+
+/// A new `provisioning_runs` row, not yet planned (state null). The caller inserts it.
+pub fn new_run_row(
+    run_id: &str,
+    env: &runtime_cloud_models::entities::environments::Model,
+    spec: &SpecificationRow,
+    kind: runtime_cloud_models::ProvisioningKind,
+    promotion_id: Option<String>,
+    approval_id: Option<String>,
+) -> provisioning_runs::ActiveModel {
+    let now = Utc::now();
+    provisioning_runs::ActiveModel {
+        provisioning_run_id: Set(run_id.to_owned()),
+        tenant_id: Set(env.tenant_id.clone()),
+        project_id: Set(env.project_id.clone()),
+        environment_id: Set(env.environment_id.clone()),
+        specification_id: Set(spec.specification_id.clone()),
+        specification_version: Set(spec.version),
+        kind: Set(kind.as_str().to_owned()),
+        promotion_id: Set(promotion_id),
+        approval_id: Set(approval_id),
+        plan_receipt: Set(None),
+        approval: Set(None),
+        apply_receipt: Set(None),
+        state: Set(None),
+        reason: Set(None),
+        logs_ref: Set(Some(logs_ref(run_id))),
+        idempotency_key: Set(None),
+        request_hash: Set(None),
+        started_at: Set(now),
+        completed_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+}
+
+/// The input of a run of `spec` on `env`, with the configured timeouts.
+pub fn run_input(
+    run_id: &str,
+    env: &runtime_cloud_models::entities::environments::Model,
+    spec: &SpecificationRow,
+    kind: runtime_cloud_models::ProvisioningKind,
+    promotion_id: Option<String>,
+    approval_id: Option<String>,
+    options: &runtime_cloud_models::options::ProvisioningOptions,
+) -> Result<RunInput, Error> {
+    use std::str::FromStr;
+    Ok(RunInput {
+        run_id: run_id.to_owned(),
+        tenant_id: env.tenant_id.clone(),
+        project_id: env.project_id.clone(),
+        environment_id: env.environment_id.clone(),
+        environment_class: runtime_cloud_models::EnvironmentClass::from_str(&env.class)
+            .map_err(|e| Error::Invalid(e.to_string()))?,
+        kind,
+        promotion_id,
+        approval_id,
+        specification: snapshot(spec)?,
+        approval_timeout_secs: options.approval_timeout_secs(),
+        apply_timeout_secs: options.apply_timeout_secs(),
+    })
+}
+
+/// Whether a run row exists (a retried activity that already created it).
+pub async fn run_exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bool, Error> {
+    Ok(provisioning_runs::Entity::find_by_id(run_id.to_owned())
+        .one(db)
+        .await?
+        .is_some())
+}

@@ -5,11 +5,13 @@
 //!
 //! - [`connection`]: connect a client to a frontend.
 //! - [`worker`]: build and run the worker until shutdown.
+//! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
 //! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
 //!   the custom search attributes registered.
 
 pub mod connection;
 pub mod dev_server;
+pub mod schedules;
 pub mod worker;
 
 pub use connection::connect;

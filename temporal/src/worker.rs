@@ -2,10 +2,13 @@
 
 use crate::Error;
 use runtime_cloud_activities::ports::{Observer, Policy, Runner};
-use runtime_cloud_activities::{InventoryActivitiesImpl, ProvisioningActivitiesImpl};
+use runtime_cloud_activities::{
+    InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
+};
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_workflows::{
-    EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
+    EnvironmentLock, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
+    ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -40,6 +43,13 @@ pub struct WorkerDeps {
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    crate::schedules::ensure(&deps.client, &deps.task_queue).await?;
+    let scheduled = ScheduledActivitiesImpl {
+        db: deps.db.clone(),
+        runner: deps.runner.clone(),
+        inventory: deps.inventory.clone(),
+        provisioning: deps.provisioning.clone(),
+    };
     let inventory = InventoryActivitiesImpl {
         db: deps.db.clone(),
         observer: deps.observer,
@@ -62,8 +72,13 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
         .register_workflow::<ReconciliationProposal>()
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<ObservationSweep>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<GitOpsReconciler>()
+        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
         .register_activities(activities)
         .register_activities(inventory)
+        .register_activities(scheduled)
         .build();
     let mut worker = Worker::new(&runtime, deps.client, options)
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;

@@ -196,3 +196,84 @@ impl InventoryActivities {
 pub mod inventory_markers {
     pub use super::inventory_activities::{Observe, PrepareRun, ProjectProposal, Record};
 }
+
+/// One page of environments, in a stable order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentPageRequest {
+    /// Start after this key (exclusive); from the beginning when absent.
+    pub after: Option<String>,
+    pub limit: u64,
+}
+
+/// An environment key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentKey {
+    pub tenant_id: String,
+    pub environment_id: String,
+}
+
+/// A page of environments and where the next one starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentPage {
+    pub environments: Vec<EnvironmentKey>,
+    pub next: Option<String>,
+}
+
+/// What the GitOps reconciler does about one environment after re-planning it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "action")]
+pub enum ReplanOutcome {
+    /// No specification, no difference, or a proposal for it is already open.
+    Nothing,
+    /// A non-destructive difference outside production: apply it through this run.
+    Apply { run: Box<RunInput> },
+    /// Destructive or production: an operator reviews this proposal.
+    Propose {
+        proposal: ProposalInput,
+        superseded: Vec<String>,
+    },
+}
+
+/// Re-plan one environment (GitOps reconciler).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplanRequest {
+    pub environment: EnvironmentKey,
+    /// Ids for what the re-plan may create, chosen by the workflow (idempotent retries).
+    pub run_id: String,
+    pub proposal_id: String,
+}
+
+/// The scheduled activities (observation sweep, GitOps reconciler).
+pub struct ScheduledActivities;
+
+#[activity_definitions]
+impl ScheduledActivities {
+    /// A page of every tenant's environments.
+    #[activity(name = "scheduled.list-environments")]
+    pub fn list_environments(
+        req: EnvironmentPageRequest,
+    ) -> Result<EnvironmentPage, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Marks stale every environment not observed within `StalenessMinutes`; returns how many.
+    #[activity(name = "scheduled.mark-stale")]
+    pub fn mark_stale(window: String) -> Result<u64, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`ReplanRequest`].
+    #[activity(name = "scheduled.replan")]
+    pub fn replan(req: ReplanRequest) -> Result<ReplanOutcome, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the scheduled activities.
+pub mod scheduled_markers {
+    pub use super::scheduled_activities::{ListEnvironments, MarkStale, Replan};
+}

@@ -1,0 +1,122 @@
+//! GitOpsReconciler (schedule `0 */4 * * *`): re-plan every environment's current
+//! specification. A non-destructive difference outside production is applied through a
+//! provisioning run when `AutoApplyNonDestructive`; anything destructive or in production
+//! becomes a proposal. A plan with deletes in production is never applied automatically.
+
+use crate::contracts::{EnvironmentPageRequest, ReplanOutcome, ReplanRequest, ScheduledActivities};
+use crate::ids::time_ordered_id;
+use crate::observe_environment::proposal_workflow_id;
+use crate::provisioning_run::ProvisioningRun;
+use crate::reconciliation_proposal::ReconciliationProposal;
+use runtime_cloud_models::run_workflow_id;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy,
+    SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+const PAGE: u64 = 100;
+
+/// Where a reconciliation pass is; also its continue-as-new input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileInput {
+    pub after: Option<String>,
+    pub applied: u64,
+    pub proposed: u64,
+}
+
+/// The GitOpsReconciler workflow.
+#[workflow]
+pub struct GitOpsReconciler {
+    input: ReconcileInput,
+}
+
+#[workflow_methods]
+impl GitOpsReconciler {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: ReconcileInput) -> Self {
+        Self { input }
+    }
+
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<ReconcileInput> {
+        let mut totals = ctx.state(|s| s.input.clone());
+        let page = ctx
+            .execute_activity(
+                ScheduledActivities::list_environments,
+                EnvironmentPageRequest {
+                    after: totals.after.clone(),
+                    limit: PAGE,
+                },
+                quick_opts(),
+            )
+            .await?;
+        for env in page.environments {
+            let request = ReplanRequest {
+                environment: env,
+                run_id: time_ordered_id(ctx),
+                proposal_id: time_ordered_id(ctx),
+            };
+            let abandon = |id: String| {
+                ChildWorkflowOptions::builder()
+                    .workflow_id(id)
+                    .parent_close_policy(ParentClosePolicy::Abandon)
+                    .build()
+            };
+            // One environment that cannot be planned must not stop the pass.
+            match ctx
+                .execute_activity(ScheduledActivities::replan, request, quick_opts())
+                .await
+            {
+                Ok(ReplanOutcome::Apply { run }) => {
+                    let id = run_workflow_id(&run.run_id);
+                    let _ = ctx
+                        .start_child_workflow(ProvisioningRun::run, *run, abandon(id))
+                        .await;
+                    totals.applied += 1;
+                }
+                Ok(ReplanOutcome::Propose {
+                    proposal,
+                    superseded,
+                }) => {
+                    for old in superseded {
+                        let _ = ctx
+                            .external_workflow(proposal_workflow_id(&old), None)
+                            .signal(
+                                ReconciliationProposal::supersede,
+                                (),
+                                SignalWorkflowOptions::default(),
+                            )
+                            .await;
+                    }
+                    let id = proposal_workflow_id(&proposal.proposal_id);
+                    let _ = ctx
+                        .start_child_workflow(ReconciliationProposal::run, proposal, abandon(id))
+                        .await;
+                    totals.proposed += 1;
+                }
+                Ok(ReplanOutcome::Nothing) | Err(_) => {}
+            }
+        }
+        if page.next.is_some() {
+            totals.after = page.next;
+            ctx.continue_as_new(totals.clone(), ContinueAsNewOptions::default())?;
+        }
+        Ok(totals)
+    }
+}
+
+fn quick_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_attempts(5)
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}
