@@ -61,6 +61,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         provisioning: config.runtime_cloud.provisioning.clone(),
         inventory,
         task_queue: config.task_queue.clone(),
+        schedules_paused: config.schedules_paused,
     };
     runtime_cloud_temporal::worker::run(deps, shutdown).await?;
     Ok(())

@@ -20,7 +20,7 @@
 //!
 //! Environment variables win over the file: `RUNTIME_CLOUD_DATA_DIR`, `DATABASE_URL`,
 //! `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RUNTIME_CLOUD_TASK_QUEUE`, `RUNTIME_CLOUD_LISTEN`,
-//! `RUNTIME_CLOUD_JWT_SECRET`, and for the options `RuntimeCloud__Provisioning__<Key>` and
+//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, and for the options `RuntimeCloud__Provisioning__<Key>` and
 //! `RuntimeCloud__Inventory__<Key>`.
 
 use anyhow::{Context, bail};
@@ -53,6 +53,9 @@ pub struct Config {
     /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
     #[serde(default)]
     pub jwt_secret: Option<String>,
+    /// Create the schedules paused (they can still be triggered by hand).
+    #[serde(default)]
+    pub schedules_paused: bool,
     /// The spec's options, under their spec names.
     #[serde(default, rename = "RuntimeCloud")]
     pub runtime_cloud: RuntimeCloudSection,
@@ -121,6 +124,11 @@ impl Config {
         }
         if let Some(v) = var("RUNTIME_CLOUD_JWT_SECRET") {
             self.jwt_secret = Some(v);
+        }
+        if let Some(v) = var("RUNTIME_CLOUD_SCHEDULES_PAUSED") {
+            self.schedules_paused = v
+                .parse()
+                .context("RUNTIME_CLOUD_SCHEDULES_PAUSED must be true or false")?;
         }
         let p = &mut self.runtime_cloud.provisioning;
         let prefix = "RuntimeCloud__Provisioning__";

@@ -9,4 +9,5 @@ mod dev;
 mod drift;
 mod provisioning;
 mod replay;
+mod schedules;
 mod security;

@@ -24,8 +24,9 @@ pub fn schedule_ids(task_queue: &str) -> [String; 2] {
     ]
 }
 
-/// Creates both schedules, or updates them to the current definition.
-pub async fn ensure(client: &Client, task_queue: &str) -> Result<(), Error> {
+/// Creates both schedules (paused when `paused`), or updates them to the current definition.
+/// An update keeps the pause state: an operator who paused a schedule meant it.
+pub async fn ensure(client: &Client, task_queue: &str, paused: bool) -> Result<(), Error> {
     let [sweep_id, reconciler_id] = schedule_ids(task_queue);
     let sweep = || {
         ScheduleAction::start_workflow(
@@ -43,8 +44,8 @@ pub async fn ensure(client: &Client, task_queue: &str) -> Result<(), Error> {
             "gitops-reconciler",
         )
     };
-    upsert(client, &sweep_id, SWEEP_CRON, sweep).await?;
-    upsert(client, &reconciler_id, RECONCILER_CRON, reconciler).await?;
+    upsert(client, &sweep_id, SWEEP_CRON, paused, sweep).await?;
+    upsert(client, &reconciler_id, RECONCILER_CRON, paused, reconciler).await?;
     Ok(())
 }
 
@@ -52,6 +53,7 @@ async fn upsert(
     client: &Client,
     id: &str,
     cron: &str,
+    paused: bool,
     action: impl Fn() -> ScheduleAction,
 ) -> Result<(), Error> {
     let spec = || {
@@ -67,6 +69,7 @@ async fn upsert(
                 .spec(spec())
                 // A sweep still running when the next tick comes is not doubled.
                 .overlap_policy(ScheduleOverlapPolicy::Skip)
+                .paused(paused)
                 .note("managed by runtime-cloud".to_owned())
                 .build(),
         )

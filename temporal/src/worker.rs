@@ -34,6 +34,8 @@ pub struct WorkerDeps {
     pub inventory: InventoryOptions,
     /// The task queue to poll.
     pub task_queue: String,
+    /// Create the schedules paused (tests trigger them by hand).
+    pub schedules_paused: bool,
 }
 
 /// Runs the worker until `shutdown` resolves, then drains it.
@@ -43,7 +45,7 @@ pub struct WorkerDeps {
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
-    crate::schedules::ensure(&deps.client, &deps.task_queue).await?;
+    crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
     let scheduled = ScheduledActivitiesImpl {
         db: deps.db.clone(),
         runner: deps.runner.clone(),

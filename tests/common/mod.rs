@@ -152,6 +152,8 @@ impl Stack {
             .env("RUNTIME_CLOUD_TASK_QUEUE", &self.task_queue)
             .env("RUNTIME_CLOUD_JWT_SECRET", JWT_SECRET)
             .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
+            // Schedules tick only when a test triggers them, so a real tick never races a test.
+            .env("RUNTIME_CLOUD_SCHEDULES_PAUSED", "true")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null());
         for (k, v) in &self.extra_env {
