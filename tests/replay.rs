@@ -3,10 +3,12 @@
 //!
 //! The fixtures were recorded from real runs with
 //! `RC_RECORD_FIXTURES=1 ./scripts/test record_replay_fixtures` (a production run that waited,
-//! was approved and applied; a second run that queued on the environment lock).
+//! was approved and applied; a second run that queued on the environment lock) and
+//! `RC_RECORD_FIXTURES=2 ./scripts/test record_drift_replay_fixtures` (an observation that found
+//! drift, its auto-accepted proposal and the reconciliation run).
 
 use crate::common::Stack;
-use runtime_cloud_workflows::{EnvironmentLock, ProvisioningRun};
+use runtime_cloud_workflows::{EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal};
 use std::path::PathBuf;
 use temporalio_client::WorkflowHistory;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
@@ -41,6 +43,46 @@ async fn recorded_histories_replay_on_current_code() {
             .await
             .unwrap_or_else(|e| panic!("{name} no longer replays: {e}"));
     }
+}
+
+/// Records the drift fixtures from a live reconciliation. Does nothing unless
+/// `RC_RECORD_FIXTURES=2` (the provisioning fixtures predate the observe-after-apply patch and
+/// are kept as they are, to prove old histories still replay).
+#[tokio::test]
+async fn record_drift_replay_fixtures() {
+    if std::env::var("RC_RECORD_FIXTURES").as_deref() != Ok("2") {
+        return;
+    }
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    let baseline = api.plan_run("dev", "baseline").await;
+    api.wait_state(&baseline, "Applied").await;
+    let client = stack.temporal_client().await;
+    let after = client.get_workflow_handle::<ObserveEnvironment>(format!("observe/{}/dev/after-{baseline}", api.tenant));
+    crate::common::eventually(30, "the after-apply observation", || {
+        let after = &after;
+        async move { after.get_result(Default::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    stack.sandbox_cli("acme", "dev", &["scale", "--workload", "api", "--replicas", "5"]);
+    let started = api.post("/factory/environments/dev/observe", serde_json::json!({})).await.expect(202);
+    let observe_id = started["workflowId"].as_str().unwrap_or_default().to_owned();
+    let outcome = client.get_workflow_handle::<ObserveEnvironment>(observe_id.clone()).get_result(Default::default()).await.expect("observe");
+    let proposal = outcome.new_proposal.expect("a proposal").proposal_id;
+    let applied = api.wait_proposal("dev", &proposal, "Applied").await;
+    let run = applied["provisioningRunId"].as_str().unwrap_or_default().to_owned();
+
+    let save = |name: &'static str, history: WorkflowHistory| async move {
+        let json = history.to_json().await.expect("history");
+        std::fs::write(fixtures().join(name), json).expect("write fixture");
+    };
+    save("observe_environment.json", client.get_workflow_handle::<ObserveEnvironment>(observe_id).fetch_history(Default::default())).await;
+    let h = client.get_workflow_handle::<ReconciliationProposal>(format!("proposal/{proposal}"));
+    save("reconciliation_proposal.json", h.fetch_history(Default::default())).await;
+    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{run}"));
+    save("provisioning_run_reconciliation.json", h.fetch_history(Default::default())).await;
 }
 
 /// Records the fixtures from live runs. Does nothing unless `RC_RECORD_FIXTURES=1`.

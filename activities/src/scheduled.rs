@@ -261,3 +261,89 @@ impl ScheduledActivitiesImpl {
         self.replan_environment(&req).await.map_err(activity_error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Sandbox;
+    use runtime_cloud_models::migration::Migrator;
+    use sea_orm_migration::MigratorTrait;
+
+    async fn activities(staleness_minutes: f64) -> ScheduledActivitiesImpl {
+        let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
+        Migrator::up(&db, None).await.unwrap();
+        ScheduledActivitiesImpl {
+            db,
+            runner: Arc::new(Sandbox::new(std::path::Path::new("/nonexistent"))),
+            inventory: InventoryOptions { staleness_minutes, ..Default::default() },
+            provisioning: ProvisioningOptions::default(),
+        }
+    }
+
+    async fn inventory(db: &DatabaseConnection, env: &str, observed_minutes_ago: i64) {
+        let now = Utc::now();
+        inventories::ActiveModel {
+            id: Set(format!("inv-{env}")),
+            tenant_id: Set("acme".into()),
+            environment_id: Set(env.into()),
+            project_id: Set("shop".into()),
+            workloads: Set(serde_json::json!([])),
+            current_release_id: Set(None),
+            specification_version: Set(None),
+            observed_at: Set(Some(now - chrono::Duration::minutes(observed_minutes_ago))),
+            stale: Set(false),
+            last_error: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(db)
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn mark_stale_marks_only_old_observations_once() {
+        let a = activities(15.0).await;
+        inventory(&a.db, "old", 20).await;
+        inventory(&a.db, "fresh", 5).await;
+        assert_eq!(a.mark_stale_since("w1").await.unwrap(), 1);
+        let rows = inventories::Entity::find().all(&a.db).await.unwrap();
+        let stale: Vec<_> = rows.iter().filter(|r| r.stale).map(|r| r.environment_id.as_str()).collect();
+        assert_eq!(stale, ["old"]);
+        let events = runtime_cloud_models::entities::outbox_events::Entity::find().all(&a.db).await.unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].payload["stale"], true);
+        // Already stale: not marked (nor announced) again.
+        assert_eq!(a.mark_stale_since("w2").await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn environments_page_in_a_stable_order() {
+        let a = activities(15.0).await;
+        let now = Utc::now();
+        for i in 0..5 {
+            environments::ActiveModel {
+                id: Set(format!("e{i}")),
+                tenant_id: Set("acme".into()),
+                environment_id: Set(format!("env-{i}")),
+                project_id: Set("p".into()),
+                class: Set("non-production".into()),
+                target: Set("sandbox".into()),
+                created_at: Set(now),
+                updated_at: Set(now),
+            }
+            .insert(&a.db)
+            .await
+            .unwrap();
+        }
+        let first = a.page(&EnvironmentPageRequest { after: None, limit: 2 }).await.unwrap();
+        let second = a.page(&EnvironmentPageRequest { after: first.next.clone(), limit: 2 }).await.unwrap();
+        let third = a.page(&EnvironmentPageRequest { after: second.next.clone(), limit: 2 }).await.unwrap();
+        let names: Vec<_> = [first, second, third.clone()]
+            .iter()
+            .flat_map(|p| p.environments.iter().map(|e| e.environment_id.clone()))
+            .collect();
+        assert_eq!(names, ["env-0", "env-1", "env-2", "env-3", "env-4"]);
+        assert_eq!(third.next, None);
+    }
+}
