@@ -8,7 +8,9 @@
 //! drift, its auto-accepted proposal and the reconciliation run).
 
 use crate::common::Stack;
-use runtime_cloud_workflows::{EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal};
+use runtime_cloud_workflows::{
+    EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
+};
 use std::path::PathBuf;
 use temporalio_client::WorkflowHistory;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
@@ -60,29 +62,63 @@ async fn record_drift_replay_fixtures() {
     let baseline = api.plan_run("dev", "baseline").await;
     api.wait_state(&baseline, "Applied").await;
     let client = stack.temporal_client().await;
-    let after = client.get_workflow_handle::<ObserveEnvironment>(format!("observe/{}/dev/after-{baseline}", api.tenant));
+    let after = client.get_workflow_handle::<ObserveEnvironment>(format!(
+        "observe/{}/dev/after-{baseline}",
+        api.tenant
+    ));
     crate::common::eventually(30, "the after-apply observation", || {
         let after = &after;
         async move { after.get_result(Default::default()).await.ok().map(|_| ()) }
     })
     .await;
-    stack.sandbox_cli("acme", "dev", &["scale", "--workload", "api", "--replicas", "5"]);
-    let started = api.post("/factory/environments/dev/observe", serde_json::json!({})).await.expect(202);
-    let observe_id = started["workflowId"].as_str().unwrap_or_default().to_owned();
-    let outcome = client.get_workflow_handle::<ObserveEnvironment>(observe_id.clone()).get_result(Default::default()).await.expect("observe");
+    stack.sandbox_cli(
+        "acme",
+        "dev",
+        &["scale", "--workload", "api", "--replicas", "5"],
+    );
+    let started = api
+        .post("/factory/environments/dev/observe", serde_json::json!({}))
+        .await
+        .expect(202);
+    let observe_id = started["workflowId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let outcome = client
+        .get_workflow_handle::<ObserveEnvironment>(observe_id.clone())
+        .get_result(Default::default())
+        .await
+        .expect("observe");
     let proposal = outcome.new_proposal.expect("a proposal").proposal_id;
     let applied = api.wait_proposal("dev", &proposal, "Applied").await;
-    let run = applied["provisioningRunId"].as_str().unwrap_or_default().to_owned();
+    let run = applied["provisioningRunId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
 
     let save = |name: &'static str, history: WorkflowHistory| async move {
         let json = history.to_json().await.expect("history");
         std::fs::write(fixtures().join(name), json).expect("write fixture");
     };
-    save("observe_environment.json", client.get_workflow_handle::<ObserveEnvironment>(observe_id).fetch_history(Default::default())).await;
+    save(
+        "observe_environment.json",
+        client
+            .get_workflow_handle::<ObserveEnvironment>(observe_id)
+            .fetch_history(Default::default()),
+    )
+    .await;
     let h = client.get_workflow_handle::<ReconciliationProposal>(format!("proposal/{proposal}"));
-    save("reconciliation_proposal.json", h.fetch_history(Default::default())).await;
+    save(
+        "reconciliation_proposal.json",
+        h.fetch_history(Default::default()),
+    )
+    .await;
     let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{run}"));
-    save("provisioning_run_reconciliation.json", h.fetch_history(Default::default())).await;
+    save(
+        "provisioning_run_reconciliation.json",
+        h.fetch_history(Default::default()),
+    )
+    .await;
 }
 
 /// Records the fixtures from live runs. Does nothing unless `RC_RECORD_FIXTURES=1`.

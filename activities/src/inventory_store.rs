@@ -8,7 +8,7 @@ use crate::store::{
 };
 use chrono::Utc;
 use runtime_cloud_models::drift::{
-    Direction, DriftKind, Finding, ProposalState, compare, proposal_plan,
+    Direction, DriftKind, Finding, ProposalPlan, ProposalState, compare, proposal_plan,
 };
 use runtime_cloud_models::entities::{
     drift_findings as findings, environments, observed_workloads as observed_rows,
@@ -36,7 +36,8 @@ use uuid::Uuid;
 /// Decides whether a proposal may skip the operator; see [`crate::ports::Policy`].
 pub type AutoAccept<'a> = &'a (dyn Fn(&str, &str) -> bool + Send + Sync);
 
-async fn environment(
+/// An environment of a tenant.
+pub async fn environment(
     db: &impl ConnectionTrait,
     tenant: &str,
     env: &str,
@@ -393,11 +394,35 @@ async fn sync_proposal(
         })
         .collect();
     let plan = proposal_plan(&as_findings);
+    let row = insert_proposal(
+        db,
+        &req.proposal_id,
+        &req.tenant_id,
+        &req.environment_id,
+        &open_ids,
+        &plan,
+        now,
+    )
+    .await?;
+    Ok((Some(proposal_input(&row, production, allowed)), superseded))
+}
+
+/// Inserts a `Proposed` proposal covering `finding_ids`, links the findings to it, and writes
+/// `ReconciliationProposed`, on `db` (the caller's transaction).
+pub async fn insert_proposal(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+    tenant_id: &str,
+    environment_id: &str,
+    finding_ids: &BTreeSet<String>,
+    plan: &ProposalPlan,
+    now: chrono::DateTime<Utc>,
+) -> Result<proposals::Model, Error> {
     let row = proposals::ActiveModel {
-        proposal_id: Set(req.proposal_id.clone()),
-        tenant_id: Set(req.tenant_id.clone()),
-        environment_id: Set(req.environment_id.clone()),
-        finding_ids: Set(to_json(&open_ids)),
+        proposal_id: Set(proposal_id.to_owned()),
+        tenant_id: Set(tenant_id.to_owned()),
+        environment_id: Set(environment_id.to_owned()),
+        finding_ids: Set(to_json(finding_ids)),
         direction: Set(plan.direction.as_str().to_owned()),
         plan_summary: Set(plan.plan_summary.clone()),
         destructive: Set(plan.destructive),
@@ -417,7 +442,7 @@ async fn sync_proposal(
             findings::Column::ProposalId,
             sea_orm::sea_query::Expr::value(row.proposal_id.clone()),
         )
-        .filter(findings::Column::FindingId.is_in(open_ids.iter().cloned()))
+        .filter(findings::Column::FindingId.is_in(finding_ids.iter().cloned()))
         .exec(db)
         .await?;
     let event = ReconciliationProposed {
@@ -429,12 +454,12 @@ async fn sync_proposal(
     };
     append_event(
         db,
-        &req.tenant_id,
+        tenant_id,
         event.into(),
         event_id(&row.proposal_id, "ReconciliationProposed"),
     )
     .await?;
-    Ok((Some(proposal_input(&row, production, allowed)), superseded))
+    Ok(row)
 }
 
 /// Projects a proposal's state; a decision (Accepted / Rejected) writes `ReconciliationDecided`.

@@ -1,18 +1,19 @@
 //! The scheduled activities: page through environments, mark stale ones, re-plan one.
 
 use crate::Error;
+use crate::inventory_store;
 use crate::ports::{Runner, Target};
 use crate::provisioning::activity_error;
 use crate::store::{
     append_event, event_id, latest_specification, new_run_row, run_input, snapshot,
 };
 use chrono::Utc;
-use runtime_cloud_models::drift::{Direction, ProposalState};
+use runtime_cloud_models::drift::{Direction, ProposalPlan, ProposalState};
 use runtime_cloud_models::entities::{
     drift_findings as findings, environments, reconciliation_proposals as proposals,
     runtime_inventories as inventories,
 };
-use runtime_cloud_models::events::{ObservedStateChanged, ReconciliationProposed};
+use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_models::{EnvironmentClass, ProvisioningKind};
 use runtime_cloud_workflows::contracts::scheduled_markers as markers;
@@ -24,6 +25,7 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect, TransactionTrait,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -90,11 +92,8 @@ impl ScheduledActivitiesImpl {
 
     async fn replan_environment(&self, req: &ReplanRequest) -> Result<ReplanOutcome, Error> {
         let key = &req.environment;
-        let Some(env) = environments::Entity::find()
-            .filter(environments::Column::TenantId.eq(&key.tenant_id))
-            .filter(environments::Column::EnvironmentId.eq(&key.environment_id))
-            .one(&self.db)
-            .await?
+        let Some(env) =
+            inventory_store::environment(&self.db, &key.tenant_id, &key.environment_id).await?
         else {
             return Ok(ReplanOutcome::Nothing);
         };
@@ -165,7 +164,7 @@ impl ScheduledActivitiesImpl {
                 ReplanOutcome::Nothing
             });
         }
-        let open_findings: Vec<String> = findings::Entity::find()
+        let open_findings: BTreeSet<String> = findings::Entity::find()
             .filter(findings::Column::TenantId.eq(&key.tenant_id))
             .filter(findings::Column::EnvironmentId.eq(&key.environment_id))
             .filter(findings::Column::ResolvedAt.is_null())
@@ -174,38 +173,19 @@ impl ScheduledActivitiesImpl {
             .into_iter()
             .map(|f| f.finding_id)
             .collect();
-        let now = Utc::now();
-        let row = proposals::ActiveModel {
-            proposal_id: Set(req.proposal_id.clone()),
-            tenant_id: Set(key.tenant_id.clone()),
-            environment_id: Set(key.environment_id.clone()),
-            finding_ids: Set(serde_json::json!(open_findings)),
-            direction: Set(Direction::ApplyDeclared.as_str().to_owned()),
-            plan_summary: Set(plan.summary()),
-            destructive: Set(destructive),
-            state: Set(ProposalState::Proposed.as_str().to_owned()),
-            decided_by: Set(None),
-            decision_reason: Set(None),
-            provisioning_run_id: Set(None),
-            raised_at: Set(now),
-            decided_at: Set(None),
-            created_at: Set(now),
-            updated_at: Set(now),
-        }
-        .insert(&txn)
-        .await?;
-        let event = ReconciliationProposed {
-            proposal_id: row.proposal_id.clone(),
-            tenant_id: row.tenant_id.clone(),
-            environment_id: row.environment_id.clone(),
-            direction: row.direction.clone(),
+        let proposal = ProposalPlan {
+            direction: Direction::ApplyDeclared,
             destructive,
+            plan_summary: plan.summary(),
         };
-        append_event(
+        let row = inventory_store::insert_proposal(
             &txn,
-            &row.tenant_id,
-            event.into(),
-            event_id(&row.proposal_id, "ReconciliationProposed"),
+            &req.proposal_id,
+            &key.tenant_id,
+            &key.environment_id,
+            &open_findings,
+            &proposal,
+            Utc::now(),
         )
         .await?;
         txn.commit().await?;
@@ -275,7 +255,10 @@ mod tests {
         ScheduledActivitiesImpl {
             db,
             runner: Arc::new(Sandbox::new(std::path::Path::new("/nonexistent"))),
-            inventory: InventoryOptions { staleness_minutes, ..Default::default() },
+            inventory: InventoryOptions {
+                staleness_minutes,
+                ..Default::default()
+            },
             provisioning: ProvisioningOptions::default(),
         }
     }
@@ -308,9 +291,16 @@ mod tests {
         inventory(&a.db, "fresh", 5).await;
         assert_eq!(a.mark_stale_since("w1").await.unwrap(), 1);
         let rows = inventories::Entity::find().all(&a.db).await.unwrap();
-        let stale: Vec<_> = rows.iter().filter(|r| r.stale).map(|r| r.environment_id.as_str()).collect();
+        let stale: Vec<_> = rows
+            .iter()
+            .filter(|r| r.stale)
+            .map(|r| r.environment_id.as_str())
+            .collect();
         assert_eq!(stale, ["old"]);
-        let events = runtime_cloud_models::entities::outbox_events::Entity::find().all(&a.db).await.unwrap();
+        let events = runtime_cloud_models::entities::outbox_events::Entity::find()
+            .all(&a.db)
+            .await
+            .unwrap();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].payload["stale"], true);
         // Already stale: not marked (nor announced) again.
@@ -336,9 +326,27 @@ mod tests {
             .await
             .unwrap();
         }
-        let first = a.page(&EnvironmentPageRequest { after: None, limit: 2 }).await.unwrap();
-        let second = a.page(&EnvironmentPageRequest { after: first.next.clone(), limit: 2 }).await.unwrap();
-        let third = a.page(&EnvironmentPageRequest { after: second.next.clone(), limit: 2 }).await.unwrap();
+        let first = a
+            .page(&EnvironmentPageRequest {
+                after: None,
+                limit: 2,
+            })
+            .await
+            .unwrap();
+        let second = a
+            .page(&EnvironmentPageRequest {
+                after: first.next.clone(),
+                limit: 2,
+            })
+            .await
+            .unwrap();
+        let third = a
+            .page(&EnvironmentPageRequest {
+                after: second.next.clone(),
+                limit: 2,
+            })
+            .await
+            .unwrap();
         let names: Vec<_> = [first, second, third.clone()]
             .iter()
             .flat_map(|p| p.environments.iter().map(|e| e.environment_id.clone()))
