@@ -505,3 +505,68 @@ async fn inventory_shows_observed_workloads() {
         .await
         .expect_problem(403);
 }
+
+/// A proposal whose reconciliation run fails stays `Accepted` with its run; the next
+/// observation raises a new proposal for the drift that is still there.
+#[tokio::test]
+async fn failed_reconciliation_leads_to_a_new_proposal() {
+    let stack = Stack::start().await;
+    let api = applied_environment(&stack, "production").await;
+    stack.sandbox_cli(
+        "acme",
+        "env",
+        &["scale", "--workload", "web", "--replicas", "4"],
+    );
+    let first = api.observe(&stack, "env").await["newProposal"]["proposalId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    api.wait_proposal("env", &first, "Proposed").await;
+    stack.sandbox_cli(
+        "acme",
+        "env",
+        &[
+            "fail-next-apply",
+            "--reason",
+            "deployment/web: node pool exhausted",
+        ],
+    );
+    api.post(
+        &format!("/factory/reconciliation/proposals/{first}/decide"),
+        json!({ "decision": "accept" }),
+    )
+    .await
+    .expect(202);
+    let accepted = api.wait_proposal("env", &first, "Accepted").await;
+    let run = accepted["provisioningRunId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let failed = api.wait_state(&run, "Failed").await;
+    assert_eq!(failed["reason"], "deployment/web: node pool exhausted");
+
+    let second = eventually(60, "a new proposal for the drift still there", || {
+        let api = api.clone();
+        let stack = &stack;
+        let first = first.clone();
+        async move {
+            // The observation after the failed apply may have raised it already.
+            api.observe(stack, "env").await;
+            api.proposals("env")
+                .await
+                .into_iter()
+                .find(|p| p["proposalId"] != first.as_str() && p["state"] == "Proposed")
+                .and_then(|p| p["proposalId"].as_str().map(str::to_owned))
+        }
+    })
+    .await;
+    api.wait_proposal("env", &second, "Proposed").await;
+    assert_eq!(
+        api.proposals("env")
+            .await
+            .iter()
+            .find(|p| p["proposalId"] == first.as_str())
+            .map(|p| p["state"].clone()),
+        Some(json!("Accepted"))
+    );
+}

@@ -365,6 +365,18 @@ async fn sync_proposal(
         .order_by_desc(proposals::Column::ProposalId)
         .all(db)
         .await?;
+    // An accepted proposal whose run ended without applying (failed, rejected, cancelled) no
+    // longer covers its findings: the drift needs a new proposal.
+    let mut live = Vec::with_capacity(active.len());
+    for p in active {
+        if p.state == ProposalState::Accepted.as_str()
+            && run_ended_unapplied(db, p.provisioning_run_id.as_deref()).await?
+        {
+            continue;
+        }
+        live.push(p);
+    }
+    let active = live;
     let open_ids: BTreeSet<String> = open.iter().map(|f| f.finding_id.clone()).collect();
     if active.first().is_some_and(|p| finding_ids(p) == open_ids) {
         return Ok((None, Vec::new()));
@@ -405,6 +417,24 @@ async fn sync_proposal(
     )
     .await?;
     Ok((Some(proposal_input(&row, production, allowed)), superseded))
+}
+
+/// Whether a proposal's run has ended in a state other than `Applied`.
+async fn run_ended_unapplied(
+    db: &impl ConnectionTrait,
+    run_id: Option<&str>,
+) -> Result<bool, Error> {
+    let Some(run_id) = run_id else {
+        return Ok(false);
+    };
+    let state = provisioning_runs::Entity::find_by_id(run_id.to_owned())
+        .one(db)
+        .await?
+        .and_then(|r| r.state);
+    Ok(state
+        .as_deref()
+        .and_then(|s| ProvisioningState::from_str(s).ok())
+        .is_some_and(|s| s.is_terminal() && s != ProvisioningState::Applied))
 }
 
 /// Inserts a `Proposed` proposal covering `finding_ids`, links the findings to it, and writes
