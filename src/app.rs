@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use anyhow::Context;
+use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::ConfiguredPolicy;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
@@ -63,7 +64,30 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         task_queue: config.task_queue.clone(),
         schedules_paused: config.schedules_paused,
     };
-    runtime_cloud_temporal::worker::run(deps, shutdown).await?;
+    // The outbox relay runs beside the worker when NATS is configured; without it events stay
+    // readable in the outbox table.
+    let (stop_relay, relay_stopped) = tokio::sync::watch::channel(false);
+    let relay = config.nats_url.clone().map(|url| {
+        let mut rx = relay_stopped;
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        tokio::spawn(outbox_relay::run(
+            deps.db.clone(),
+            url,
+            std::time::Duration::from_millis(250),
+            stop,
+        ))
+    });
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop_relay.send(true);
+    };
+    let result = runtime_cloud_temporal::worker::run(deps, shutdown).await;
+    if let Some(relay) = relay {
+        let _ = relay.await;
+    }
+    result?;
     Ok(())
 }
 

@@ -20,7 +20,7 @@
 //!
 //! Environment variables win over the file: `RUNTIME_CLOUD_DATA_DIR`, `DATABASE_URL`,
 //! `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RUNTIME_CLOUD_TASK_QUEUE`, `RUNTIME_CLOUD_LISTEN`,
-//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, and for the options `RuntimeCloud__Provisioning__<Key>` and
+//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, `NATS_URL`, and for the options `RuntimeCloud__Provisioning__<Key>` and
 //! `RuntimeCloud__Inventory__<Key>`.
 
 use anyhow::{Context, bail};
@@ -53,6 +53,9 @@ pub struct Config {
     /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
     #[serde(default)]
     pub jwt_secret: Option<String>,
+    /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
+    #[serde(default)]
+    pub nats_url: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
     #[serde(default)]
     pub schedules_paused: bool,
@@ -124,6 +127,9 @@ impl Config {
         }
         if let Some(v) = var("RUNTIME_CLOUD_JWT_SECRET") {
             self.jwt_secret = Some(v);
+        }
+        if let Some(v) = var("NATS_URL") {
+            self.nats_url = Some(v);
         }
         if let Some(v) = var("RUNTIME_CLOUD_SCHEDULES_PAUSED") {
             self.schedules_paused = v

@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod dev;
 mod drift;
+mod events;
 mod provisioning;
 mod replay;
 mod schedules;

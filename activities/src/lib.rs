@@ -13,11 +13,13 @@
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
 //! - [`scheduled`]: the observation sweep's and GitOps reconciler's activities.
+//! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
 //! - [`error`]: this crate's error type.
 
 pub mod error;
 pub mod inventory;
 pub mod inventory_store;
+pub mod outbox_relay;
 pub mod ports;
 pub mod provisioning;
 pub mod sandbox;

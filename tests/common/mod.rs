@@ -360,6 +360,21 @@ impl Stack {
         row.try_get::<i64>("", "n").expect("n")
     }
 
+    /// Counts rows of a table matching a SQL condition.
+    pub async fn count_where(&self, table: &str, condition: &str) -> i64 {
+        self.count(&format!("{table} WHERE {condition}")).await
+    }
+
+    /// Runs a statement on the read DB.
+    pub async fn execute(&self, sql: &str) {
+        use sea_orm::ConnectionTrait;
+        self.db()
+            .await
+            .execute_unprepared(sql)
+            .await
+            .expect("execute");
+    }
+
     /// The outbox events of a type, oldest first.
     pub async fn events(&self, event_type: &str) -> Vec<Value> {
         use runtime_cloud_models::entities::outbox_events as ev;

@@ -1,0 +1,163 @@
+//! The outbox relay: publishes `outbox_events` rows, in order, to NATS JetStream.
+//!
+//! Subject = the event's topic (`provisioning.runs.v1.provisioning-applied` …), body = a
+//! CloudEvents 1.0 JSON envelope whose `data` is the payload, `Nats-Msg-Id` = the event id so a
+//! re-publish (a relay killed between the ack and marking the row) is dropped by JetStream's
+//! duplicate window. A row is marked published only after JetStream acknowledged it: delivery
+//! is at least once, and with the dedupe id a consumer sees each event once.
+//!
+//! On PostgreSQL a batch is claimed with `FOR UPDATE SKIP LOCKED`, so several relays never
+//! publish the same row at the same time. When NATS is down the relay backs off and retries;
+//! the API and the workflows keep writing to the outbox meanwhile.
+
+use crate::Error;
+use chrono::Utc;
+use runtime_cloud_models::entities::outbox_events as outbox;
+use sea_orm::sea_query::LockBehavior;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend,
+    DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    sea_query::LockType,
+};
+use std::future::Future;
+use std::time::Duration;
+
+/// The stream that holds every Runtime Cloud event.
+pub const STREAM: &str = "RUNTIME_CLOUD";
+/// The subjects it captures: every topic starts with `provisioning.`.
+pub const SUBJECTS: &str = "provisioning.>";
+/// Rows claimed per batch.
+const BATCH: u64 = 100;
+/// How long JetStream remembers a message id: longer than any relay outage we retry through.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(2 * 3600);
+
+/// The CloudEvents 1.0 envelope of an outbox row.
+pub fn cloud_event(row: &outbox::Model) -> serde_json::Value {
+    serde_json::json!({
+        "specversion": "1.0",
+        "id": row.event_id,
+        "source": "runtime-cloud",
+        "type": row.topic,
+        "subject": row.aggregate_id,
+        "time": row.occurred_at.to_rfc3339(),
+        "datacontenttype": "application/json",
+        "tenantid": row.tenant_id,
+        "data": row.payload,
+    })
+}
+
+/// Connects to NATS and creates (or updates) the stream.
+pub async fn connect(url: &str) -> Result<async_nats::jetstream::Context, Error> {
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| Error::Unreachable(format!("NATS at {url}: {e}")))?;
+    let js = async_nats::jetstream::new(client);
+    js.get_or_create_stream(async_nats::jetstream::stream::Config {
+        name: STREAM.to_owned(),
+        subjects: vec![SUBJECTS.to_owned()],
+        duplicate_window: DUPLICATE_WINDOW,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| Error::Unreachable(format!("NATS stream {STREAM}: {e}")))?;
+    Ok(js)
+}
+
+/// Publishes one batch of unpublished rows in `seq` order; returns how many were published.
+/// Rows acknowledged before an error are still marked.
+pub async fn publish_batch(
+    db: &DatabaseConnection,
+    js: &async_nats::jetstream::Context,
+) -> Result<usize, Error> {
+    let txn = db.begin().await?;
+    let mut select = outbox::Entity::find()
+        .filter(outbox::Column::PublishedAt.is_null())
+        .order_by_asc(outbox::Column::Seq)
+        .limit(BATCH);
+    if db.get_database_backend() == DatabaseBackend::Postgres {
+        select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    let rows = select.all(&txn).await?;
+    let mut published = 0;
+    let mut failure = None;
+    for row in rows {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", row.event_id.as_str());
+        let body = bytes::Bytes::from(cloud_event(&row).to_string());
+        let ack = match js
+            .publish_with_headers(row.topic.clone(), headers, body)
+            .await
+        {
+            Ok(ack) => ack.await,
+            Err(e) => Err(async_nats::jetstream::context::PublishError::with_source(
+                async_nats::jetstream::context::PublishErrorKind::Other,
+                e,
+            )),
+        };
+        if let Err(e) = ack {
+            failure = Some(Error::Unreachable(format!(
+                "publishing {}: {e}",
+                row.event_id
+            )));
+            break;
+        }
+        let mut done: outbox::ActiveModel = row.into();
+        done.published_at = Set(Some(Utc::now()));
+        done.updated_at = Set(Utc::now());
+        done.update(&txn).await?;
+        published += 1;
+    }
+    txn.commit().await?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(published),
+    }
+}
+
+/// Runs the relay until `shutdown`: connect (retrying), then publish batches, polling every
+/// `poll` when the outbox is empty and backing off (up to 30 s) while NATS fails.
+pub async fn run(
+    db: DatabaseConnection,
+    url: String,
+    poll: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut backoff = Duration::from_millis(200);
+    let mut js = None;
+    loop {
+        let wait = match &js {
+            None => match connect(&url).await {
+                Ok(ctx) => {
+                    tracing::info!(%url, stream = STREAM, "outbox relay connected");
+                    js = Some(ctx);
+                    backoff = Duration::from_millis(200);
+                    Duration::ZERO
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "outbox relay cannot reach NATS");
+                    backoff
+                }
+            },
+            Some(ctx) => match publish_batch(&db, ctx).await {
+                Ok(0) => poll,
+                Ok(n) => {
+                    tracing::debug!(published = n, "outbox relay published a batch");
+                    backoff = Duration::from_millis(200);
+                    Duration::ZERO
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "outbox relay failed; events stay in the outbox");
+                    backoff
+                }
+            },
+        };
+        if wait == backoff {
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Integration events through the outbox relay to a real NATS JetStream server (one per test,
+//! on its own port, so a test can stop and restart it).
+
+use crate::common::{Stack, StackOptions, eventually};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+
+/// A `nats-server -js` of this test's own.
+struct Nats {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nats {
+    fn start() -> Nats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("port");
+        let mut nats = Nats {
+            child: None,
+            port,
+            dir: tempfile::tempdir().expect("dir"),
+        };
+        nats.restart();
+        nats
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn restart(&mut self) {
+        let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| "nats-server".into());
+        let child = Command::new(bin)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server (Debian package nats-server)");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nats-server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Every message in the stream: (subject, Nats-Msg-Id, body).
+    async fn messages(&self) -> Vec<(String, String, Value)> {
+        let client = async_nats::connect(self.url()).await.expect("connect NATS");
+        let js = async_nats::jetstream::new(client);
+        let Ok(mut stream) = js.get_stream("RUNTIME_CLOUD").await else {
+            return Vec::new();
+        };
+        let count = stream.info().await.map(|i| i.state.messages).unwrap_or(0);
+        let consumer = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+            .await
+            .expect("ordered consumer");
+        let mut out = Vec::new();
+        if count == 0 {
+            return out;
+        }
+        let mut messages = consumer.messages().await.expect("messages");
+        while let Some(Ok(m)) = messages.next().await {
+            let id = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Nats-Msg-Id"))
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            out.push((
+                m.subject.to_string(),
+                id,
+                serde_json::from_slice(&m.payload).unwrap_or(Value::Null),
+            ));
+            if out.len() as u64 >= count {
+                break;
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn with_nats(nats: &Nats) -> StackOptions {
+    StackOptions {
+        env: vec![("NATS_URL".into(), nats.url())],
+        ..Default::default()
+    }
+}
+
+/// Waits until the relay has published every outbox row.
+async fn all_published(stack: &Stack) -> i64 {
+    eventually(60, "the relay to publish the whole outbox", || async {
+        let total = stack.count("outbox_events").await;
+        let pending = stack
+            .count_where("outbox_events", "published_at IS NULL")
+            .await;
+        (total > 0 && pending == 0).then_some(total)
+    })
+    .await
+}
+
+/// Every event type arrives on its topic as a CloudEvents envelope carrying the outbox payload.
+#[tokio::test]
+async fn every_event_type_arrives_on_its_subject() {
+    let nats = Nats::start();
+    let stack = Stack::with(with_nats(&nats)).await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 1)]).await;
+    let id = api.plan_run("prod", "baseline").await;
+    api.wait_state(&id, "AwaitingApproval").await;
+    api.decide(&id, "approve").await.expect(202);
+    api.wait_state(&id, "Applied").await;
+    stack.sandbox_cli(
+        "acme",
+        "prod",
+        &["fail-next-apply", "--reason", "deployment/api: quota"],
+    );
+    api.declare("prod", &[("api", "1.1.0", 1)]).await;
+    let failing = api
+        .post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() }))
+        .await
+        .expect(202);
+    api.wait_state(
+        failing["provisioningRunId"].as_str().unwrap_or_default(),
+        "Failed",
+    )
+    .await;
+    // Drift, a proposal and a decision.
+    stack.sandbox_cli(
+        "acme",
+        "prod",
+        &["scale", "--workload", "api", "--replicas", "3"],
+    );
+    let proposal = api.observe(&stack, "prod").await["newProposal"]["proposalId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    api.wait_proposal("prod", &proposal, "Proposed").await;
+    api.post(
+        &format!("/factory/reconciliation/proposals/{proposal}/decide"),
+        json!({ "decision": "reject" }),
+    )
+    .await
+    .expect(202);
+    api.wait_proposal("prod", &proposal, "Rejected").await;
+
+    let total = all_published(&stack).await;
+    let messages = eventually(30, "every message in the stream", || async {
+        let m = nats.messages().await;
+        (m.len() as i64 >= total).then_some(m)
+    })
+    .await;
+    assert_eq!(messages.len() as i64, total, "each outbox row once");
+    let mut by_type: BTreeMap<String, Vec<&(String, String, Value)>> = BTreeMap::new();
+    for m in &messages {
+        by_type
+            .entry(m.2["type"].as_str().unwrap_or_default().to_owned())
+            .or_default()
+            .push(m);
+    }
+    for topic in [
+        "provisioning.specifications.v1.specification-declared",
+        "provisioning.runs.v1.provisioning-planned",
+        "provisioning.runs.v1.provisioning-applied",
+        "provisioning.runs.v1.provisioning-failed",
+        "provisioning.inventory.v1.observed-state-changed",
+        "provisioning.inventory.v1.runtime-drift-detected",
+        "provisioning.inventory.v1.reconciliation-proposed",
+        "provisioning.inventory.v1.reconciliation-decided",
+    ] {
+        let found = by_type
+            .get(topic)
+            .unwrap_or_else(|| panic!("no {topic} in {:?}", by_type.keys()));
+        for (subject, msg_id, body) in found {
+            assert_eq!(subject, topic);
+            assert_eq!(body["specversion"], "1.0");
+            assert_eq!(body["id"], msg_id.as_str(), "the dedupe id is the event id");
+            assert_eq!(body["datacontenttype"], "application/json");
+            assert!(body["data"]["tenantId"].is_string(), "{body}");
+        }
+    }
+    let applied = &by_type["provisioning.runs.v1.provisioning-applied"][0].2["data"];
+    assert_eq!(applied["provisioningRunId"], id.as_str());
+    assert_eq!(applied["specificationVersion"], 1);
+    let failed = &by_type["provisioning.runs.v1.provisioning-failed"][0].2["data"];
+    assert_eq!(failed["reason"], "deployment/api: quota");
+}
+
+/// NATS stopped while runs complete: the product keeps working, events wait in the outbox, and
+/// once NATS is back every event arrives exactly once.
+#[tokio::test]
+async fn nats_down_then_back_delivers_every_event_once() {
+    let mut nats = Nats::start();
+    let stack = Stack::with(with_nats(&nats)).await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 1)]).await;
+    let first = api.plan_run("dev", "baseline").await;
+    api.wait_state(&first, "Applied").await;
+    all_published(&stack).await;
+
+    nats.stop();
+    let second = api.plan_run("dev", "reconciliation").await;
+    api.wait_state(&second, "Applied").await;
+    api.declare("dev", &[("api", "1.1.0", 1)]).await;
+    assert!(
+        stack
+            .count_where("outbox_events", "published_at IS NULL")
+            .await
+            > 0,
+        "events wait in the outbox"
+    );
+
+    nats.restart();
+    let total = all_published(&stack).await;
+    let messages = eventually(30, "every message in the stream", || async {
+        let m = nats.messages().await;
+        (m.len() as i64 >= total).then_some(m)
+    })
+    .await;
+    let mut ids: Vec<&str> = messages.iter().map(|m| m.1.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len() as i64, total, "every event once");
+    assert_eq!(messages.len() as i64, total, "no duplicates");
+}
+
+/// A relay that dies after JetStream acknowledged a batch but before marking it publishes the
+/// batch again; the dedupe id keeps a consumer from seeing it twice.
+#[tokio::test]
+async fn republished_events_are_deduplicated() {
+    let nats = Nats::start();
+    let mut stack = Stack::with(with_nats(&nats)).await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 1)]).await;
+    let run = api.plan_run("dev", "baseline").await;
+    api.wait_state(&run, "Applied").await;
+    let total = all_published(&stack).await;
+
+    // The crash: rows acknowledged but not marked.
+    stack.kill_worker();
+    stack
+        .execute("UPDATE outbox_events SET published_at = NULL")
+        .await;
+    stack.start_worker();
+    all_published(&stack).await;
+    let messages = nats.messages().await;
+    assert_eq!(
+        messages.len() as i64,
+        total,
+        "JetStream dropped the re-published copies"
+    );
+}
