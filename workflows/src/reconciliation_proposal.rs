@@ -88,9 +88,8 @@ impl ReconciliationProposal {
             return Self::settle(ctx, ProposalState::Rejected, Some(decision)).await;
         }
 
+        // Record the run before the proposal names it, so a reader never follows a dangling id.
         let run_id = time_ordered_id(ctx);
-        ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
-        Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
         let prepare = PrepareRunRequest {
             proposal: input.clone(),
             run_id: run_id.clone(),
@@ -98,6 +97,8 @@ impl ReconciliationProposal {
         let run_input = ctx
             .execute_activity(InventoryActivities::prepare_run, prepare, quick_opts())
             .await?;
+        ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
+        Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
         let started = ctx
             .start_child_workflow(
                 ProvisioningRun::run,
