@@ -9,7 +9,7 @@ use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
 use runtime_cloud_models::migration::Migrator;
 use runtime_cloud_temporal::worker::WorkerDeps;
-use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
 use sea_orm_migration::MigratorTrait;
 use std::future::Future;
 use std::sync::Arc;
@@ -21,9 +21,17 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     let url = config.database_url();
     let mut opts = ConnectOptions::new(url.clone());
     opts.sqlx_logging(false);
-    Database::connect(opts)
+    let db = Database::connect(opts)
         .await
-        .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))
+        .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))?;
+    if db.get_database_backend() == sea_orm::DatabaseBackend::Sqlite {
+        // Write-ahead logging: readers (the API) never block the writer (the worker) and the
+        // other way round. The setting is kept in the database file.
+        db.execute_unprepared("PRAGMA journal_mode=WAL")
+            .await
+            .context("enabling WAL")?;
+    }
+    Ok(db)
 }
 
 /// A database URL without its password, for error messages.

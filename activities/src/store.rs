@@ -224,18 +224,24 @@ pub async fn declare_specification(
                 txn.commit().await?;
                 return Ok(row);
             }
-            Err(Error::Db(e))
-                if attempts < 5
-                    && matches!(
-                        e.sql_err(),
-                        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-                    ) =>
-            {
+            Err(Error::Db(e)) if attempts < 8 && retryable_conflict(&e) => {
                 txn.rollback().await?;
+                // SQLite refuses a read-then-write transaction that meets another writer at
+                // once instead of waiting; a short pause lets the other commit.
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A conflict that a retry of the whole transaction resolves: another declaration took the
+/// version, or (SQLite) another writer held the database.
+fn retryable_conflict(e: &sea_orm::DbErr) -> bool {
+    matches!(
+        e.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    ) || e.to_string().contains("database is locked")
 }
 
 /// The latest declared specification of an environment.
