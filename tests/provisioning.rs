@@ -120,6 +120,13 @@ async fn production_run_waits_for_approval_on(db: Db) {
         "{wrong}"
     );
 
+    // The approval of a production plan is an Operator's: the scope alone is not enough.
+    let intern = stack.without_roles(
+        "acme",
+        &["factory.provisioning.read", "factory.provisioning.apply"],
+    );
+    intern.decide(&id, "approve").await.expect_problem(403);
+
     api.decide(&id, "approve").await.expect(202);
     let run_after = api.wait_state(&id, "Applied").await;
     assert_eq!(run_after["approval"]["decision"]["approver"], "tester");

@@ -5,7 +5,7 @@
 
 use super::environments::find as find_environment;
 use super::pagination::{Page, Paged};
-use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::auth::{Auth, PRODUCTION_DECIDERS, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
 use crate::query::Query;
 use crate::{AppState, Error};
@@ -450,6 +450,8 @@ async fn approve(
 ) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
     auth.require(PROVISIONING_APPLY)?;
     let row = find_run(&state, auth.tenant(), &id).await?;
+    // Only production runs wait for approval, and a production approval is an Operator's.
+    auth.require_role(PRODUCTION_DECIDERS)?;
     let status = live_status(&state, &row).await;
     if status.state != Some(ProvisioningState::AwaitingApproval) {
         return Err(Error::Conflict(format!(
