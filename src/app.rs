@@ -116,6 +116,7 @@ pub async fn run_api(
         auth: Arc::new(JwtKeys::from_secret(&config.jwt_secret()?)),
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
+        http_metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

@@ -8,6 +8,7 @@ mod bad_input;
 mod dev;
 mod drift;
 mod events;
+mod metrics;
 mod provisioning;
 mod replay;
 mod schedules;

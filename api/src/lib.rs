@@ -37,4 +37,6 @@ pub struct AppState {
     pub options: ProvisioningOptions,
     /// The inventory options (staleness window).
     pub inventory: InventoryOptions,
+    /// This process's HTTP request durations.
+    pub http_metrics: Arc<http::metrics::HttpMetrics>,
 }

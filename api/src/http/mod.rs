@@ -3,6 +3,7 @@
 mod environments;
 mod health;
 mod inventory;
+pub mod metrics;
 mod pagination;
 mod proposals;
 mod runs;
@@ -28,7 +29,12 @@ pub fn router(state: AppState) -> Router {
         .merge(runs::router())
         .merge(inventory::router())
         .merge(proposals::router())
+        .merge(metrics::router())
         .fallback(problem_fallback)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -1,0 +1,326 @@
+//! `GET /metrics`: Prometheus text exposition of the spec's metrics and HTTP request durations.
+//!
+//! The domain metrics are read from the read tables at scrape time, so every API replica
+//! reports the same true values whichever process made the change. Counters count rows that
+//! never change again (runs that ended, proposals raised), so they only go up. HTTP durations
+//! are this process's own.
+
+use crate::{AppState, Error};
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::Utc;
+use runtime_cloud_models::ProvisioningState;
+use runtime_cloud_models::entities::{
+    drift_findings as findings, environments, provisioning_runs as runs,
+    reconciliation_proposals as proposals, runtime_inventories as inventories,
+};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Histogram buckets, in seconds.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/metrics", get(metrics))
+}
+
+/// A cumulative histogram.
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, v: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS.len()];
+        }
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if v <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn write(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let c = self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+/// This process's HTTP request durations by method, route and status.
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    by_route: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+}
+
+/// Middleware: times every request under its route template (never the raw path, which would
+/// put ids into label values).
+pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let res = next.run(req).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut map = state
+        .http_metrics
+        .by_route
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry((method, route, res.status().as_u16()))
+        .or_default()
+        .observe(elapsed);
+    res
+}
+
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
+    let db = &state.db;
+    let mut out = String::new();
+
+    // Runs by tenant, kind and outcome: runs that ended never change, so this only grows.
+    header(
+        &mut out,
+        "connectsoft_factory_provisioning_runs_total",
+        "counter",
+        "Provisioning runs by kind and outcome.",
+    );
+    let ended: Vec<(String, String, Option<String>)> = runs::Entity::find()
+        .select_only()
+        .columns([
+            runs::Column::TenantId,
+            runs::Column::Kind,
+            runs::Column::State,
+        ])
+        .filter(runs::Column::CompletedAt.is_not_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut counts: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for (tenant, kind, st) in ended {
+        *counts
+            .entry((tenant, kind, st.unwrap_or_default()))
+            .or_default() += 1;
+    }
+    for ((tenant, kind, st), n) in &counts {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_provisioning_runs_total{{tenant=\"{}\",kind=\"{}\",state=\"{}\"}} {n}",
+            label(tenant),
+            label(kind),
+            label(st)
+        );
+    }
+
+    // Apply durations by kind, from the immutable apply receipts.
+    header(
+        &mut out,
+        "connectsoft_factory_provisioning_apply_duration_seconds",
+        "histogram",
+        "Apply duration.",
+    );
+    let receipts: Vec<(String, Option<serde_json::Value>)> = runs::Entity::find()
+        .select_only()
+        .columns([runs::Column::Kind, runs::Column::ApplyReceipt])
+        .filter(runs::Column::State.is_in([
+            ProvisioningState::Applied.as_str(),
+            ProvisioningState::Failed.as_str(),
+        ]))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut durations: BTreeMap<String, Histogram> = BTreeMap::new();
+    for (kind, receipt) in receipts {
+        if let Some(ms) = receipt.as_ref().and_then(|r| r["durationMs"].as_u64()) {
+            durations
+                .entry(kind)
+                .or_default()
+                .observe(ms as f64 / 1000.0);
+        }
+    }
+    for (kind, h) in &durations {
+        h.write(
+            &mut out,
+            "connectsoft_factory_provisioning_apply_duration_seconds",
+            &format!("kind=\"{}\"", label(kind)),
+        );
+    }
+
+    // Differences found by reconciliation: proposals raised, by tenant and destructiveness.
+    let raised: Vec<(String, bool, String)> = proposals::Entity::find()
+        .select_only()
+        .columns([
+            proposals::Column::TenantId,
+            proposals::Column::Destructive,
+            proposals::Column::State,
+        ])
+        .into_tuple()
+        .all(db)
+        .await?;
+    header(
+        &mut out,
+        "connectsoft_factory_provisioning_reconciliation_diffs_total",
+        "counter",
+        "Differences found by reconciliation.",
+    );
+    let mut diffs: BTreeMap<(String, bool), u64> = BTreeMap::new();
+    let mut by_state: BTreeMap<(String, String, bool), u64> = BTreeMap::new();
+    for (tenant, destructive, st) in raised {
+        *diffs.entry((tenant.clone(), destructive)).or_default() += 1;
+        *by_state.entry((tenant, st, destructive)).or_default() += 1;
+    }
+    for ((tenant, destructive), n) in &diffs {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_provisioning_reconciliation_diffs_total{{tenant=\"{}\",destructive=\"{destructive}\"}} {n}",
+            label(tenant)
+        );
+    }
+
+    // Environments without a fresh observation (never observed counts as stale).
+    header(
+        &mut out,
+        "connectsoft_factory_runtime_environments_stale",
+        "gauge",
+        "Environments without a fresh observation.",
+    );
+    let window = chrono::Duration::seconds(state.inventory.staleness_secs() as i64);
+    let envs: Vec<(String, String)> = environments::Entity::find()
+        .select_only()
+        .columns([
+            environments::Column::TenantId,
+            environments::Column::EnvironmentId,
+        ])
+        .into_tuple()
+        .all(db)
+        .await?;
+    let observed: HashMap<(String, String), (bool, Option<chrono::DateTime<Utc>>)> =
+        inventories::Entity::find()
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|i| ((i.tenant_id, i.environment_id), (i.stale, i.observed_at)))
+            .collect();
+    let mut stale: BTreeMap<String, u64> = BTreeMap::new();
+    for (tenant, env) in envs {
+        let entry = stale.entry(tenant.clone()).or_default();
+        let is_stale = match observed.get(&(tenant, env)) {
+            None => true,
+            Some((flag, at)) => *flag || at.is_none_or(|t| Utc::now() - t > window),
+        };
+        if is_stale {
+            *entry += 1;
+        }
+    }
+    for (tenant, n) in &stale {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_runtime_environments_stale{{tenant=\"{}\"}} {n}",
+            label(tenant)
+        );
+    }
+
+    header(
+        &mut out,
+        "connectsoft_factory_runtime_drift_open",
+        "gauge",
+        "Open drift findings.",
+    );
+    let open: Vec<(String, String)> = findings::Entity::find()
+        .select_only()
+        .columns([findings::Column::TenantId, findings::Column::Kind])
+        .filter(findings::Column::ResolvedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut drift: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for key in open {
+        *drift.entry(key).or_default() += 1;
+    }
+    for ((tenant, kind), n) in &drift {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_runtime_drift_open{{tenant=\"{}\",kind=\"{}\"}} {n}",
+            label(tenant),
+            label(kind)
+        );
+    }
+
+    header(
+        &mut out,
+        "connectsoft_factory_runtime_reconciliation_proposals",
+        "gauge",
+        "Proposals by state.",
+    );
+    for ((tenant, st, destructive), n) in &by_state {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_runtime_reconciliation_proposals{{tenant=\"{}\",state=\"{}\",destructive=\"{destructive}\"}} {n}",
+            label(tenant),
+            label(st)
+        );
+    }
+
+    header(
+        &mut out,
+        "http_server_request_duration_seconds",
+        "histogram",
+        "HTTP request duration by route.",
+    );
+    let http = state
+        .http_metrics
+        .by_route
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for ((method, route, status), h) in &http {
+        let labels = format!(
+            "method=\"{}\",route=\"{}\",status=\"{status}\"",
+            label(method),
+            label(route)
+        );
+        h.write(&mut out, "http_server_request_duration_seconds", &labels);
+    }
+
+    Ok((
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        out,
+    )
+        .into_response())
+}

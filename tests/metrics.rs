@@ -1,0 +1,142 @@
+//! `/metrics`: the spec's metrics with true values, read back exactly after driving runs and drift.
+
+use crate::common::{Stack, StackOptions, eventually};
+use serde_json::json;
+
+async fn scrape(stack: &Stack) -> String {
+    reqwest::get(format!("{}/metrics", stack.base_url))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// The value of one sample line (`name{labels}`), if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+#[tokio::test]
+async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
+    let stack = Stack::with(StackOptions {
+        env: vec![(
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
+            "false".into(),
+        )],
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    let t = api.tenant.clone();
+    // dev: a baseline that applies.
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    let applied = api.plan_run("dev", "baseline").await;
+    api.wait_state(&applied, "Applied").await;
+    // prod: a rejected baseline and a failed promotion.
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 1)]).await;
+    let rejected = api.plan_run("prod", "baseline").await;
+    api.wait_state(&rejected, "AwaitingApproval").await;
+    api.decide(&rejected, "reject").await.expect(202);
+    api.wait_state(&rejected, "Rejected").await;
+    stack.sandbox_cli("acme", "prod", &["fail-next-apply", "--reason", "boom"]);
+    let body =
+        json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() });
+    let failed = api
+        .post("/factory/provisioning/runs", body)
+        .await
+        .expect(202);
+    api.wait_state(
+        failed["provisioningRunId"].as_str().unwrap_or_default(),
+        "Failed",
+    )
+    .await;
+    // An environment never observed, and one replica drift proposed (not auto-accepted here).
+    api.environment("never", "non-production").await;
+    stack.sandbox_cli(
+        "acme",
+        "dev",
+        &["scale", "--workload", "api", "--replicas", "5"],
+    );
+    let proposal = api.observe(&stack, "dev").await["newProposal"]["proposalId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    api.wait_proposal("dev", &proposal, "Proposed").await;
+
+    let expected = [
+        (
+            format!(
+                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"baseline\",state=\"Applied\"}}"
+            ),
+            1.0,
+        ),
+        (
+            format!(
+                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"baseline\",state=\"Rejected\"}}"
+            ),
+            1.0,
+        ),
+        (
+            format!(
+                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"promotion\",state=\"Failed\"}}"
+            ),
+            1.0,
+        ),
+        (
+            "connectsoft_factory_provisioning_apply_duration_seconds_count{kind=\"baseline\"}"
+                .to_owned(),
+            1.0,
+        ),
+        (
+            "connectsoft_factory_provisioning_apply_duration_seconds_count{kind=\"promotion\"}"
+                .to_owned(),
+            1.0,
+        ),
+        (
+            format!(
+                "connectsoft_factory_provisioning_reconciliation_diffs_total{{tenant=\"{t}\",destructive=\"false\"}}"
+            ),
+            1.0,
+        ),
+        (
+            format!("connectsoft_factory_runtime_drift_open{{tenant=\"{t}\",kind=\"replica\"}}"),
+            1.0,
+        ),
+        (
+            format!(
+                "connectsoft_factory_runtime_reconciliation_proposals{{tenant=\"{t}\",state=\"Proposed\",destructive=\"false\"}}"
+            ),
+            1.0,
+        ),
+        // `never` was never observed; dev and prod were observed after their applies.
+        (
+            format!("connectsoft_factory_runtime_environments_stale{{tenant=\"{t}\"}}"),
+            1.0,
+        ),
+    ];
+    let text = eventually(30, "the metrics to settle", || async {
+        let text = scrape(&stack).await;
+        expected
+            .iter()
+            .all(|(s, v)| sample(&text, s) == Some(*v))
+            .then_some(text)
+    })
+    .await;
+    assert!(text.contains("# TYPE connectsoft_factory_provisioning_runs_total counter"));
+    assert!(text.contains("# TYPE connectsoft_factory_runtime_drift_open gauge"));
+    assert!(
+        text.contains("# TYPE connectsoft_factory_provisioning_apply_duration_seconds histogram")
+    );
+    // Request durations are labelled by route template, never by raw ids.
+    assert!(
+        text.contains("route=\"/factory/provisioning/runs/{id}\""),
+        "{text}"
+    );
+    assert!(!text.contains(&applied), "a run id leaked into a label");
+}
