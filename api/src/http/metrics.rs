@@ -24,6 +24,11 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// (tenant, environment).
+type EnvKey = (String, String);
+/// (stale flag, last observation).
+type Freshness = (bool, Option<chrono::DateTime<Utc>>);
+
 /// Histogram buckets, in seconds.
 const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -230,13 +235,12 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         .into_tuple()
         .all(db)
         .await?;
-    let observed: HashMap<(String, String), (bool, Option<chrono::DateTime<Utc>>)> =
-        inventories::Entity::find()
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|i| ((i.tenant_id, i.environment_id), (i.stale, i.observed_at)))
-            .collect();
+    let observed: HashMap<EnvKey, Freshness> = inventories::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| ((i.tenant_id, i.environment_id), (i.stale, i.observed_at)))
+        .collect();
     let mut stale: BTreeMap<String, u64> = BTreeMap::new();
     for (tenant, env) in envs {
         let entry = stale.entry(tenant.clone()).or_default();
