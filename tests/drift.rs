@@ -23,14 +23,7 @@ async fn applied_environment(stack: &Stack, class: &str) -> Api {
     api.wait_state(&run_id, "Applied").await;
     // The apply starts an observation of its own; let it finish so it does not race the
     // drift each test makes next.
-    let id = format!("observe/{}/env/after-{run_id}", api.tenant);
-    let client = stack.temporal_client().await;
-    let handle = client.get_workflow_handle::<runtime_cloud_workflows::ObserveEnvironment>(id);
-    eventually(30, "the observation after the baseline apply", || {
-        let handle = &handle;
-        async move { handle.get_result(Default::default()).await.ok().map(|_| ()) }
-    })
-    .await;
+    api.wait_observed_after(stack, "env", &run_id).await;
     api
 }
 

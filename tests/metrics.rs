@@ -1,6 +1,6 @@
 //! `/metrics`: the spec's metrics with true values, read back exactly after driving runs and drift.
 
-use crate::common::{Stack, StackOptions, eventually};
+use crate::common::{Stack, StackOptions};
 use serde_json::json;
 
 async fn scrape(stack: &Stack) -> String {
@@ -37,6 +37,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
     api.declare("dev", &[("api", "1.0.0", 2)]).await;
     let applied = api.plan_run("dev", "baseline").await;
     api.wait_state(&applied, "Applied").await;
+    api.wait_observed_after(&stack, "dev", &applied).await;
     // prod: a rejected baseline and a failed promotion.
     api.environment("prod", "production").await;
     api.declare("prod", &[("api", "1.0.0", 1)]).await;
@@ -51,11 +52,13 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
         .post("/factory/provisioning/runs", body)
         .await
         .expect(202);
-    api.wait_state(
-        failed["provisioningRunId"].as_str().unwrap_or_default(),
-        "Failed",
-    )
-    .await;
+    let failed = failed["provisioningRunId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    api.wait_state(&failed, "Failed").await;
+    // The observation after the failure finds prod's workload missing and proposes it.
+    api.wait_observed_after(&stack, "prod", &failed).await;
     // An environment never observed, and one replica drift proposed (not auto-accepted here).
     api.environment("never", "non-production").await;
     stack.sandbox_cli(
@@ -69,25 +72,15 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
         .to_owned();
     api.wait_proposal("dev", &proposal, "Proposed").await;
 
+    let runs = |kind: &str, state: &str| {
+        format!(
+            "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"{kind}\",state=\"{state}\"}}"
+        )
+    };
     let expected = [
-        (
-            format!(
-                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"baseline\",state=\"Applied\"}}"
-            ),
-            1.0,
-        ),
-        (
-            format!(
-                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"baseline\",state=\"Rejected\"}}"
-            ),
-            1.0,
-        ),
-        (
-            format!(
-                "connectsoft_factory_provisioning_runs_total{{tenant=\"{t}\",kind=\"promotion\",state=\"Failed\"}}"
-            ),
-            1.0,
-        ),
+        (runs("baseline", "Applied"), 1.0),
+        (runs("baseline", "Rejected"), 1.0),
+        (runs("promotion", "Failed"), 1.0),
         (
             "connectsoft_factory_provisioning_apply_duration_seconds_count{kind=\"baseline\"}"
                 .to_owned(),
@@ -98,36 +91,38 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
                 .to_owned(),
             1.0,
         ),
+        // The replica drift in dev, and prod's workload missing after its failed apply.
         (
             format!(
                 "connectsoft_factory_provisioning_reconciliation_diffs_total{{tenant=\"{t}\",destructive=\"false\"}}"
             ),
-            1.0,
+            2.0,
         ),
         (
             format!("connectsoft_factory_runtime_drift_open{{tenant=\"{t}\",kind=\"replica\"}}"),
             1.0,
         ),
         (
+            format!("connectsoft_factory_runtime_drift_open{{tenant=\"{t}\",kind=\"missing\"}}"),
+            1.0,
+        ),
+        (
             format!(
                 "connectsoft_factory_runtime_reconciliation_proposals{{tenant=\"{t}\",state=\"Proposed\",destructive=\"false\"}}"
             ),
-            1.0,
+            2.0,
         ),
-        // `never` was never observed; dev and prod were observed after their applies.
+        // `never` was never observed; dev and prod were observed after their runs.
         (
             format!("connectsoft_factory_runtime_environments_stale{{tenant=\"{t}\"}}"),
             1.0,
         ),
     ];
-    let text = eventually(30, "the metrics to settle", || async {
-        let text = scrape(&stack).await;
-        expected
-            .iter()
-            .all(|(s, v)| sample(&text, s) == Some(*v))
-            .then_some(text)
-    })
-    .await;
+    // Everything that changes these values has finished: one scrape must show them exactly.
+    let text = scrape(&stack).await;
+    for (series, value) in &expected {
+        assert_eq!(sample(&text, series), Some(*value), "{series}\n{text}");
+    }
     assert!(text.contains("# TYPE connectsoft_factory_provisioning_runs_total counter"));
     assert!(text.contains("# TYPE connectsoft_factory_runtime_drift_open gauge"));
     assert!(

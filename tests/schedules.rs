@@ -9,15 +9,7 @@ async fn applied(stack: &Stack, api: &Api, env: &str, workloads: &[(&str, &str, 
     api.declare(env, workloads).await;
     let id = api.plan_run(env, "baseline").await;
     api.wait_state(&id, "Applied").await;
-    let client = stack.temporal_client().await;
-    let handle = client.get_workflow_handle::<runtime_cloud_workflows::ObserveEnvironment>(
-        format!("observe/{}/{env}/after-{id}", api.tenant),
-    );
-    eventually(30, "the observation after the apply", || {
-        let handle = &handle;
-        async move { handle.get_result(Default::default()).await.ok().map(|_| ()) }
-    })
-    .await;
+    api.wait_observed_after(stack, env, &id).await;
 }
 
 fn describe(stack: &Stack, id: &str) -> Option<Value> {

@@ -632,6 +632,19 @@ impl Api {
         serde_json::to_value(outcome).expect("outcome JSON")
     }
 
+    /// Waits until the observation a run starts after its apply (or failure) has finished, so
+    /// it cannot race what the test does next.
+    pub async fn wait_observed_after(&self, stack: &Stack, env: &str, run_id: &str) {
+        let id = format!("observe/{}/{env}/after-{run_id}", self.tenant);
+        let client = stack.temporal_client().await;
+        let handle = client.get_workflow_handle::<runtime_cloud_workflows::ObserveEnvironment>(id);
+        eventually(30, "the observation after the run", || {
+            let handle = &handle;
+            async move { handle.get_result(Default::default()).await.ok().map(|_| ()) }
+        })
+        .await;
+    }
+
     /// The environment's findings (`open`, `resolved` or all).
     pub async fn drift(&self, env: &str, state: Option<&str>) -> Vec<Value> {
         let q = state.map(|s| format!("?state={s}")).unwrap_or_default();
