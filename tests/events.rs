@@ -141,6 +141,7 @@ async fn every_event_type_arrives_on_its_subject() {
     api.wait_state(&id, "AwaitingApproval").await;
     api.decide(&id, "approve").await.expect(202);
     api.wait_state(&id, "Applied").await;
+    api.wait_observed_after(&stack, "prod", &id).await;
     stack.sandbox_cli(
         "acme",
         "prod",
@@ -151,11 +152,12 @@ async fn every_event_type_arrives_on_its_subject() {
         .post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() }))
         .await
         .expect(202);
-    api.wait_state(
-        failing["provisioningRunId"].as_str().unwrap_or_default(),
-        "Failed",
-    )
-    .await;
+    let failing = failing["provisioningRunId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    api.wait_state(&failing, "Failed").await;
+    api.wait_observed_after(&stack, "prod", &failing).await;
     // Drift, a proposal and a decision.
     stack.sandbox_cli(
         "acme",
@@ -228,11 +230,14 @@ async fn nats_down_then_back_delivers_every_event_once() {
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let first = api.plan_run("dev", "baseline").await;
     api.wait_state(&first, "Applied").await;
+    api.wait_observed_after(&stack, "dev", &first).await;
     all_published(&stack).await;
 
     nats.stop();
     let second = api.plan_run("dev", "reconciliation").await;
     api.wait_state(&second, "Applied").await;
+    // Let the observation this run starts finish too, so the outbox is complete.
+    api.wait_observed_after(&stack, "dev", &second).await;
     api.declare("dev", &[("api", "1.1.0", 1)]).await;
     assert!(
         stack
@@ -267,6 +272,7 @@ async fn republished_events_are_deduplicated() {
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
     let run = api.plan_run("dev", "baseline").await;
     api.wait_state(&run, "Applied").await;
+    api.wait_observed_after(&stack, "dev", &run).await;
     let total = all_published(&stack).await;
 
     // The crash: rows acknowledged but not marked.
