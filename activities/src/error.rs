@@ -1,4 +1,8 @@
-//! The one error type of this crate.
+//! The one error type of this crate, and how it becomes an activity failure.
+
+use runtime_cloud_workflows::contracts::{APPLY_FAILED, PLAN_INVALID};
+use temporalio_sdk::ApplicationFailure;
+use temporalio_sdk::activities::ActivityError;
 
 /// What can go wrong in an adapter or a projection.
 #[derive(Debug, thiserror::Error)]
@@ -32,4 +36,26 @@ pub enum Error {
     /// A stored value is not what this version of the code expects.
     #[error("invalid stored data: {0}")]
     Invalid(String),
+}
+
+/// Runner failures and invalid plans are terminal (typed, so the workflow's retry policy names
+/// them); everything else (the DB, the target's reachability) is retried by the activity's policy.
+pub(crate) fn activity_error(e: Error) -> ActivityError {
+    let terminal = match &e {
+        Error::PlanInvalid(_) => Some(PLAN_INVALID),
+        Error::ApplyFailed(_) => Some(APPLY_FAILED),
+        _ => None,
+    };
+    match terminal {
+        Some(type_name) => ActivityError::application(
+            ApplicationFailure::builder(e)
+                .type_name(type_name.to_owned())
+                .non_retryable(true)
+                .build(),
+        ),
+        None => {
+            tracing::warn!(error = %e, "activity failed; it will be retried");
+            ActivityError::application(ApplicationFailure::new(e))
+        }
+    }
 }

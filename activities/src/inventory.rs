@@ -1,9 +1,9 @@
 //! The inventory activities behind [`InventoryActivities`]'s contracts.
 
 use crate::Error;
+use crate::error::activity_error;
 use crate::inventory_store;
 use crate::ports::{Observer, Policy, Target};
-use crate::provisioning::activity_error;
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};

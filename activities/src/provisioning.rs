@@ -1,12 +1,12 @@
 //! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
 
+use crate::error::activity_error;
 use crate::ports::{Runner, Target};
-use crate::{Error, store};
+use crate::store;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
-    APPLY_FAILED, ApplyRequest, LockRequest, PLAN_INVALID, PlanRequest, RunProjection,
-    provisioning_markers as markers,
+    ApplyRequest, LockRequest, PlanRequest, RunProjection, provisioning_markers as markers,
 };
 use runtime_cloud_workflows::environment_lock::LockState;
 use sea_orm::DatabaseConnection;
@@ -27,30 +27,6 @@ pub struct ProvisioningActivitiesImpl {
     pub client: Client,
     /// The task queue the locks run on.
     pub task_queue: String,
-}
-
-/// Runner failures and invalid plans are terminal; everything else (the DB, the target's
-/// reachability) is retried by the activity's policy.
-pub(crate) fn activity_error(e: Error) -> ActivityError {
-    {
-        let terminal = match &e {
-            Error::PlanInvalid(_) => Some(PLAN_INVALID),
-            Error::ApplyFailed(_) => Some(APPLY_FAILED),
-            _ => None,
-        };
-        match terminal {
-            Some(type_name) => ActivityError::application(
-                ApplicationFailure::builder(e)
-                    .type_name(type_name.to_owned())
-                    .non_retryable(true)
-                    .build(),
-            ),
-            None => {
-                tracing::warn!(error = %e, "activity failed; it will be retried");
-                ActivityError::application(ApplicationFailure::new(e))
-            }
-        }
-    }
 }
 
 fn target(tenant_id: &str, environment_id: &str) -> Target {

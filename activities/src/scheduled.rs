@@ -1,9 +1,9 @@
 //! The scheduled activities: page through environments, mark stale ones, re-plan one.
 
 use crate::Error;
+use crate::error::activity_error;
 use crate::inventory_store;
 use crate::ports::{Runner, Target};
-use crate::provisioning::activity_error;
 use crate::store::{
     append_event, event_id, latest_specification, new_run_row, run_input, snapshot,
 };
