@@ -2,9 +2,9 @@
 //! non-deterministic change to a workflow fails the suite instead of stuck production runs.
 //!
 //! The fixtures were recorded from real runs with
-//! `RC_RECORD_FIXTURES=1 ./scripts/test record_replay_fixtures` (a production run that waited,
+//! `./scripts/test --run-ignored only record_replay_fixtures` (a production run that waited,
 //! was approved and applied; a second run that queued on the environment lock) and
-//! `RC_RECORD_FIXTURES=2 ./scripts/test record_drift_replay_fixtures` (an observation that found
+//! `./scripts/test --run-ignored only record_drift_replay_fixtures` (an observation that found
 //! drift, its auto-accepted proposal and the reconciliation run).
 
 use crate::common::Stack;
@@ -47,14 +47,11 @@ async fn recorded_histories_replay_on_current_code() {
     }
 }
 
-/// Records the drift fixtures from a live reconciliation. Does nothing unless
-/// `RC_RECORD_FIXTURES=2` (the provisioning fixtures predate the observe-after-apply patch and
-/// are kept as they are, to prove old histories still replay).
+/// Records the drift fixtures from a live reconciliation. (The provisioning fixtures predate
+/// the observe-after-apply patch and are kept as they are, to prove old histories still replay.)
 #[tokio::test]
+#[ignore = "a tool, not a test: ./scripts/test --run-ignored only record_drift_replay_fixtures"]
 async fn record_drift_replay_fixtures() {
-    if std::env::var("RC_RECORD_FIXTURES").as_deref() != Ok("2") {
-        return;
-    }
     let stack = Stack::start().await;
     let api = stack.operator("acme");
     api.environment("dev", "non-production").await;
@@ -121,12 +118,10 @@ async fn record_drift_replay_fixtures() {
     .await;
 }
 
-/// Records the fixtures from live runs. Does nothing unless `RC_RECORD_FIXTURES=1`.
+/// Records the provisioning fixtures from live runs.
 #[tokio::test]
+#[ignore = "a tool, not a test: ./scripts/test --run-ignored only record_replay_fixtures"]
 async fn record_replay_fixtures() {
-    if std::env::var("RC_RECORD_FIXTURES").as_deref() != Ok("1") {
-        return;
-    }
     let stack = Stack::start().await;
     let api = stack.operator("acme");
     api.environment("prod", "production").await;
