@@ -8,6 +8,7 @@ mod bad_input;
 mod dev;
 mod drift;
 mod events;
+mod grpc;
 mod metrics;
 mod provisioning;
 mod replay;

@@ -98,3 +98,24 @@ impl IntoResponse for Error {
 pub async fn problem_fallback(uri: axum::http::Uri) -> Error {
     Error::NotFound(format!("no route for {}", uri.path()))
 }
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        if let Error::Internal(inner) = &e {
+            tracing::error!(error = ?inner, "internal error");
+        }
+        let msg = e.to_string();
+        match e {
+            Error::BadRequest(_)
+            | Error::Unprocessable(_)
+            | Error::UnsupportedMediaType(_)
+            | Error::PayloadTooLarge => tonic::Status::invalid_argument(msg),
+            Error::Unauthorized => tonic::Status::unauthenticated(msg),
+            Error::Forbidden(_) => tonic::Status::permission_denied(msg),
+            Error::NotFound(_) => tonic::Status::not_found(msg),
+            Error::Conflict(_) => tonic::Status::failed_precondition(msg),
+            Error::Unavailable(_) => tonic::Status::unavailable(msg),
+            Error::Internal(_) => tonic::Status::internal(msg),
+        }
+    }
+}

@@ -7,9 +7,11 @@
 //! - [`auth`]: bearer JWTs (mint and verify), the `Auth` extractor, scopes.
 //! - [`json`]: a JSON body extractor whose rejections are problem JSON too.
 //! - [`http`]: one module per resource, each with its own `router()`.
+//! - [`grpc`]: the tonic services, served on the same port.
 
 pub mod auth;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod json;
 pub mod query;

@@ -23,6 +23,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Every route of the API.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .merge(crate::grpc::routes(state.clone()).with_state(()))
         .merge(health::router())
         .merge(environments::router())
         .merge(specifications::router())

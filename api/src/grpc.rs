@@ -1,0 +1,184 @@
+//! gRPC (tonic): `Inventory.GetObservedState` and `Provisioning.GetCurrentSpecification`,
+//! served on the API's port beside HTTP. Same bearer tokens, scopes and tenant rules; errors
+//! map to gRPC codes through [`Error`]'s `From` impl.
+
+use crate::auth::{Auth, PROVISIONING_READ, RUNTIME_READ};
+use crate::{AppState, Error};
+use runtime_cloud_models::ProvisioningState;
+use runtime_cloud_models::entities::{
+    deployment_specifications as specs, environments, provisioning_runs as runs,
+    runtime_inventories as inventories,
+};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use std::collections::HashMap;
+use tonic::{Request, Response, Status};
+
+/// The generated messages, servers and clients.
+#[allow(missing_docs, clippy::all)] // Generated code.
+pub mod proto {
+    tonic::include_proto!("runtimecloud.v1");
+}
+
+use proto::inventory_server::{Inventory, InventoryServer};
+use proto::provisioning_server::{Provisioning, ProvisioningServer};
+
+/// Both services, ready to merge into the HTTP router.
+pub fn routes(state: AppState) -> axum::Router {
+    tonic::service::Routes::new(InventoryServer::new(Service(state.clone())))
+        .add_service(ProvisioningServer::new(Service(state)))
+        .into_axum_router()
+}
+
+/// The implementation of both services.
+#[derive(Clone)]
+pub struct Service(AppState);
+
+impl Service {
+    fn auth<T>(&self, req: &Request<T>, scope: &str) -> Result<Auth, Status> {
+        let token = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .ok_or(Error::Unauthorized)?;
+        let auth = Auth {
+            claims: self.0.auth.verify(token.trim())?,
+        };
+        auth.require(scope)?;
+        Ok(auth)
+    }
+
+    async fn environment(&self, auth: &Auth, id: &str) -> Result<environments::Model, Status> {
+        if id.is_empty() {
+            return Err(Error::BadRequest("environment_id is required".into()).into());
+        }
+        environments::Entity::find()
+            .filter(environments::Column::TenantId.eq(auth.tenant()))
+            .filter(environments::Column::EnvironmentId.eq(id))
+            .one(&self.0.db)
+            .await
+            .map_err(Error::from)?
+            .ok_or_else(|| Error::NotFound(format!("environment `{id}` not found")).into())
+    }
+}
+
+fn refs(v: &serde_json::Value) -> HashMap<String, String> {
+    serde_json::from_value(v.clone()).unwrap_or_default()
+}
+
+#[tonic::async_trait]
+impl Inventory for Service {
+    async fn get_observed_state(
+        &self,
+        req: Request<proto::GetObservedStateRequest>,
+    ) -> Result<Response<proto::ObservedState>, Status> {
+        let auth = self.auth(&req, RUNTIME_READ)?;
+        let env = self
+            .environment(&auth, &req.get_ref().environment_id)
+            .await?;
+        let row = inventories::Entity::find()
+            .filter(inventories::Column::TenantId.eq(auth.tenant()))
+            .filter(inventories::Column::EnvironmentId.eq(&env.environment_id))
+            .one(&self.0.db)
+            .await
+            .map_err(Error::from)?;
+        let window = chrono::Duration::seconds(self.0.inventory.staleness_secs() as i64);
+        let Some(row) = row else {
+            return Ok(Response::new(proto::ObservedState {
+                environment_id: env.environment_id,
+                stale: true,
+                ..Default::default()
+            }));
+        };
+        let workloads: Vec<runtime_cloud_models::observation::ObservedWorkload> =
+            serde_json::from_value(row.workloads.clone()).unwrap_or_default();
+        Ok(Response::new(proto::ObservedState {
+            environment_id: row.environment_id,
+            workloads: workloads
+                .into_iter()
+                .map(|w| proto::ObservedWorkload {
+                    name: w.name,
+                    kind: w.kind,
+                    version: w.version,
+                    replicas_ready: w.replicas_ready,
+                    replicas_desired: w.replicas_desired,
+                    endpoints: w.endpoints,
+                    config_refs: w.config_refs.into_iter().collect(),
+                    secret_refs: w.secret_refs.into_iter().collect(),
+                    health: w.health,
+                })
+                .collect(),
+            observed_at: row.observed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+            stale: row.stale
+                || row
+                    .observed_at
+                    .is_none_or(|t| chrono::Utc::now() - t > window),
+            current_release_id: row.current_release_id.unwrap_or_default(),
+            specification_version: row.specification_version.unwrap_or_default(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioning for Service {
+    async fn get_current_specification(
+        &self,
+        req: Request<proto::GetCurrentSpecificationRequest>,
+    ) -> Result<Response<proto::CurrentSpecification>, Status> {
+        let auth = self.auth(&req, PROVISIONING_READ)?;
+        let env = self
+            .environment(&auth, &req.get_ref().environment_id)
+            .await?;
+        let db = &self.0.db;
+        let run = runs::Entity::find()
+            .filter(runs::Column::TenantId.eq(auth.tenant()))
+            .filter(runs::Column::EnvironmentId.eq(&env.environment_id))
+            .filter(runs::Column::State.eq(ProvisioningState::Applied.as_str()))
+            .order_by_desc(runs::Column::CompletedAt)
+            .one(db)
+            .await
+            .map_err(Error::from)?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "no specification has been applied to `{}` yet",
+                    env.environment_id
+                ))
+            })?;
+        let spec = specs::Entity::find_by_id(run.specification_id.clone())
+            .one(db)
+            .await
+            .map_err(Error::from)?
+            .ok_or_else(|| {
+                Error::internal(anyhow::anyhow!(
+                    "run {} names a missing specification",
+                    run.provisioning_run_id
+                ))
+            })?;
+        let workloads: Vec<runtime_cloud_models::Workload> =
+            serde_json::from_value(spec.workloads.clone()).unwrap_or_default();
+        Ok(Response::new(proto::CurrentSpecification {
+            specification_id: spec.specification_id,
+            environment_id: spec.environment_id,
+            version: spec.version,
+            program_ref: spec.program_ref,
+            program_version: spec.program_version,
+            config_refs: refs(&spec.config_refs),
+            secret_refs: refs(&spec.secret_refs),
+            workloads: workloads
+                .into_iter()
+                .map(|w| proto::Workload {
+                    name: w.name,
+                    kind: w.kind,
+                    version: w.version,
+                    replicas: w.replicas,
+                    config_refs: w.config_refs.into_iter().collect(),
+                    secret_refs: w.secret_refs.into_iter().collect(),
+                })
+                .collect(),
+            provisioning_run_id: run.provisioning_run_id,
+        }))
+    }
+}
