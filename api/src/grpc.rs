@@ -55,13 +55,7 @@ impl Service {
         if id.is_empty() {
             return Err(Error::BadRequest("environment_id is required".into()).into());
         }
-        environments::Entity::find()
-            .filter(environments::Column::TenantId.eq(auth.tenant()))
-            .filter(environments::Column::EnvironmentId.eq(id))
-            .one(&self.0.db)
-            .await
-            .map_err(Error::from)?
-            .ok_or_else(|| Error::NotFound(format!("environment `{id}` not found")).into())
+        Ok(crate::http::environments::require(&self.0, auth.tenant(), id).await?)
     }
 }
 
@@ -85,7 +79,6 @@ impl Inventory for Service {
             .one(&self.0.db)
             .await
             .map_err(Error::from)?;
-        let window = chrono::Duration::seconds(self.0.inventory.staleness_secs() as i64);
         let Some(row) = row else {
             return Ok(Response::new(proto::ObservedState {
                 environment_id: env.environment_id,
@@ -112,10 +105,10 @@ impl Inventory for Service {
                 })
                 .collect(),
             observed_at: row.observed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-            stale: row.stale
-                || row
-                    .observed_at
-                    .is_none_or(|t| chrono::Utc::now() - t > window),
+            stale: self
+                .0
+                .inventory
+                .is_stale(row.stale, row.observed_at, chrono::Utc::now()),
             current_release_id: row.current_release_id.unwrap_or_default(),
             specification_version: row.specification_version.unwrap_or_default(),
         }))

@@ -82,3 +82,18 @@ impl InventoryOptions {
         ((self.staleness_minutes * 60.0).ceil() as u64).max(1)
     }
 }
+
+impl InventoryOptions {
+    /// Whether an inventory is stale: flagged by a failed observation, never observed, or
+    /// observed longer ago than `StalenessMinutes`. Never trust an old observation, even before
+    /// the sweep marks it.
+    pub fn is_stale(
+        &self,
+        flagged: bool,
+        observed_at: Option<chrono::DateTime<chrono::Utc>>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> bool {
+        let window = chrono::Duration::seconds(self.staleness_secs() as i64);
+        flagged || observed_at.is_none_or(|t| now - t > window)
+    }
+}

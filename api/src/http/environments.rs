@@ -145,3 +145,14 @@ pub async fn find(
         .one(&state.db)
         .await?)
 }
+
+/// The caller's environment, or 404 (also for another tenant's: never confirm it exists).
+pub async fn require(
+    state: &AppState,
+    tenant: &str,
+    environment_id: &str,
+) -> Result<environments::Model, Error> {
+    find(state, tenant, environment_id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("environment `{environment_id}` not found")))
+}

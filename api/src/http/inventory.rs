@@ -1,6 +1,5 @@
 //! `/factory/environments/{environmentId}/inventory|drift|observe`: what actually runs.
 
-use super::environments::find as find_environment;
 use crate::auth::{Auth, RUNTIME_OPERATE, RUNTIME_READ};
 use crate::query::Query;
 use crate::{AppState, Error};
@@ -40,9 +39,7 @@ async fn environment(
     auth: &Auth,
     id: &str,
 ) -> Result<environments::Model, Error> {
-    find_environment(state, auth.tenant(), id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("environment `{id}` not found")))
+    super::environments::require(state, auth.tenant(), id).await
 }
 
 /// The observed state of an environment.
@@ -74,7 +71,6 @@ async fn inventory(
         .filter(inventories::Column::EnvironmentId.eq(&environment_id))
         .one(&state.db)
         .await?;
-    let window = chrono::Duration::seconds(state.inventory.staleness_secs() as i64);
     let view = match row {
         None => InventoryView {
             environment_id,
@@ -88,8 +84,7 @@ async fn inventory(
             last_error: None,
         },
         Some(i) => InventoryView {
-            // Never trust an old observation, even before the sweep marks it.
-            stale: i.stale || i.observed_at.is_none_or(|t| Utc::now() - t > window),
+            stale: state.inventory.is_stale(i.stale, i.observed_at, Utc::now()),
             environment_id: i.environment_id,
             tenant_id: i.tenant_id,
             project_id: i.project_id,

@@ -225,7 +225,6 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Environments without a fresh observation.",
     );
-    let window = chrono::Duration::seconds(state.inventory.staleness_secs() as i64);
     let envs: Vec<(String, String)> = environments::Entity::find()
         .select_only()
         .columns([
@@ -246,7 +245,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         let entry = stale.entry(tenant.clone()).or_default();
         let is_stale = match observed.get(&(tenant, env)) {
             None => true,
-            Some((flag, at)) => *flag || at.is_none_or(|t| Utc::now() - t > window),
+            Some((flag, at)) => state.inventory.is_stale(*flag, *at, Utc::now()),
         };
         if is_stale {
             *entry += 1;

@@ -1,6 +1,6 @@
 //! The router: one module per resource, merged here with the shared layers.
 
-mod environments;
+pub(crate) mod environments;
 mod health;
 mod inventory;
 pub mod metrics;

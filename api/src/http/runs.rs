@@ -3,7 +3,7 @@
 //! Commands go to the run's workflow (`provisioning-run/{id}`); reads come from the
 //! `provisioning_runs` read table, which every workflow transition updates.
 
-use super::environments::find as find_environment;
+use super::environments::require as require_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{Auth, PRODUCTION_DECIDERS, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
@@ -166,11 +166,7 @@ async fn plan(
         return replay(existing, &hash);
     }
 
-    let env = find_environment(&state, auth.tenant(), &body.environment_id)
-        .await?
-        .ok_or_else(|| {
-            Error::NotFound(format!("environment `{}` not found", body.environment_id))
-        })?;
+    let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
     let mut select = specs::Entity::find()
         .filter(specs::Column::TenantId.eq(auth.tenant()))
         .filter(specs::Column::EnvironmentId.eq(&body.environment_id));

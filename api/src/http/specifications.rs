@@ -1,6 +1,6 @@
 //! `/factory/provisioning/specifications`: declare and list desired-state versions.
 
-use super::environments::{find as find_environment, valid_id};
+use super::environments::{require as require_environment, valid_id};
 use super::pagination::{Page, Paged};
 use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
 use crate::json::Json;
@@ -146,11 +146,7 @@ async fn declare(
 ) -> Result<(StatusCode, axum::Json<SpecificationView>), Error> {
     auth.require(PROVISIONING_APPLY)?;
     validate(&body)?;
-    let env = find_environment(&state, auth.tenant(), &body.environment_id)
-        .await?
-        .ok_or_else(|| {
-            Error::NotFound(format!("environment `{}` not found", body.environment_id))
-        })?;
+    let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
     let row = store::declare_specification(
         &state.db,
         NewSpecification {
