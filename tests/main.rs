@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_input;
+mod compose;
 mod dev;
 mod drift;
 mod events;
