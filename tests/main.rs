@@ -11,6 +11,7 @@ mod drift;
 mod events;
 mod grpc;
 mod metrics;
+mod openapi;
 mod provisioning;
 mod replay;
 mod schedules;

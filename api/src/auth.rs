@@ -10,6 +10,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+use std::ops::Deref;
 
 /// Read specifications and runs.
 pub const PROVISIONING_READ: &str = "factory.provisioning.read";
@@ -159,5 +161,61 @@ impl FromRequestParts<AppState> for Auth {
             .ok_or(Error::Unauthorized)?;
         let claims = state.auth.verify(token.trim())?;
         Ok(Auth { claims })
+    }
+}
+
+/// A scope a route needs, as a type: the [`Scoped`] extractor checks it before the request
+/// body is read, so a caller without the scope learns nothing from body validation.
+pub trait Scope {
+    /// The scope's name in tokens.
+    const NAME: &'static str;
+}
+
+macro_rules! scopes {
+    ($($(#[$doc:meta])* $ty:ident => $name:ident),+ $(,)?) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl Scope for $ty {
+                const NAME: &'static str = $name;
+            }
+        )+
+    };
+}
+
+scopes!(
+    /// `factory.provisioning.read`.
+    ProvisioningRead => PROVISIONING_READ,
+    /// `factory.provisioning.apply`.
+    ProvisioningApply => PROVISIONING_APPLY,
+    /// `factory.runtime.read`.
+    RuntimeRead => RUNTIME_READ,
+    /// `factory.runtime.operate`.
+    RuntimeOperate => RUNTIME_OPERATE,
+);
+
+/// An authenticated caller whose token carries scope `S` (401 without a valid token, 403
+/// without the scope).
+#[derive(Debug, Clone)]
+pub struct Scoped<S>(Auth, PhantomData<S>);
+
+impl<S> Deref for Scoped<S> {
+    type Target = Auth;
+    fn deref(&self) -> &Auth {
+        &self.0
+    }
+}
+
+impl<S: Scope + Send + Sync> FromRequestParts<AppState> for Scoped<S> {
+    type Rejection = Error;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let auth = Auth::from_request_parts(parts, state).await?;
+        auth.require(S::NAME)?;
+        Ok(Scoped(auth, PhantomData))
     }
 }

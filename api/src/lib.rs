@@ -8,12 +8,14 @@
 //! - [`json`]: a JSON body extractor whose rejections are problem JSON too.
 //! - [`http`]: one module per resource, each with its own `router()`.
 //! - [`grpc`]: the tonic services, served on the same port.
+//! - [`openapi`]: the OpenAPI 3.1 document (`/openapi.json`) and its page (`/docs`).
 
 pub mod auth;
 pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod json;
+pub mod openapi;
 pub mod query;
 
 pub use error::Error;

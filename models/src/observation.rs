@@ -4,7 +4,7 @@ use crate::provisioning::Refs;
 use serde::{Deserialize, Serialize};
 
 /// One observed workload. Bindings are references only: values never enter the inventory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObservedWorkload {
     pub name: String,

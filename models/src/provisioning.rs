@@ -16,7 +16,7 @@ pub struct UnknownVariant {
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
         }
@@ -129,7 +129,7 @@ wire_enum!(
 pub type Refs = BTreeMap<String, String>;
 
 /// One desired workload of a specification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Workload {
     /// Unique within the specification.
@@ -171,7 +171,7 @@ pub struct SpecificationSnapshot {
 }
 
 /// The plan receipt: what an apply would change, recorded before any apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanReceipt {
     /// Resources to add, change and delete.
@@ -198,7 +198,7 @@ impl PlanReceipt {
 }
 
 /// The result of an apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApplyResult {
     /// Every change was applied.
@@ -208,7 +208,7 @@ pub enum ApplyResult {
 }
 
 /// The apply receipt: immutable once recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyReceipt {
     /// What the target reports after the apply (endpoints, versions).
@@ -228,7 +228,7 @@ pub struct ApplyReceipt {
 ///
 /// This is the JSON payload of the `approval` signal:
 /// `{"decision":"approve","approver":"alice","reason":"CAB-42","inputsHash":"…"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Approval {
     /// Approve or reject.
@@ -243,7 +243,7 @@ pub struct Approval {
 }
 
 /// What the workflow recorded about its approval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRecord {
     /// The approval id from the request (a promotion's approval), or none.

@@ -1,12 +1,12 @@
 //! `/factory/environments`: register a tenant's environments and their class.
 
-use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::{AppState, Error};
-use axum::Router;
+use super::pagination::Items;
+use crate::openapi::Problems;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::entities::environments;
@@ -14,17 +14,22 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/factory/environments", get(list).post(register))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list, register))
 }
 
 /// `POST /factory/environments`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegisterEnvironment {
+    /// 1–63 characters of `[A-Za-z0-9._-]`, unique in the tenant.
     pub environment_id: String,
+    /// 1–63 characters of `[A-Za-z0-9._-]`.
     pub project_id: String,
+    /// Production runs wait for an operator's approval.
     pub class: EnvironmentClass,
     /// The adapter that serves it; only `sandbox` is built in.
     #[serde(default)]
@@ -32,12 +37,13 @@ pub struct RegisterEnvironment {
 }
 
 /// An environment as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentView {
     pub environment_id: String,
     pub tenant_id: String,
     pub project_id: String,
+    #[schema(value_type = EnvironmentClass)]
     pub class: String,
     pub target: String,
     pub created_at: chrono::DateTime<Utc>,
@@ -73,12 +79,19 @@ pub fn valid_id(what: &str, id: &str) -> Result<(), Error> {
     }
 }
 
+/// Registers an environment in the caller's tenant.
+#[utoipa::path(operation_id = "registerEnvironment", post, path = "/factory/environments", tag = "environments",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    request_body = RegisterEnvironment,
+    responses(
+        (status = 201, description = "Registered", body = EnvironmentView),
+        Problems<400>, Problems<401>, Problems<403>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
 async fn register(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningApply>,
     Json(body): Json<RegisterEnvironment>,
 ) -> Result<(StatusCode, axum::Json<EnvironmentView>), Error> {
-    auth.require(PROVISIONING_APPLY)?;
     valid_id("environmentId", &body.environment_id)?;
     valid_id("projectId", &body.project_id)?;
     let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
@@ -119,18 +132,24 @@ async fn register(
     Ok((StatusCode::CREATED, axum::Json(row.into())))
 }
 
+/// The caller's environments, by id.
+#[utoipa::path(operation_id = "listEnvironments", get, path = "/factory/environments", tag = "environments",
+    security(("bearer" = ["factory.provisioning.read"])),
+    responses(
+        (status = 200, description = "Every environment of the tenant", body = Items<EnvironmentView>),
+        Problems<401>, Problems<403>, Problems<500>,
+    ))]
 async fn list(
     State(state): State<AppState>,
-    auth: Auth,
-) -> Result<axum::Json<serde_json::Value>, Error> {
-    auth.require(PROVISIONING_READ)?;
+    auth: Scoped<ProvisioningRead>,
+) -> Result<axum::Json<Items<EnvironmentView>>, Error> {
     let rows = environments::Entity::find()
         .filter(environments::Column::TenantId.eq(auth.tenant()))
         .order_by_asc(environments::Column::EnvironmentId)
         .all(&state.db)
         .await?;
-    let items: Vec<EnvironmentView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(serde_json::json!({ "items": items })))
+    let items = rows.into_iter().map(Into::into).collect();
+    Ok(axum::Json(Items { items }))
 }
 
 /// The caller's environment, if it exists in their tenant.

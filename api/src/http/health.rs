@@ -3,23 +3,56 @@
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(live))
-        .route("/readyz", get(ready))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(live))
+        .routes(routes!(ready))
 }
 
-/// The process answers.
-async fn live() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+/// `{"status":"ok"}`.
+#[derive(Serialize, ToSchema)]
+pub struct Liveness {
+    /// Always `ok`.
+    status: &'static str,
 }
 
-/// The read DB and the Temporal frontend answer; each is reported.
-async fn ready(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
+/// Readiness and what it checked.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    /// `ok` or `unavailable`.
+    status: &'static str,
+    checks: ReadinessChecks,
+}
+
+/// Each dependency readiness checks.
+#[derive(Serialize, ToSchema)]
+pub struct ReadinessChecks {
+    /// The read DB answers a ping.
+    database: bool,
+    /// The Temporal frontend answers a visibility query within 2 s.
+    temporal: bool,
+}
+
+/// Liveness: the process answers (a Kubernetes liveness probe). No token.
+#[utoipa::path(operation_id = "liveness", get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is alive", body = Liveness)))]
+async fn live() -> Json<Liveness> {
+    Json(Liveness { status: "ok" })
+}
+
+/// Readiness: the read DB and the Temporal frontend answer; each is reported (a Kubernetes
+/// readiness probe). No token.
+#[utoipa::path(operation_id = "readiness", get, path = "/readyz", tag = "operations", responses(
+    (status = 200, description = "Ready to serve", body = Readiness),
+    (status = 503, description = "A dependency does not answer; `checks` says which", body = Readiness),
+))]
+async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let db = state.db.ping().await.is_ok();
     let temporal = tokio::time::timeout(
         std::time::Duration::from_secs(2),
@@ -35,10 +68,12 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, Json<serde_json::V
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(
-            json!({ "status": if ok { "ok" } else { "unavailable" }, "checks": { "database": db, "temporal": temporal } }),
-        ),
-    )
+    let readiness = Readiness {
+        status: if ok { "ok" } else { "unavailable" },
+        checks: ReadinessChecks {
+            database: db,
+            temporal,
+        },
+    };
+    (status, Json(readiness))
 }

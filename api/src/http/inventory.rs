@@ -1,14 +1,15 @@
 //! `/factory/environments/{environmentId}/inventory|drift|observe`: what actually runs.
 
-use crate::auth::{Auth, RUNTIME_OPERATE, RUNTIME_READ};
+use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
 use crate::query::Query;
 use crate::{AppState, Error};
-use axum::Router;
+use crate::openapi::Problems;
+use super::pagination::Items;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use chrono::Utc;
 use runtime_cloud_models::drift::DriftKind;
+use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::entities::{
     drift_findings as findings, environments, runtime_inventories as inventories,
 };
@@ -17,21 +18,17 @@ use runtime_cloud_workflows::observe_environment::{ObserveInput, observe_workflo
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use std::str::FromStr;
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/factory/environments/{environment_id}/inventory",
-            get(inventory),
-        )
-        .route("/factory/environments/{environment_id}/drift", get(drift))
-        .route(
-            "/factory/environments/{environment_id}/observe",
-            post(observe),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(inventory))
+        .routes(routes!(drift))
+        .routes(routes!(observe))
 }
 
 async fn environment(
@@ -43,12 +40,14 @@ async fn environment(
 }
 
 /// The observed state of an environment.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InventoryView {
     pub environment_id: String,
     pub tenant_id: String,
     pub project_id: String,
+    /// What the target reports it runs; references only, never secret values.
+    #[schema(value_type = Vec<ObservedWorkload>)]
     pub workloads: serde_json::Value,
     pub current_release_id: Option<String>,
     pub specification_version: Option<i32>,
@@ -59,12 +58,19 @@ pub struct InventoryView {
     pub last_error: Option<String>,
 }
 
+/// What the environment was last observed to run, and whether that is stale.
+#[utoipa::path(operation_id = "getInventory", get, path = "/factory/environments/{environment_id}/inventory", tag = "inventory",
+    security(("bearer" = ["factory.runtime.read"])),
+    params(("environment_id" = String, Path, description = "The environment id")),
+    responses(
+        (status = 200, description = "The inventory (empty and stale before the first observation)", body = InventoryView),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
 async fn inventory(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
 ) -> Result<axum::Json<InventoryView>, Error> {
-    auth.require(RUNTIME_READ)?;
     let env = environment(&state, &auth, &environment_id).await?;
     let row = inventories::Entity::find()
         .filter(inventories::Column::TenantId.eq(auth.tenant()))
@@ -99,19 +105,23 @@ async fn inventory(
 }
 
 /// `?state=open|resolved&kind=…`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DriftQuery {
+    /// `open` or `resolved`.
     state: Option<String>,
+    /// A drift kind such as `replica` or `version`.
     kind: Option<String>,
 }
 
 /// A finding as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingView {
     pub finding_id: String,
     pub tenant_id: String,
     pub environment_id: String,
+    #[schema(value_type = DriftKind)]
     pub kind: String,
     pub resource: String,
     pub declared: Option<serde_json::Value>,
@@ -138,13 +148,20 @@ impl From<findings::Model> for FindingView {
     }
 }
 
+/// The environment's drift findings, newest first.
+#[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environment_id}/drift", tag = "inventory",
+    security(("bearer" = ["factory.runtime.read"])),
+    params(("environment_id" = String, Path, description = "The environment id"), DriftQuery),
+    responses(
+        (status = 200, description = "Findings", body = Items<FindingView>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
 async fn drift(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
     Query(q): Query<DriftQuery>,
-) -> Result<axum::Json<serde_json::Value>, Error> {
-    auth.require(RUNTIME_READ)?;
+) -> Result<axum::Json<Items<FindingView>>, Error> {
     environment(&state, &auth, &environment_id).await?;
     let mut select = findings::Entity::find()
         .filter(findings::Column::TenantId.eq(auth.tenant()))
@@ -167,17 +184,33 @@ async fn drift(
         .order_by_desc(findings::Column::FindingId)
         .all(&state.db)
         .await?;
-    let items: Vec<FindingView> = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(serde_json::json!({ "items": items })))
+    let items = rows.into_iter().map(Into::into).collect();
+    Ok(axum::Json(Items { items }))
 }
 
-/// Starts an observation now.
+/// An observation started for the environment.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservationStarted {
+    pub environment_id: String,
+    /// `observe/{tenant}/{environment}/manual-{id}`.
+    pub workflow_id: String,
+}
+
+/// Observes the environment now (workflow `observe/…`): inventory, drift findings and, when
+/// anything drifted, a reconciliation proposal.
+#[utoipa::path(operation_id = "observeEnvironment", post, path = "/factory/environments/{environment_id}/observe", tag = "inventory",
+    security(("bearer" = ["factory.runtime.operate"])),
+    params(("environment_id" = String, Path, description = "The environment id")),
+    responses(
+        (status = 202, description = "Started", body = ObservationStarted),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>, Problems<503>,
+    ))]
 async fn observe(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<RuntimeOperate>,
     Path(environment_id): Path<String>,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
-    auth.require(RUNTIME_OPERATE)?;
+) -> Result<(StatusCode, axum::Json<ObservationStarted>), Error> {
     environment(&state, &auth, &environment_id).await?;
     // Every request observes anew: an operator asking twice wants two looks.
     let window = format!("manual-{}", uuid::Uuid::now_v7());
@@ -203,6 +236,9 @@ async fn observe(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(serde_json::json!({ "environmentId": environment_id, "workflowId": id })),
+        axum::Json(ObservationStarted {
+            environment_id,
+            workflow_id: id,
+        }),
     ))
 }

@@ -6,12 +6,11 @@
 //! are this process's own.
 
 use crate::{AppState, Error};
-use axum::Router;
+use utoipa_axum::{router::OpenApiRouter, routes};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use chrono::Utc;
 use runtime_cloud_models::ProvisioningState;
 use runtime_cloud_models::entities::{
@@ -34,8 +33,8 @@ const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(metrics))
 }
 
 /// A cumulative histogram.
@@ -115,6 +114,12 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// Prometheus text exposition: the spec's provisioning and runtime metrics, read from the read
+/// tables at scrape time (so every API replica reports the same), and this process's HTTP
+/// request durations. No token.
+#[utoipa::path(operation_id = "metrics", get, path = "/metrics", tag = "operations", responses(
+    (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
+))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     let db = &state.db;
     let mut out = String::new();

@@ -1,4 +1,8 @@
 //! The router: one module per resource, merged here with the shared layers.
+//!
+//! Every HTTP route is registered through `utoipa_axum`'s `routes!`, which adds the handler's
+//! `#[utoipa::path]` to the OpenAPI document in the same step: served and documented routes
+//! cannot diverge.
 
 pub(crate) mod environments;
 mod health;
@@ -11,19 +15,22 @@ mod specifications;
 
 use crate::AppState;
 use crate::error::problem_fallback;
+use crate::openapi::{self, ApiDoc};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use std::future::Future;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Every route of the API.
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .merge(crate::grpc::routes(state.clone()).with_state(()))
+/// Every HTTP route with its documentation.
+pub(crate) fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(environments::router())
         .merge(specifications::router())
@@ -31,6 +38,16 @@ pub fn router(state: AppState) -> Router {
         .merge(inventory::router())
         .merge(proposals::router())
         .merge(metrics::router())
+        .routes(routes!(openapi::openapi_json))
+        .routes(routes!(openapi::docs))
+}
+
+/// Every route of the API: HTTP and gRPC on one port.
+pub fn router(state: AppState) -> Router {
+    let (http, _document) = api_router().split_for_parts();
+    Router::new()
+        .merge(crate::grpc::routes(state.clone()).with_state(()))
+        .merge(http)
         .fallback(problem_fallback)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -73,11 +73,19 @@ fn decode(cursor: &str) -> Result<String, Error> {
 }
 
 /// A page of items and the cursor of the next page.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Paged<T> {
     pub items: Vec<T>,
+    /// Pass as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// Every item, unpaged (lists that stay small: a tenant's environments, one environment's
+/// findings).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Items<T> {
+    pub items: Vec<T>,
 }
 
 impl<T> Paged<T> {

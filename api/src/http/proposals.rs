@@ -2,47 +2,52 @@
 
 use super::environments::find as find_environment;
 use super::pagination::{Page, Paged};
-use crate::auth::{Auth, PRODUCTION_DECIDERS, RUNTIME_OPERATE, RUNTIME_READ};
+use crate::auth::{PRODUCTION_DECIDERS, RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
 use crate::query::Query;
 use crate::{AppState, Error};
-use axum::Router;
+use crate::openapi::Problems;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
-use runtime_cloud_models::drift::ProposalState;
+use runtime_cloud_models::drift::{Direction, ProposalState};
 use runtime_cloud_models::entities::reconciliation_proposals as proposals;
 use runtime_cloud_workflows::ReconciliationProposal;
 use runtime_cloud_workflows::observe_environment::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use std::str::FromStr;
 use temporalio_client::WorkflowSignalOptions;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/factory/reconciliation/proposals", get(list))
-        .route(
-            "/factory/reconciliation/proposals/{proposal_id}/decide",
-            post(decide),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(decide))
 }
 
 /// A proposal as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposalView {
     pub proposal_id: String,
     pub workflow_id: String,
     pub tenant_id: String,
     pub environment_id: String,
+    /// The findings this proposal reconciles.
+    #[schema(value_type = Vec<String>)]
     pub finding_ids: serde_json::Value,
+    #[schema(value_type = Direction)]
     pub direction: String,
+    /// Counts of adds, changes and deletes, and the resources.
+    #[schema(value_type = Object)]
     pub plan_summary: serde_json::Value,
+    /// It deletes something: never auto-accepted.
     pub destructive: bool,
+    #[schema(value_type = ProposalState)]
     pub state: String,
     pub decided_by: Option<String>,
     pub decision_reason: Option<String>,
@@ -73,21 +78,33 @@ impl From<proposals::Model> for ProposalView {
 }
 
 /// `?environmentId=&state=&cursor=&limit=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only this environment's proposals.
     environment_id: Option<String>,
+    /// A proposal state such as `Proposed` or `Applied`.
     state: Option<String>,
+    /// The `nextCursor` of the previous page.
     cursor: Option<String>,
+    /// 1–200, default 50.
     limit: Option<u64>,
 }
 
+/// Reconciliation proposals, newest first, a page at a time.
+#[utoipa::path(operation_id = "listProposals", get, path = "/factory/reconciliation/proposals", tag = "proposals",
+    security(("bearer" = ["factory.runtime.read"])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of proposals", body = Paged<ProposalView>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
 async fn list(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<RuntimeRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<ProposalView>>, Error> {
-    auth.require(RUNTIME_READ)?;
     let mut select =
         proposals::Entity::find().filter(proposals::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
@@ -115,21 +132,40 @@ async fn list(
 
 /// `POST …/decide`: `{"decision":"accept"|"reject","reason":"…"}`; the decider is the token's
 /// subject.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DecideBody {
     decision: Verdict,
+    /// Why; recorded on the proposal.
     #[serde(default)]
     reason: String,
 }
 
+/// The decision was signalled to the proposal's workflow.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct DecisionSignalled {
+    proposal_id: String,
+    decision: Verdict,
+}
+
+/// Accepts or rejects a proposed reconciliation (signal `decide`). Accepting a production
+/// proposal needs the `Operator` or `PlatformAdmin` role too; acceptance starts the
+/// reconciliation run.
+#[utoipa::path(operation_id = "decideProposal", post, path = "/factory/reconciliation/proposals/{proposal_id}/decide", tag = "proposals",
+    security(("bearer" = ["factory.runtime.operate"])),
+    params(("proposal_id" = String, Path, description = "The proposal id")),
+    request_body = DecideBody,
+    responses(
+        (status = 202, description = "Signalled", body = DecisionSignalled),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
 async fn decide(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<RuntimeOperate>,
     Path(proposal_id): Path<String>,
     Json(body): Json<DecideBody>,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
-    auth.require(RUNTIME_OPERATE)?;
+) -> Result<(StatusCode, axum::Json<DecisionSignalled>), Error> {
     let row = proposals::Entity::find_by_id(proposal_id.clone())
         .filter(proposals::Column::TenantId.eq(auth.tenant()))
         .one(&state.db)
@@ -169,6 +205,9 @@ async fn decide(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(serde_json::json!({ "proposalId": proposal_id, "decision": body.decision })),
+        axum::Json(DecisionSignalled {
+            proposal_id,
+            decision: body.decision,
+        }),
     ))
 }

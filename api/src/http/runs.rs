@@ -5,22 +5,21 @@
 
 use super::environments::require as require_environment;
 use super::pagination::{Page, Paged};
-use crate::auth::{Auth, PRODUCTION_DECIDERS, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::query::Query;
 use crate::{AppState, Error};
-use axum::Router;
+use crate::openapi::Problems;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, logs_ref};
 use runtime_cloud_models::entities::{
     deployment_specifications as specs, provisioning_runs as runs,
 };
 use runtime_cloud_models::{
-    Approval, ApprovalDecision, EnvironmentClass, ProvisioningKind, ProvisioningState, RunInput,
+    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt, EnvironmentClass, ProvisioningKind, ProvisioningState, RunInput,
     RunStatus, run_workflow_id,
 };
 use runtime_cloud_workflows::ProvisioningRun;
@@ -31,6 +30,8 @@ use sea_orm::{
     QueryOrder,
 };
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
 use temporalio_client::{
@@ -39,28 +40,30 @@ use temporalio_client::{
 };
 use temporalio_common::search_attributes::SearchAttributes;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/factory/provisioning/runs", get(list).post(plan))
-        .route("/factory/provisioning/runs/{id}", get(read))
-        .route("/factory/provisioning/runs/{id}/cancel", post(cancel))
-        .route("/factory/provisioning/runs/{id}/approval", post(approve))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, plan))
+        .routes(routes!(read))
+        .routes(routes!(cancel))
+        .routes(routes!(approve))
 }
 
 /// `POST /factory/provisioning/runs`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlanProvisioning {
     pub environment_id: String,
     /// The latest version when absent.
     pub specification_version: Option<i32>,
     pub kind: ProvisioningKind,
+    /// The promotion that started this run, when one did.
     pub promotion_id: Option<uuid::Uuid>,
+    /// An approval given elsewhere (a promotion's): a production run with one does not wait.
     pub approval_id: Option<uuid::Uuid>,
 }
 
 /// A run as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
     pub provisioning_run_id: String,
@@ -70,13 +73,21 @@ pub struct RunView {
     pub environment_id: String,
     pub specification_id: String,
     pub specification_version: i32,
+    #[schema(value_type = ProvisioningKind)]
     pub kind: String,
     pub promotion_id: Option<String>,
     pub approval_id: Option<String>,
     /// Null while the run waits for its turn on the environment or plans.
+    #[schema(value_type = Option<ProvisioningState>)]
     pub state: Option<String>,
+    /// The plan receipt, once planned.
+    #[schema(value_type = Option<PlanReceipt>)]
     pub plan: Option<serde_json::Value>,
+    /// What the workflow recorded about its approval.
+    #[schema(value_type = Option<ApprovalRecord>)]
     pub approval: Option<serde_json::Value>,
+    /// The immutable apply receipt, once applied or failed.
+    #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<serde_json::Value>,
     pub reason: Option<String>,
     pub logs_ref: Option<String>,
@@ -150,13 +161,26 @@ async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<runs::Mode
         .ok_or_else(|| Error::NotFound(format!("provisioning run `{id}` not found")))
 }
 
+/// Plans a run: starts workflow `provisioning-run/{id}`, which takes the environment's lock,
+/// plans, waits for approval in production, applies and records receipts. Send an
+/// `Idempotency-Key` to make retries safe.
+#[utoipa::path(operation_id = "planRun", post, path = "/factory/provisioning/runs", tag = "runs",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "1–255 characters; the same key with the same body answers the same run (200), with another body 422")),
+    request_body = PlanProvisioning,
+    responses(
+        (status = 202, description = "Started; `Location` names the run", body = RunView,
+            headers(("Location" = String, description = "The run's URL"))),
+        (status = 200, description = "An earlier request with this Idempotency-Key started this run", body = RunView),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
 async fn plan(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningApply>,
     headers: HeaderMap,
     Json(body): Json<PlanProvisioning>,
 ) -> Result<Response, Error> {
-    auth.require(PROVISIONING_APPLY)?;
     let key = idempotency_key(&headers)?;
     let hash = request_hash(&body);
 
@@ -305,22 +329,35 @@ async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
 }
 
 /// `?environmentId=&kind=&state=&cursor=&limit=`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only this environment's runs.
     environment_id: Option<String>,
+    /// `baseline`, `promotion`, `reconciliation` or `teardown`.
     kind: Option<String>,
+    /// A provisioning state such as `AwaitingApproval` or `Applied`.
     state: Option<String>,
+    /// The `nextCursor` of the previous page.
     cursor: Option<String>,
+    /// 1–200, default 50.
     limit: Option<u64>,
 }
 
+/// Runs, newest first, a page at a time.
+#[utoipa::path(operation_id = "listRuns", get, path = "/factory/provisioning/runs", tag = "runs",
+    security(("bearer" = ["factory.provisioning.read"])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of runs", body = Paged<RunView>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
 async fn list(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
-    auth.require(PROVISIONING_READ)?;
     let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(runs::Column::EnvironmentId.eq(env));
@@ -350,12 +387,19 @@ async fn list(
     Ok(axum::Json(paged))
 }
 
+/// One run with its receipts.
+#[utoipa::path(operation_id = "getRun", get, path = "/factory/provisioning/runs/{id}", tag = "runs",
+    security(("bearer" = ["factory.provisioning.read"])),
+    params(("id" = String, Path, description = "The provisioning run id")),
+    responses(
+        (status = 200, description = "The run", body = RunView),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
 async fn read(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningRead>,
     Path(id): Path<String>,
 ) -> Result<axum::Json<RunView>, Error> {
-    auth.require(PROVISIONING_READ)?;
     Ok(axum::Json(
         find_run(&state, auth.tenant(), &id).await?.into(),
     ))
@@ -385,20 +429,46 @@ async fn live_status(state: &AppState, row: &runs::Model) -> RunStatus {
 }
 
 /// `POST …/runs/{id}/cancel`: `{"reason": "…"}` (optional).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CancelBody {
+    /// Why; recorded with the cancellation.
     #[serde(default)]
     reason: String,
 }
 
+/// The cancellation was signalled to the run's workflow.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct CancelRequested {
+    provisioning_run_id: String,
+    cancel_requested: bool,
+}
+
+/// The decision was signalled to the run's workflow.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ApprovalSignalled {
+    provisioning_run_id: String,
+    decision: ApprovalDecision,
+}
+
+/// Cancels a run that has not started applying (signal `cancel`); it ends `Cancelled` and
+/// releases the environment.
+#[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{id}/cancel", tag = "runs",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    params(("id" = String, Path, description = "The provisioning run id")),
+    request_body(content = Option<CancelBody>, description = "Optional"),
+    responses(
+        (status = 202, description = "Signalled", body = CancelRequested),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
 async fn cancel(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningApply>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
-    auth.require(PROVISIONING_APPLY)?;
+) -> Result<(StatusCode, axum::Json<CancelRequested>), Error> {
     let row = find_run(&state, auth.tenant(), &id).await?;
     let status = live_status(&state, &row).await;
     if !cancellable(status.state) {
@@ -423,28 +493,42 @@ async fn cancel(
     .await?;
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(serde_json::json!({ "provisioningRunId": id, "cancelRequested": true })),
+        axum::Json(CancelRequested {
+            provisioning_run_id: id,
+            cancel_requested: true,
+        }),
     ))
 }
 
 /// `POST …/runs/{id}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
 /// The approver is the token's subject.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ApprovalBody {
     decision: ApprovalDecision,
+    /// Why (a change ticket, …).
     #[serde(default)]
     reason: String,
+    /// The `inputsHash` of the plan being approved; another plan answers 409.
     inputs_hash: String,
 }
 
+/// Approves or rejects a production run's plan (signal `approval`). Needs the `Operator` or
+/// `PlatformAdmin` role too; the approver is the token's subject.
+#[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{id}/approval", tag = "runs",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    params(("id" = String, Path, description = "The provisioning run id")),
+    request_body = ApprovalBody,
+    responses(
+        (status = 202, description = "Signalled", body = ApprovalSignalled),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
 async fn approve(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningApply>,
     Path(id): Path<String>,
     Json(body): Json<ApprovalBody>,
-) -> Result<(StatusCode, axum::Json<serde_json::Value>), Error> {
-    auth.require(PROVISIONING_APPLY)?;
+) -> Result<(StatusCode, axum::Json<ApprovalSignalled>), Error> {
     let row = find_run(&state, auth.tenant(), &id).await?;
     // Only production runs wait for approval, and a production approval is an Operator's.
     auth.require_role(PRODUCTION_DECIDERS)?;
@@ -483,7 +567,10 @@ async fn approve(
     .await?;
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(serde_json::json!({ "provisioningRunId": id, "decision": body.decision })),
+        axum::Json(ApprovalSignalled {
+            provisioning_run_id: id,
+            decision: body.decision,
+        }),
     ))
 }
 

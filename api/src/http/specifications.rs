@@ -2,31 +2,29 @@
 
 use super::environments::{require as require_environment, valid_id};
 use super::pagination::{Page, Paged};
-use crate::auth::{Auth, PROVISIONING_APPLY, PROVISIONING_READ};
+use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::query::Query;
 use crate::{AppState, Error};
-use axum::Router;
+use crate::openapi::Problems;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, NewSpecification};
 use runtime_cloud_models::entities::deployment_specifications as specs;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use std::collections::BTreeSet;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/factory/provisioning/specifications",
-        get(list).post(declare),
-    )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list, declare))
 }
 
 /// `POST /factory/provisioning/specifications`: declares the next version for an environment.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeclareSpecification {
     pub environment_id: String,
@@ -35,27 +33,35 @@ pub struct DeclareSpecification {
     pub program_version: String,
     pub release_id: Option<uuid::Uuid>,
     pub strategy: Option<String>,
+    /// Config Platform keys by reference (`name` → URI).
     pub config_refs: Refs,
+    /// Secret Broker references (`name` → URI such as `secretbroker://payments/db`); a value
+    /// that is not a reference is refused with 422 and never echoed.
     pub secret_refs: Refs,
     pub workloads: Vec<Workload>,
 }
 
 /// A specification version as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SpecificationView {
     pub specification_id: String,
     pub tenant_id: String,
     pub project_id: String,
     pub environment_id: String,
+    #[schema(value_type = SpecificationKind)]
     pub kind: String,
     pub program_ref: String,
     pub program_version: String,
     pub release_id: Option<String>,
     pub strategy: Option<String>,
+    #[schema(value_type = BTreeMap<String, String>)]
     pub config_refs: serde_json::Value,
+    #[schema(value_type = BTreeMap<String, String>)]
     pub secret_refs: serde_json::Value,
+    #[schema(value_type = Vec<Workload>)]
     pub workloads: serde_json::Value,
+    /// 1, 2, 3 … per environment; a version never changes.
     pub version: i32,
     pub declared_at: chrono::DateTime<Utc>,
 }
@@ -139,12 +145,19 @@ fn validate(body: &DeclareSpecification) -> Result<(), Error> {
     Ok(())
 }
 
+/// Declares the next specification version of an environment.
+#[utoipa::path(operation_id = "declareSpecification", post, path = "/factory/provisioning/specifications", tag = "specifications",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    request_body = DeclareSpecification,
+    responses(
+        (status = 201, description = "Declared as the next version", body = SpecificationView),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
 async fn declare(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningApply>,
     Json(body): Json<DeclareSpecification>,
 ) -> Result<(StatusCode, axum::Json<SpecificationView>), Error> {
-    auth.require(PROVISIONING_APPLY)?;
     validate(&body)?;
     let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
     let row = store::declare_specification(
@@ -169,20 +182,31 @@ async fn declare(
 }
 
 /// `?environmentId=…&cursor=…&limit=…`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only this environment's versions.
     environment_id: Option<String>,
+    /// The `nextCursor` of the previous page.
     cursor: Option<String>,
+    /// 1–200, default 50.
     limit: Option<u64>,
 }
 
+/// Specification versions, newest first, a page at a time.
+#[utoipa::path(operation_id = "listSpecifications", get, path = "/factory/provisioning/specifications", tag = "specifications",
+    security(("bearer" = ["factory.provisioning.read"])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of versions", body = Paged<SpecificationView>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
 async fn list(
     State(state): State<AppState>,
-    auth: Auth,
+    auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
-    auth.require(PROVISIONING_READ)?;
     let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(specs::Column::EnvironmentId.eq(env));
