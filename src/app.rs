@@ -54,9 +54,12 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
 /// Runs the worker until `shutdown`.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
-    let client =
-        runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace)
-            .await?;
+    let client = runtime_cloud_temporal::connect_with(
+        &config.temporal_address,
+        &config.temporal_namespace,
+        config.otlp_endpoint.is_some(),
+    )
+    .await?;
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
     let inventory = config.runtime_cloud.inventory.clone();
     let deps = WorkerDeps {
@@ -106,9 +109,12 @@ pub async fn run_api(
     on_listening: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
-    let temporal =
-        runtime_cloud_temporal::connect(&config.temporal_address, &config.temporal_namespace)
-            .await?;
+    let temporal = runtime_cloud_temporal::connect_with(
+        &config.temporal_address,
+        &config.temporal_namespace,
+        config.otlp_endpoint.is_some(),
+    )
+    .await?;
     let state = AppState {
         db,
         temporal,

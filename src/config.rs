@@ -7,6 +7,7 @@
 //! temporal_namespace = "default"
 //! task_queue = "runtime-cloud"
 //! listen = "127.0.0.1:8080"
+//! otlp_endpoint = "http://127.0.0.1:4318"   # optional: export spans over OTLP/HTTP
 //!
 //! [RuntimeCloud.Provisioning]
 //! ApplyTimeoutMinutes = 45
@@ -20,7 +21,9 @@
 //!
 //! Environment variables win over the file: `RUNTIME_CLOUD_DATA_DIR`, `DATABASE_URL`,
 //! `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RUNTIME_CLOUD_TASK_QUEUE`, `RUNTIME_CLOUD_LISTEN`,
-//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, `NATS_URL`, and for the options `RuntimeCloud__Provisioning__<Key>` and
+//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, `NATS_URL`,
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (`OTEL_SERVICE_NAME` names the service, default
+//! `runtime-cloud-{command}`), and for the options `RuntimeCloud__Provisioning__<Key>` and
 //! `RuntimeCloud__Inventory__<Key>`.
 
 use anyhow::{Context, bail};
@@ -59,6 +62,10 @@ pub struct Config {
     /// Create the schedules paused (they can still be triggered by hand).
     #[serde(default)]
     pub schedules_paused: bool,
+    /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace
+    /// context crosses Temporal. No export when absent.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
     /// The spec's options, under their spec names.
     #[serde(default, rename = "RuntimeCloud")]
     pub runtime_cloud: RuntimeCloudSection,
@@ -130,6 +137,9 @@ impl Config {
         }
         if let Some(v) = var("NATS_URL") {
             self.nats_url = Some(v);
+        }
+        if let Some(v) = var("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            self.otlp_endpoint = Some(v);
         }
         if let Some(v) = var("RUNTIME_CLOUD_SCHEDULES_PAUSED") {
             self.schedules_paused = v

@@ -13,3 +13,4 @@
 pub mod app;
 pub mod config;
 pub mod sandbox_cli;
+pub mod telemetry;

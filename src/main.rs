@@ -1,7 +1,7 @@
 //! `runtime-cloud`: parses arguments, sets up logging, and calls the library.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud::{app, config::Config, sandbox_cli};
+use runtime_cloud::{app, config::Config, sandbox_cli, telemetry};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -15,7 +15,12 @@ struct Cli {
     #[arg(long, global = true, env = "RUNTIME_CLOUD_CONFIG")]
     config: Option<PathBuf>,
     /// `text` or `json` log lines on stderr.
-    #[arg(long, global = true, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "text",
+        env = "RUNTIME_CLOUD_LOG_FORMAT"
+    )]
     log_format: String,
     #[command(subcommand)]
     command: Command,
@@ -86,25 +91,29 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,temporalio_sdk_core=warn,sqlx=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load(cli.config.as_deref())?;
+    let service = match &cli.command {
+        Command::Dev { .. } => "runtime-cloud-dev",
+        Command::Worker => "runtime-cloud-worker",
+        Command::Api => "runtime-cloud-api",
+        _ => "runtime-cloud",
+    };
+    // Before the runtime: the OTLP exporter runs its blocking client on its own thread.
+    let telemetry = telemetry::init(&cli.log_format, config.otlp_endpoint.as_deref(), service)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(run(cli.command, config));
+    // Stop the runtime first, then flush spans outside it.
+    drop(runtime);
+    drop(telemetry);
+    result
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    init_tracing(&cli.log_format);
-    let config = Config::load(cli.config.as_deref())?;
-    match cli.command {
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
         Command::Dev {
             temporal_port,
             ui_port,

@@ -16,3 +16,4 @@ mod provisioning;
 mod replay;
 mod schedules;
 mod security;
+mod traces;

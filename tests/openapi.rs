@@ -52,7 +52,9 @@ async fn openapi_document_is_valid_and_covers_every_route() {
     assert_eq!(res.content_type, "application/json");
     let doc = res.body;
     assert!(
-        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")),
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
         "not OpenAPI 3.1: {}",
         doc["openapi"]
     );
@@ -97,11 +99,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         );
         res.expect_problem(401);
         // A token with every other scope is refused: the documented scope is the one it needs.
-        let others: Vec<&str> = SCOPES
-            .iter()
-            .copied()
-            .filter(|s| *s != scopes[0])
-            .collect();
+        let others: Vec<&str> = SCOPES.iter().copied().filter(|s| *s != scopes[0]).collect();
         let res = stack
             .client("openapi", &others)
             .send(method.clone(), &url, Some(serde_json::json!({})), &[])
@@ -171,7 +169,13 @@ async fn openapi_document_is_valid_and_covers_every_route() {
     assert_eq!(documented.len(), 19, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
-    for name in ["Problem", "RunView", "PlanReceipt", "ApplyReceipt", "Workload"] {
+    for name in [
+        "Problem",
+        "RunView",
+        "PlanReceipt",
+        "ApplyReceipt",
+        "Workload",
+    ] {
         assert!(
             doc["components"]["schemas"][name].is_object(),
             "schema {name} missing"
@@ -187,7 +191,9 @@ async fn openapi_document_is_valid_and_covers_every_route() {
     assert_eq!(page.status.as_u16(), 200);
     assert!(page.content_type.starts_with("text/html"));
     assert!(
-        page.body.as_str().is_some_and(|h| h.contains("/openapi.json")),
+        page.body
+            .as_str()
+            .is_some_and(|h| h.contains("/openapi.json")),
         "docs page: {}",
         page.body
     );

@@ -15,6 +15,7 @@ use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument as _;
 
 /// Dependencies of the inventory activities.
 pub struct InventoryActivitiesImpl {
@@ -34,17 +35,22 @@ impl InventoryActivitiesImpl {
         _ctx: ActivityContext,
         req: ObserveRequest,
     ) -> Result<Observation, ActivityError> {
-        let target = Target {
-            tenant_id: req.tenant_id,
-            environment_id: req.environment_id,
-        };
-        match self.observer.observe(&target).await {
-            Ok(workloads) => Ok(Observation::Observed { workloads }),
-            Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
-                reason: e.to_string(),
-            }),
-            Err(e) => Err(activity_error(e)),
+        let span = tracing::info_span!("observe", tenant_id = %req.tenant_id, environment_id = %req.environment_id);
+        async move {
+            let target = Target {
+                tenant_id: req.tenant_id,
+                environment_id: req.environment_id,
+            };
+            match self.observer.observe(&target).await {
+                Ok(workloads) => Ok(Observation::Observed { workloads }),
+                Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
+                    reason: e.to_string(),
+                }),
+                Err(e) => Err(activity_error(e)),
+            }
         }
+        .instrument(span)
+        .await
     }
 
     /// Records the observation, findings and proposal.
@@ -54,15 +60,20 @@ impl InventoryActivitiesImpl {
         _ctx: ActivityContext,
         req: RecordRequest,
     ) -> Result<RecordOutcome, ActivityError> {
-        let enabled = self
-            .inventory
-            .auto_accept_non_destructive_outside_production;
-        let policy = self.policy.clone();
-        let allows =
-            move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
-        inventory_store::record(&self.db, &req, &allows)
-            .await
-            .map_err(activity_error)
+        let span = tracing::info_span!("record_observation", environment_id = %req.environment_id, proposal_id = %req.proposal_id);
+        async move {
+            let enabled = self
+                .inventory
+                .auto_accept_non_destructive_outside_production;
+            let policy = self.policy.clone();
+            let allows =
+                move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
+            inventory_store::record(&self.db, &req, &allows)
+                .await
+                .map_err(activity_error)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Projects a proposal's state.
@@ -72,9 +83,15 @@ impl InventoryActivitiesImpl {
         _ctx: ActivityContext,
         p: ProposalProjection,
     ) -> Result<(), ActivityError> {
-        inventory_store::project_proposal(&self.db, &p)
-            .await
-            .map_err(activity_error)
+        let span =
+            tracing::info_span!("project_proposal", proposal_id = %p.proposal_id, state = %p.state);
+        async move {
+            inventory_store::project_proposal(&self.db, &p)
+                .await
+                .map_err(activity_error)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Prepares the reconciliation run of an accepted proposal.
@@ -84,8 +101,13 @@ impl InventoryActivitiesImpl {
         _ctx: ActivityContext,
         req: PrepareRunRequest,
     ) -> Result<RunInput, ActivityError> {
-        inventory_store::prepare_run(&self.db, &req, &self.provisioning)
-            .await
-            .map_err(activity_error)
+        let span = tracing::info_span!("prepare_run", proposal_id = %req.proposal.proposal_id, run_id = %req.run_id);
+        async move {
+            inventory_store::prepare_run(&self.db, &req, &self.provisioning)
+                .await
+                .map_err(activity_error)
+        }
+        .instrument(span)
+        .await
     }
 }

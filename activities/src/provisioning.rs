@@ -16,6 +16,7 @@ use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument as _;
 
 /// Dependencies of the provisioning activities.
 pub struct ProvisioningActivitiesImpl {
@@ -45,20 +46,26 @@ impl ProvisioningActivitiesImpl {
         _ctx: ActivityContext,
         req: LockRequest,
     ) -> Result<(), ActivityError> {
-        let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
-            .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-            .build();
-        self.client
-            .signal_with_start_workflow(
-                EnvironmentLock::run,
-                LockState::default(),
-                EnvironmentLock::acquire,
-                req.requester_workflow_id,
-                opts,
-            )
-            .await
-            .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
-        Ok(())
+        let span = tracing::info_span!("request_lock", workflow_id = %req.requester_workflow_id);
+        async move {
+            let opts =
+                WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
+                    .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+                    .build();
+            self.client
+                .signal_with_start_workflow(
+                    EnvironmentLock::run,
+                    LockState::default(),
+                    EnvironmentLock::acquire,
+                    req.requester_workflow_id,
+                    opts,
+                )
+                .await
+                .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
+            Ok(())
+        }
+        .instrument(span)
+        .await
     }
 
     /// Plans the specification on the environment's target.
@@ -68,17 +75,21 @@ impl ProvisioningActivitiesImpl {
         _ctx: ActivityContext,
         req: PlanRequest,
     ) -> Result<PlanReceipt, ActivityError> {
-        let span = tracing::info_span!("plan", run_id = %req.run_id);
-        let _e = span.enter();
-        let plan = self
-            .runner
-            .plan(
-                &target(&req.tenant_id, &req.environment_id),
-                &req.specification,
-            )
-            .await
-            .map_err(activity_error)?;
-        Ok(plan)
+        let span =
+            tracing::info_span!("plan", run_id = %req.run_id, environment_id = %req.environment_id);
+        async move {
+            let plan = self
+                .runner
+                .plan(
+                    &target(&req.tenant_id, &req.environment_id),
+                    &req.specification,
+                )
+                .await
+                .map_err(activity_error)?;
+            Ok(plan)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Applies the recorded plan, heartbeating while the runner works.
@@ -88,23 +99,28 @@ impl ProvisioningActivitiesImpl {
         ctx: ActivityContext,
         req: ApplyRequest,
     ) -> Result<ApplyReceipt, ActivityError> {
-        tracing::info!(run_id = %req.run_id, "apply");
-        let target = target(&req.tenant_id, &req.environment_id);
-        let apply = self
-            .runner
-            .apply(&req.run_id, &target, &req.specification, &req.plan);
-        tokio::pin!(apply);
-        // Heartbeat while the runner works, so a lost worker is noticed within the heartbeat
-        // timeout instead of the whole ApplyTimeoutMinutes.
-        let mut beat = tokio::time::interval(Duration::from_secs(2));
-        loop {
-            tokio::select! {
-                receipt = &mut apply => return receipt.map_err(activity_error),
-                _ = beat.tick() => {
-                    let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+        let span = tracing::info_span!("apply", run_id = %req.run_id, environment_id = %req.environment_id);
+        async move {
+            tracing::info!(program_version = %req.plan.program_version, "applying the plan");
+            let target = target(&req.tenant_id, &req.environment_id);
+            let apply = self
+                .runner
+                .apply(&req.run_id, &target, &req.specification, &req.plan);
+            tokio::pin!(apply);
+            // Heartbeat while the runner works, so a lost worker is noticed within the heartbeat
+            // timeout instead of the whole ApplyTimeoutMinutes.
+            let mut beat = tokio::time::interval(Duration::from_secs(2));
+            loop {
+                tokio::select! {
+                    receipt = &mut apply => return receipt.map_err(activity_error),
+                    _ = beat.tick() => {
+                        let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+                    }
                 }
             }
         }
+        .instrument(span)
+        .await
     }
 
     /// Projects the run's status and its event into the read tables.
@@ -114,9 +130,15 @@ impl ProvisioningActivitiesImpl {
         _ctx: ActivityContext,
         p: RunProjection,
     ) -> Result<(), ActivityError> {
-        store::project_run(&self.db, &p.run, &p.status)
-            .await
-            .map_err(activity_error)?;
-        Ok(())
+        let span =
+            tracing::info_span!("project_run", run_id = %p.run.run_id, state = ?p.status.state);
+        async move {
+            store::project_run(&self.db, &p.run, &p.status)
+                .await
+                .map_err(activity_error)?;
+            Ok(())
+        }
+        .instrument(span)
+        .await
     }
 }

@@ -14,7 +14,9 @@ pub mod dev_server;
 pub mod schedules;
 pub mod worker;
 
-pub use connection::connect;
+pub use connection::{connect, connect_with, in_current_span};
+/// What a tracer provider needs for replay-safe workflow spans.
+pub use temporalio_sdk::opentelemetry::{WorkflowIdGenerator, WorkflowSpanProcessor};
 
 /// The task queue every workflow and activity runs on unless configured otherwise.
 pub const DEFAULT_TASK_QUEUE: &str = "runtime-cloud";

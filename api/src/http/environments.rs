@@ -1,10 +1,10 @@
 //! `/factory/environments`: register a tenant's environments and their class.
 
+use super::pagination::Items;
 use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
-use crate::{AppState, Error};
-use super::pagination::Items;
 use crate::openapi::Problems;
+use crate::{AppState, Error};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;

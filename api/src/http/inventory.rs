@@ -1,28 +1,28 @@
 //! `/factory/environments/{environmentId}/inventory|drift|observe`: what actually runs.
 
+use super::pagination::Items;
 use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
+use crate::openapi::Problems;
 use crate::query::Query;
 use crate::{AppState, Error};
-use crate::openapi::Problems;
-use super::pagination::Items;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::drift::DriftKind;
-use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::entities::{
     drift_findings as findings, environments, runtime_inventories as inventories,
 };
+use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_workflows::ObserveEnvironment;
 use runtime_cloud_workflows::observe_environment::{ObserveInput, observe_workflow_id};
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::{router::OpenApiRouter, routes};
 use std::str::FromStr;
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -206,6 +206,7 @@ pub struct ObservationStarted {
         (status = 202, description = "Started", body = ObservationStarted),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>, Problems<503>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), environment_id = %environment_id))]
 async fn observe(
     State(state): State<AppState>,
     auth: Scoped<RuntimeOperate>,
@@ -226,14 +227,16 @@ async fn observe(
             ENVIRONMENT_ID.value_set(environment_id.clone()),
         ]))
         .build();
-    state
-        .temporal
-        .start_workflow(ObserveEnvironment::run, input, opts)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot start observation");
-            Error::Unavailable("the workflow service is unavailable; retry later".into())
-        })?;
+    runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
+        ObserveEnvironment::run,
+        input,
+        opts,
+    ))
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "cannot start observation");
+        Error::Unavailable("the workflow service is unavailable; retry later".into())
+    })?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(ObservationStarted {

@@ -6,7 +6,6 @@
 //! are this process's own.
 
 use crate::{AppState, Error};
-use utoipa_axum::{router::OpenApiRouter, routes};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
@@ -22,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// (tenant, environment).
 type EnvKey = (String, String);

@@ -4,9 +4,9 @@ use super::environments::find as find_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
+use crate::openapi::Problems;
 use crate::query::Query;
 use crate::{AppState, Error};
-use crate::openapi::Problems;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
@@ -18,10 +18,10 @@ use runtime_cloud_workflows::observe_environment::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::{router::OpenApiRouter, routes};
 use std::str::FromStr;
 use temporalio_client::WorkflowSignalOptions;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -160,6 +160,7 @@ struct DecisionSignalled {
         (status = 202, description = "Signalled", body = DecisionSignalled),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), proposal_id = %proposal_id))]
 async fn decide(
     State(state): State<AppState>,
     auth: Scoped<RuntimeOperate>,
@@ -192,17 +193,16 @@ async fn decide(
     let handle = state
         .temporal
         .get_workflow_handle::<ReconciliationProposal>(proposal_workflow_id(&proposal_id));
-    handle
-        .signal(
-            ReconciliationProposal::decide,
-            decision,
-            WorkflowSignalOptions::default(),
-        )
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, proposal_id = %proposal_id, "cannot signal proposal");
-            Error::Unavailable("the workflow service is unavailable; retry later".into())
-        })?;
+    runtime_cloud_temporal::in_current_span(handle.signal(
+        ReconciliationProposal::decide,
+        decision,
+        WorkflowSignalOptions::default(),
+    ))
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, proposal_id = %proposal_id, "cannot signal proposal");
+        Error::Unavailable("the workflow service is unavailable; retry later".into())
+    })?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(DecisionSignalled {

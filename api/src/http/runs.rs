@@ -7,9 +7,9 @@ use super::environments::require as require_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
+use crate::openapi::Problems;
 use crate::query::Query;
 use crate::{AppState, Error};
-use crate::openapi::Problems;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -19,8 +19,8 @@ use runtime_cloud_models::entities::{
     deployment_specifications as specs, provisioning_runs as runs,
 };
 use runtime_cloud_models::{
-    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt, EnvironmentClass, ProvisioningKind, ProvisioningState, RunInput,
-    RunStatus, run_workflow_id,
+    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, EnvironmentClass, PlanReceipt,
+    ProvisioningKind, ProvisioningState, RunInput, RunStatus, run_workflow_id,
 };
 use runtime_cloud_workflows::ProvisioningRun;
 use runtime_cloud_workflows::provisioning_run::{CancelRequest, cancellable};
@@ -30,8 +30,6 @@ use sea_orm::{
     QueryOrder,
 };
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::{router::OpenApiRouter, routes};
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
 use temporalio_client::{
@@ -39,6 +37,8 @@ use temporalio_client::{
     WorkflowStartOptions,
 };
 use temporalio_common::search_attributes::SearchAttributes;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -175,6 +175,7 @@ async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<runs::Mode
         (status = 200, description = "An earlier request with this Idempotency-Key started this run", body = RunView),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), environment_id = %body.environment_id, run_id))]
 async fn plan(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningApply>,
@@ -214,6 +215,7 @@ async fn plan(
     let snapshot = store::snapshot(&spec).map_err(Error::internal)?;
 
     let run_id = uuid::Uuid::now_v7().to_string();
+    tracing::Span::current().record("run_id", &run_id);
     let now = Utc::now();
     let row = runs::ActiveModel {
         provisioning_run_id: Set(run_id.clone()),
@@ -315,16 +317,18 @@ async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(attributes)
         .build();
-    state
-        .temporal
-        .start_workflow(ProvisioningRun::run, input, opts)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot start provisioning run");
-            Error::Unavailable(
-                "the workflow service is unavailable; nothing was started, retry later".into(),
-            )
-        })?;
+    runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
+        ProvisioningRun::run,
+        input,
+        opts,
+    ))
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "cannot start provisioning run");
+        Error::Unavailable(
+            "the workflow service is unavailable; nothing was started, retry later".into(),
+        )
+    })?;
     Ok(())
 }
 
@@ -395,6 +399,7 @@ async fn list(
         (status = 200, description = "The run", body = RunView),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
 async fn read(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
@@ -463,6 +468,7 @@ struct ApprovalSignalled {
         (status = 202, description = "Signalled", body = CancelRequested),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<422>, Problems<500>, Problems<503>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
 async fn cancel(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningApply>,
@@ -523,6 +529,7 @@ struct ApprovalBody {
         (status = 202, description = "Signalled", body = ApprovalSignalled),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
 async fn approve(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningApply>,
@@ -584,13 +591,15 @@ where
     let handle = state
         .temporal
         .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
-    send(handle).await.map_err(|e| match e {
-        temporalio_client::errors::WorkflowInteractionError::NotFound(_) => {
-            Error::Conflict(format!("run `{id}` has already ended"))
-        }
-        e => {
-            tracing::error!(error = %e, run_id = %id, "cannot signal run");
-            Error::Unavailable("the workflow service is unavailable; retry later".into())
-        }
-    })
+    runtime_cloud_temporal::in_current_span(send(handle))
+        .await
+        .map_err(|e| match e {
+            temporalio_client::errors::WorkflowInteractionError::NotFound(_) => {
+                Error::Conflict(format!("run `{id}` has already ended"))
+            }
+            e => {
+                tracing::error!(error = %e, run_id = %id, "cannot signal run");
+                Error::Unavailable("the workflow service is unavailable; retry later".into())
+            }
+        })
 }

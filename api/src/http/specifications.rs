@@ -4,9 +4,9 @@ use super::environments::{require as require_environment, valid_id};
 use super::pagination::{Page, Paged};
 use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
+use crate::openapi::Problems;
 use crate::query::Query;
 use crate::{AppState, Error};
-use crate::openapi::Problems;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
@@ -15,9 +15,9 @@ use runtime_cloud_models::entities::deployment_specifications as specs;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use std::collections::BTreeSet;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list, declare))
