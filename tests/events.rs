@@ -1,7 +1,7 @@
 //! Integration events through the outbox relay to a real NATS JetStream server (one per test,
 //! on its own port, so a test can stop and restart it).
 
-use crate::common::{Stack, StackOptions, eventually};
+use crate::common::{Db, Stack, StackOptions, eventually};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -287,5 +287,42 @@ async fn republished_events_are_deduplicated() {
         messages.len() as i64,
         total,
         "JetStream dropped the re-published copies"
+    );
+}
+
+/// Two relays (two workers) on one PostgreSQL: batches are claimed with `SKIP LOCKED`, so no
+/// row is published by both — JetStream never reports a duplicate — and every event arrives.
+#[tokio::test]
+async fn two_relays_on_postgres_publish_each_event_once() {
+    let nats = Nats::start();
+    let stack = Stack::with(StackOptions {
+        db: Some(Db::Postgres),
+        ..with_nats(&nats)
+    })
+    .await;
+    let _second_relay = stack.spawn_worker();
+    let api = stack.operator("acme");
+    let mut runs = Vec::new();
+    for e in 0..6 {
+        let env = format!("env-{e}");
+        api.environment(&env, "non-production").await;
+        api.declare(&env, &[("api", "1.0.0", 1)]).await;
+        runs.push((env.clone(), api.plan_run(&env, "baseline").await));
+    }
+    for (env, run) in &runs {
+        api.wait_state(run, "Applied").await;
+        api.wait_observed_after(&stack, env, run).await;
+    }
+    let total = all_published(&stack).await;
+    let messages = eventually(30, "every message in the stream", || async {
+        let m = nats.messages().await;
+        (m.len() as i64 >= total).then_some(m)
+    })
+    .await;
+    assert_eq!(messages.len() as i64, total, "every event once");
+    let logs = stack.logs();
+    assert!(
+        !logs.contains("the re-publish was deduplicated"),
+        "two relays published the same row"
     );
 }

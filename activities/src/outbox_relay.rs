@@ -94,12 +94,20 @@ pub async fn publish_batch(
                 e,
             )),
         };
-        if let Err(e) = ack {
-            failure = Some(Error::Unreachable(format!(
-                "publishing {}: {e}",
-                row.event_id
-            )));
-            break;
+        match ack {
+            Err(e) => {
+                failure = Some(Error::Unreachable(format!(
+                    "publishing {}: {e}",
+                    row.event_id
+                )));
+                break;
+            }
+            // Expected only after a relay died between the ack and marking the row; seen
+            // otherwise, two relays published one row.
+            Ok(ack) if ack.duplicate => {
+                tracing::warn!(event_id = %row.event_id, "event was already in JetStream; the re-publish was deduplicated");
+            }
+            Ok(_) => {}
         }
         let mut done: outbox::ActiveModel = row.into();
         done.published_at = Set(Some(Utc::now()));

@@ -41,6 +41,19 @@ pub struct SandboxDocument {
     /// When true, plan and apply fail as if the target could not be reached.
     #[serde(default)]
     pub unreachable: bool,
+    /// Every apply that did the work, in order, with when it ran: a real target's audit log,
+    /// and how the fault tests see that an environment was never applied twice at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apply_log: Vec<ApplyLogEntry>,
+}
+
+/// One apply that did the work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyLogEntry {
+    pub run_id: String,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub finished_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The sandbox adapter of the [`Runner`] port.
@@ -235,6 +248,7 @@ impl Runner for Sandbox {
         let started = Instant::now();
         let lock = self.lock_for(&self.path(target));
         let _guard = lock.lock().await;
+        let started_at = chrono::Utc::now();
         let mut doc = self.load(target).await?;
         if let Some(receipt) = doc.applied_runs.get(run_id) {
             return match receipt.result {
@@ -281,6 +295,11 @@ impl Runner for Sandbox {
             }
         };
         doc.applied_runs.insert(run_id.to_owned(), receipt.clone());
+        doc.apply_log.push(ApplyLogEntry {
+            run_id: run_id.to_owned(),
+            started_at,
+            finished_at: chrono::Utc::now(),
+        });
         self.store(target, &doc).await?;
         match receipt.result {
             ApplyResult::Succeeded => Ok(receipt),

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)] // Each test module uses a different part of the harness.
 
+pub mod proxy;
+
 use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
 use serde_json::{Value, json};
@@ -62,6 +64,7 @@ pub struct Stack {
     pub worker: Option<Proc>,
     pub api: Option<Proc>,
     pub extra_env: Vec<(String, String)>,
+    pub postgres_via: Option<String>,
     /// Makes this test's tenant names unique on the shared Temporal server, where workflow
     /// ids such as `environment/{tenant}/{env}` would otherwise collide between tests.
     pub suffix: String,
@@ -75,6 +78,9 @@ pub struct StackOptions {
     pub db: Option<Db>,
     /// Extra environment for the processes (`RuntimeCloud__Provisioning__…`).
     pub env: Vec<(String, String)>,
+    /// The processes reach PostgreSQL through this address (a [`proxy::Proxy`]) instead of
+    /// `127.0.0.1:5432`; the test's own queries go direct.
+    pub postgres_via: Option<String>,
 }
 
 fn bin() -> &'static str {
@@ -131,6 +137,7 @@ impl Stack {
             worker: None,
             api: None,
             extra_env: opts.env,
+            postgres_via: opts.postgres_via,
             suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             http: reqwest::Client::new(),
             keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
@@ -147,7 +154,7 @@ impl Stack {
         let mut cmd = Command::new(bin());
         cmd.arg(sub)
             .env("RUNTIME_CLOUD_DATA_DIR", self.data_dir.path())
-            .env("DATABASE_URL", &self.database_url)
+            .env("DATABASE_URL", self.process_database_url())
             .env("TEMPORAL_ADDRESS", temporal_address())
             .env("RUNTIME_CLOUD_TASK_QUEUE", &self.task_queue)
             .env("RUNTIME_CLOUD_JWT_SECRET", JWT_SECRET)
@@ -162,6 +169,14 @@ impl Stack {
         cmd
     }
 
+    /// The read DB URL the processes use.
+    pub fn process_database_url(&self) -> String {
+        match &self.postgres_via {
+            Some(addr) => self.database_url.replacen("127.0.0.1:5432", addr, 1),
+            None => self.database_url.clone(),
+        }
+    }
+
     fn log_file(&self, name: &str) -> std::fs::File {
         std::fs::OpenOptions::new()
             .create(true)
@@ -172,16 +187,7 @@ impl Stack {
 
     /// Starts (or restarts) the worker process.
     pub fn start_worker(&mut self) {
-        let child = self
-            .command("worker")
-            .stdout(self.log_file("worker"))
-            .stderr(self.log_file("worker"))
-            .spawn()
-            .expect("spawn worker");
-        self.worker = Some(Proc {
-            child,
-            name: "worker",
-        });
+        self.worker = Some(self.spawn_worker());
     }
 
     /// Kills the worker with SIGKILL.
@@ -193,6 +199,27 @@ impl Stack {
 
     /// Starts the API process and waits until it prints its address.
     pub fn start_api(&mut self) {
+        let (proc, url) = self.spawn_api();
+        self.base_url = url;
+        self.api = Some(proc);
+    }
+
+    /// Another worker process on the same task queue, DB and data dir.
+    pub fn spawn_worker(&self) -> Proc {
+        let child = self
+            .command("worker")
+            .stdout(self.log_file("worker"))
+            .stderr(self.log_file("worker"))
+            .spawn()
+            .expect("spawn worker");
+        Proc {
+            child,
+            name: "worker",
+        }
+    }
+
+    /// Another API process; returns it and its base URL.
+    pub fn spawn_api(&self) -> (Proc, String) {
         let mut child = self
             .command("api")
             .stdout(Stdio::piped())
@@ -219,8 +246,7 @@ impl Stack {
                 let _ = writeln!(log, "{line}");
             }
         });
-        self.base_url = url;
-        self.api = Some(Proc { child, name: "api" });
+        (Proc { child, name: "api" }, url)
     }
 
     /// The last `n` bytes the processes logged.

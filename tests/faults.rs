@@ -1,0 +1,358 @@
+//! Faults with real processes: a worker killed mid-apply, the Temporal server killed and
+//! restarted on its file store, the read DB unreachable while a run projects, and two APIs
+//! with two workers racing on one PostgreSQL. Each test is bounded by `eventually` deadlines.
+
+use crate::common::proxy::Proxy;
+use crate::common::{Api, Db, Proc, Stack, StackOptions, eventually};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Makes every apply on the environment take `ms`, so a test can act while one is in flight.
+fn slow_applies(stack: &Stack, tenant: &str, env: &str, ms: u64) {
+    let path = stack
+        .data_path()
+        .join("sandbox")
+        .join(stack.tenant(tenant))
+        .join(format!("{env}.json"));
+    std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&path, json!({ "applyDelayMs": ms }).to_string()).expect("write sandbox");
+}
+
+/// The workflow's pending activity of this type, from `temporal workflow describe`.
+fn pending_activity(stack: &Stack, workflow_id: &str, activity: &str) -> Option<Value> {
+    let out = stack.temporal_cli(&[
+        "workflow",
+        "describe",
+        "--workflow-id",
+        workflow_id,
+        "-o",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
+    doc["pendingActivities"]
+        .as_array()?
+        .iter()
+        .find(|a| a["activityType"]["name"] == activity)
+        .cloned()
+}
+
+fn apply_log(stack: &Stack, tenant: &str, env: &str) -> Vec<Value> {
+    stack.sandbox(tenant, env)["applyLog"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// 1. SIGKILL while the apply activity runs: the retried apply does the work once, and the
+///    receipt is the one the target recorded.
+#[tokio::test]
+async fn worker_killed_mid_apply_applies_exactly_once() {
+    let mut stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    slow_applies(&stack, "acme", "dev", 3_000);
+    let id = api.plan_run("dev", "baseline").await;
+    let workflow_id = format!("provisioning-run/{id}");
+    eventually(30, "the apply activity to be running", || async {
+        pending_activity(&stack, &workflow_id, "provisioning.apply")
+            .filter(|a| a["state"] == "PENDING_ACTIVITY_STATE_STARTED")
+    })
+    .await;
+
+    stack.kill_worker();
+    assert!(
+        apply_log(&stack, "acme", "dev").is_empty(),
+        "the killed apply wrote nothing"
+    );
+    stack.start_worker();
+
+    let run = api.wait_state(&id, "Applied").await;
+    let log = apply_log(&stack, "acme", "dev");
+    assert_eq!(log.len(), 1, "applied exactly once: {log:?}");
+    assert_eq!(log[0]["runId"], id.as_str());
+    let target = stack.sandbox("acme", "dev");
+    assert_eq!(
+        target["appliedRuns"][&id]["outputs"],
+        run["applyReceipt"]["outputs"]
+    );
+    assert_eq!(run["applyReceipt"]["result"], "succeeded");
+    assert_eq!(target["workloads"][0]["replicas"], 2);
+    assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
+}
+
+/// A Temporal dev server of the test's own, on a file store it can be restarted on.
+struct OwnTemporal {
+    port: u16,
+    db_file: std::path::PathBuf,
+    proc: Option<Proc>,
+}
+
+impl OwnTemporal {
+    fn start(dir: &Path) -> OwnTemporal {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut t = OwnTemporal {
+            port,
+            db_file: dir.join("temporal.db"),
+            proc: None,
+        };
+        t.spawn();
+        t
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let ui_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut cmd = Command::new(std::env::var("TEMPORAL_CLI").unwrap_or("temporal".into()));
+        cmd.args(["server", "start-dev", "--ip", "127.0.0.1", "--headless"])
+            .args(["--log-level", "error", "--port", &self.port.to_string()])
+            .args(["--ui-port", &ui_port.to_string()])
+            .arg("--db-filename")
+            .arg(&self.db_file);
+        for attr in [
+            "TenantId",
+            "EnvironmentId",
+            "ProvisioningState",
+            "RunKind",
+            "ProposalState",
+        ] {
+            cmd.args(["--search-attribute", &format!("{attr}=Keyword")]);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start temporal");
+        self.proc = Some(Proc {
+            child,
+            name: "temporal",
+        });
+    }
+
+    async fn wait_up(&self) {
+        let address = self.address();
+        eventually(60, "the test's Temporal server to answer", || async {
+            runtime_cloud_temporal::connect(&address, "default")
+                .await
+                .ok()?
+                .count_workflows("", Default::default())
+                .await
+                .ok()
+        })
+        .await;
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+}
+
+/// 2. The Temporal server is killed and restarted on its store while a production run waits
+///    for approval: the approval still reaches the run and it applies.
+#[tokio::test]
+async fn temporal_restarted_while_a_run_waits_for_approval() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut temporal = OwnTemporal::start(dir.path());
+    temporal.wait_up().await;
+    let stack = Stack::with(StackOptions {
+        env: vec![("TEMPORAL_ADDRESS".into(), temporal.address())],
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 3)]).await;
+    let id = api.plan_run("prod", "baseline").await;
+    api.wait_state(&id, "AwaitingApproval").await;
+
+    temporal.kill();
+    temporal.spawn();
+    temporal.wait_up().await;
+
+    // The API's client reconnects; the run's workflow is still waiting on the restored store.
+    eventually(
+        60,
+        "the approval to be accepted after the restart",
+        || async { (api.decide(&id, "approve").await.status.as_u16() == 202).then_some(()) },
+    )
+    .await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["applyReceipt"]["result"], "succeeded");
+    assert_eq!(stack.sandbox("acme", "prod")["workloads"][0]["replicas"], 3);
+    assert_eq!(apply_log(&stack, "acme", "prod").len(), 1);
+    drop(stack);
+    temporal.kill();
+}
+
+/// 3. PostgreSQL refuses connections while a run projects its transitions: the projection
+///    retries, and when the DB is back the row is right and every event exists exactly once.
+// Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_db_unreachable_while_a_run_projects_then_recovers() {
+    let postgres = Proxy::start("127.0.0.1:5432").await;
+    let stack = Stack::with(StackOptions {
+        db: Some(Db::Postgres),
+        postgres_via: Some(postgres.addr.clone()),
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    let id = api.plan_run("prod", "baseline").await;
+    let run = api.wait_state(&id, "AwaitingApproval").await;
+
+    postgres.cut();
+    // The API needs the DB to find the run, so the operator approves with the Temporal CLI.
+    let payload = json!({ "decision": "approve", "approver": "alice", "reason": "during outage",
+                          "inputsHash": run["plan"]["inputsHash"] })
+    .to_string();
+    let out = stack.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &format!("provisioning-run/{id}"),
+        "--name",
+        "approval",
+        "--input",
+        &payload,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let workflow_id = format!("provisioning-run/{id}");
+    let failing = eventually(60, "the projection to fail and retry", || async {
+        pending_activity(&stack, &workflow_id, "provisioning.project")
+            .filter(|a| a["attempt"].as_i64().unwrap_or(0) >= 2)
+    })
+    .await;
+    assert!(failing["lastFailure"].is_object(), "{failing}");
+    assert_eq!(
+        stack
+            .count_where(
+                "provisioning_runs",
+                &format!("provisioning_run_id = '{id}' AND state = 'AwaitingApproval'")
+            )
+            .await,
+        1,
+        "the row waits for the DB"
+    );
+
+    postgres.restore();
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["approval"]["decision"]["approver"], "alice");
+    for event in ["ProvisioningPlanned", "ProvisioningApplied"] {
+        let events = stack.events(event).await;
+        let for_run = events
+            .iter()
+            .filter(|e| e.to_string().contains(&id))
+            .count();
+        assert_eq!(for_run, 1, "{event} exactly once: {events:?}");
+    }
+}
+
+/// 4. Two APIs and two workers on one Temporal server and one PostgreSQL, runs requested
+///    concurrently through both APIs (some twice with the same Idempotency-Key): no duplicate
+///    run, and no environment is ever applied by two runs at once.
+#[tokio::test]
+async fn two_apis_and_two_workers_never_apply_an_environment_twice_at_once() {
+    let stack = Stack::on(Db::Postgres).await;
+    let _second_worker = stack.spawn_worker();
+    let (_second_api_proc, second_url) = stack.spawn_api();
+    let first = stack.operator("acme");
+    let token = stack.token(
+        "acme",
+        &["factory.provisioning.read", "factory.provisioning.apply"],
+    );
+    let second = Api::with_token(&second_url, &token);
+
+    const ENVS: usize = 6;
+    const RUNS_PER_ENV: usize = 3;
+    for e in 0..ENVS {
+        let env = format!("env-{e}");
+        first.environment(&env, "non-production").await;
+        first.declare(&env, &[("api", "1.0.0", 1)]).await;
+        slow_applies(&stack, "acme", &env, 200);
+    }
+
+    // Every request twice, once through each API, with the same key.
+    let mut requests = Vec::new();
+    for e in 0..ENVS {
+        for r in 0..RUNS_PER_ENV {
+            for api in [&first, &second] {
+                let env = format!("env-{e}");
+                let key = format!("run-{e}-{r}");
+                requests.push(async move {
+                    let res = api
+                        .send(
+                            reqwest::Method::POST,
+                            "/factory/provisioning/runs",
+                            Some(json!({ "environmentId": env, "kind": "baseline" })),
+                            &[("Idempotency-Key", &key)],
+                        )
+                        .await;
+                    assert!(
+                        matches!(res.status.as_u16(), 200 | 202),
+                        "{}: {}",
+                        res.status,
+                        res.body
+                    );
+                    (
+                        key,
+                        res.body["provisioningRunId"].as_str().map(str::to_owned),
+                    )
+                });
+            }
+        }
+    }
+    let answers = futures::future::join_all(requests).await;
+    let mut by_key = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for (key, id) in answers {
+        by_key.entry(key).or_default().insert(id.expect("a run id"));
+    }
+    assert!(
+        by_key.values().all(|ids| ids.len() == 1),
+        "one run per key: {by_key:?}"
+    );
+    assert_eq!(
+        stack.count("provisioning_runs").await,
+        (ENVS * RUNS_PER_ENV) as i64
+    );
+
+    for id in by_key.values().flatten() {
+        first.wait_state(id, "Applied").await;
+    }
+    for e in 0..ENVS {
+        let log = apply_log(&stack, "acme", &format!("env-{e}"));
+        assert_eq!(log.len(), RUNS_PER_ENV, "env-{e}: {log:?}");
+        let at = |entry: &Value, field: &str| {
+            chrono::DateTime::parse_from_rfc3339(entry[field].as_str().expect("timestamp"))
+                .expect("RFC 3339")
+        };
+        for pair in log.windows(2) {
+            assert!(
+                at(&pair[0], "finishedAt") <= at(&pair[1], "startedAt"),
+                "env-{e} applied twice at once: {pair:?}"
+            );
+        }
+    }
+    assert_eq!(
+        stack.events("ProvisioningApplied").await.len(),
+        ENVS * RUNS_PER_ENV
+    );
+}
