@@ -119,6 +119,12 @@ async fn bad_input_is_refused_on(db: Db) {
     api.get("/factory/provisioning/runs?limit=0")
         .await
         .expect_problem(400);
+    api.get("/factory/provisioning/runs?limit=201")
+        .await
+        .expect_problem(400);
+    api.get("/factory/provisioning/runs?limit=9223372036854775808")
+        .await
+        .expect_problem(400);
     api.get("/factory/provisioning/runs?state=Exploded")
         .await
         .expect_problem(400);

@@ -11,13 +11,7 @@ use std::process::{Command, Stdio};
 
 /// Makes every apply on the environment take `ms`, so a test can act while one is in flight.
 fn slow_applies(stack: &Stack, tenant: &str, env: &str, ms: u64) {
-    let path = stack
-        .data_path()
-        .join("sandbox")
-        .join(stack.tenant(tenant))
-        .join(format!("{env}.json"));
-    std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
-    std::fs::write(&path, json!({ "applyDelayMs": ms }).to_string()).expect("write sandbox");
+    stack.sandbox_cli(tenant, env, &["apply-delay", "--ms", &ms.to_string()]);
 }
 
 /// The workflow's pending activity of this type, from `temporal workflow describe`.

@@ -10,6 +10,7 @@ mod dev;
 mod drift;
 mod events;
 mod faults;
+mod fuzz;
 mod grpc;
 mod health;
 mod metrics;

@@ -185,6 +185,11 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
+    // Enums are documented as they are on the wire.
+    assert_eq!(
+        doc["components"]["schemas"]["EnvironmentClass"]["enum"],
+        serde_json::json!(["production", "non-production"])
+    );
 
     // The docs page points at the document.
     let page = anonymous.get("/docs").await;

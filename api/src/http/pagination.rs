@@ -47,8 +47,10 @@ impl Page {
     pub fn limit(&self) -> Result<u64, Error> {
         match self.limit {
             None => Ok(DEFAULT_LIMIT),
-            Some(0) => Err(Error::BadRequest("limit must be at least 1".into())),
-            Some(n) => Ok(n.min(MAX_LIMIT)),
+            Some(n @ 1..=MAX_LIMIT) => Ok(n),
+            Some(_) => Err(Error::BadRequest(format!(
+                "limit must be between 1 and {MAX_LIMIT}"
+            ))),
         }
     }
 

@@ -89,6 +89,7 @@ struct ListQuery {
     /// The `nextCursor` of the previous page.
     cursor: Option<String>,
     /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u64>,
 }
 
