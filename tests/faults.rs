@@ -211,24 +211,7 @@ async fn read_db_unreachable_while_a_run_projects_then_recovers() {
 
     postgres.cut();
     // The API needs the DB to find the run, so the operator approves with the Temporal CLI.
-    let payload = json!({ "decision": "approve", "approver": "alice", "reason": "during outage",
-                          "inputsHash": run["plan"]["inputsHash"] })
-    .to_string();
-    let out = stack.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &format!("provisioning-run/{id}"),
-        "--name",
-        "approval",
-        "--input",
-        &payload,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stack.approve_with_cli(&run, "alice", "during outage");
     let workflow_id = format!("provisioning-run/{id}");
     let failing = eventually(60, "the projection to fail and retry", || async {
         pending_activity(&stack, &workflow_id, "provisioning.project")

@@ -159,24 +159,7 @@ async fn approval_signal_works_from_the_temporal_cli() {
     api.declare("prod", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("prod", "baseline").await;
     let run = api.wait_state(&id, "AwaitingApproval").await;
-    let payload = json!({ "decision": "approve", "approver": "alice", "reason": "CAB-9",
-                          "inputsHash": run["plan"]["inputsHash"] })
-    .to_string();
-    let out = stack.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &format!("provisioning-run/{id}"),
-        "--name",
-        "approval",
-        "--input",
-        &payload,
-    ]);
-    assert!(
-        out.status.success(),
-        "signal failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stack.approve_with_cli(&run, "alice", "CAB-9");
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approval"]["decision"]["approver"], "alice");
 }

@@ -416,6 +416,30 @@ impl Stack {
             .collect()
     }
 
+    /// Approves a run the way an operator does without the API: `temporal workflow signal`
+    /// with the `approval` payload for the plan `run` shows.
+    pub fn approve_with_cli(&self, run: &Value, approver: &str, reason: &str) {
+        let id = run["provisioningRunId"].as_str().expect("run id");
+        let payload = json!({ "decision": "approve", "approver": approver, "reason": reason,
+                              "inputsHash": run["plan"]["inputsHash"] })
+        .to_string();
+        let out = self.temporal_cli(&[
+            "workflow",
+            "signal",
+            "--workflow-id",
+            &format!("provisioning-run/{id}"),
+            "--name",
+            "approval",
+            "--input",
+            &payload,
+        ]);
+        assert!(
+            out.status.success(),
+            "signal failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Runs the Temporal CLI against the test server.
     pub fn temporal_cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(std::env::var("TEMPORAL_CLI").unwrap_or_else(|_| "temporal".into()))
