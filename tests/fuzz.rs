@@ -34,6 +34,8 @@ fn schemathesis(stack: &Stack, token: &str, mode: &str, checks: &str) {
         .args(["--header", &format!("Authorization: Bearer {token}")])
         .args(["--suppress-health-check", "all"])
         .env("NO_COLOR", "1")
+        // Its example database and reports stay in the test's temp dir.
+        .current_dir(stack.data_path())
         .output()
         .expect("run schemathesis (scripts/install-tools installs it from PyPI)");
     assert!(
