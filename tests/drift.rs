@@ -563,3 +563,43 @@ async fn failed_reconciliation_leads_to_a_new_proposal() {
         Some(json!("Accepted"))
     );
 }
+
+/// Several observations of one drifted environment at the same moment on PostgreSQL (where
+/// their transactions do not serialize) raise each finding once.
+#[tokio::test]
+async fn concurrent_observations_raise_each_finding_once() {
+    let stack = Stack::with(StackOptions {
+        db: Some(crate::common::Db::Postgres),
+        env: vec![(
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
+            "false".into(),
+        )],
+        ..Default::default()
+    })
+    .await;
+    let api = applied_environment(&stack, "non-production").await;
+    stack.sandbox_cli(
+        "acme",
+        "env",
+        &["scale", "--workload", "api", "--replicas", "5"],
+    );
+    stack.sandbox_cli(
+        "acme",
+        "env",
+        &["set-version", "--workload", "web", "--version", "2.1.0"],
+    );
+
+    let observations = (0..4).map(|_| api.observe(&stack, "env"));
+    futures::future::join_all(observations).await;
+
+    let open = api.drift("env", Some("open")).await;
+    let mut keys: Vec<(String, String)> = open
+        .iter()
+        .map(|f| (f["kind"].to_string(), f["resource"].to_string()))
+        .collect();
+    keys.sort();
+    let total = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), total, "a finding was raised twice: {open:?}");
+    assert_eq!(total, 2, "{open:?}");
+}

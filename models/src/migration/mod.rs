@@ -4,6 +4,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_create_read_tables;
 mod m20261129_000002_create_inventory_tables;
+mod m20261129_000003_one_open_finding_per_resource;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261129_000001_create_read_tables::Migration),
             Box::new(m20261129_000002_create_inventory_tables::Migration),
+            Box::new(m20261129_000003_one_open_finding_per_resource::Migration),
         ]
     }
 }
