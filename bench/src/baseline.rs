@@ -1,0 +1,185 @@
+//! The baselines: the smallest Temporal workflows with the same shape as the product's, whose
+//! activities do nothing. Run on the same Temporal server by a worker process with the same
+//! settings as the product's (`WorkerOptions` defaults, `Runtime::from_current_tokio`), they
+//! measure what Temporal itself costs on this machine, so the product's numbers can be read as
+//! a ratio to them.
+//!
+//! - [`BaselineRun`]: one provisioning run's six activities in sequence (request-lock, plan,
+//!   project Planned, project Applying, apply, project Applied; see
+//!   `workflows/src/provisioning_run.rs`).
+//! - [`BaselineSweep`] + [`BaselineObserve`]: the observation sweep's shape: a page activity,
+//!   children 25 at a time, 200 per run then continue-as-new, a closing activity; each child
+//!   runs two activities (observe, record), as `ObserveEnvironment` does.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_macros::{activities, workflow, workflow_methods};
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, Runtime, Worker, WorkerOptions,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+/// Activities of a product run (lock, plan, 3 projections, apply).
+pub const RUN_ACTIVITIES: u32 = 6;
+/// Environments per sweep run and children in flight, as in `ObservationSweep`.
+const PAGE: u64 = 200;
+const FAN_OUT: usize = 25;
+
+/// No-op activities.
+pub struct NoopActivities;
+
+#[activities]
+impl NoopActivities {
+    /// Does nothing.
+    #[activity]
+    pub async fn noop(_ctx: ActivityContext) -> Result<(), ActivityError> {
+        Ok(())
+    }
+
+    /// A page of synthetic environment ids, like `list_environments` without the DB.
+    #[activity]
+    pub async fn page(
+        _ctx: ActivityContext,
+        req: SweepInput,
+    ) -> Result<Vec<String>, ActivityError> {
+        let end = (req.after + PAGE).min(req.total);
+        Ok((req.after..end)
+            .map(|i| format!("{}/{i}", req.prefix))
+            .collect())
+    }
+}
+
+/// Short activities, as the product's `quick_opts`.
+fn opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30)).build()
+}
+
+/// A provisioning run without the product: `steps` no-op activities in sequence.
+#[workflow]
+pub struct BaselineRun {
+    steps: u32,
+}
+
+#[workflow_methods]
+impl BaselineRun {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, steps: u32) -> Self {
+        Self { steps }
+    }
+
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        let steps = ctx.state(|s| s.steps);
+        for _ in 0..steps {
+            ctx.execute_activity(NoopActivities::noop, (), opts())
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a baseline sweep is; also its continue-as-new input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepInput {
+    /// Child workflow ids are `{prefix}/{index}`.
+    pub prefix: String,
+    pub total: u64,
+    pub after: u64,
+}
+
+/// The sweep without the product.
+#[workflow]
+pub struct BaselineSweep {
+    input: SweepInput,
+}
+
+#[workflow_methods]
+impl BaselineSweep {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: SweepInput) -> Self {
+        Self { input }
+    }
+
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<u64> {
+        let input = ctx.state(|s| s.input.clone());
+        let page = ctx
+            .execute_activity(NoopActivities::page, input.clone(), opts())
+            .await?;
+        for chunk in page.chunks(FAN_OUT) {
+            let mut results = Vec::new();
+            for id in chunk {
+                let child = ctx
+                    .start_child_workflow(
+                        BaselineObserve::run,
+                        (),
+                        ChildWorkflowOptions::workflow_id(id.clone()),
+                    )
+                    .await;
+                if let Ok(started) = child {
+                    results.push(started.result());
+                }
+            }
+            let _ = temporalio_sdk::workflows::join_all(results).await;
+        }
+        let after = input.after + page.len() as u64;
+        if after < input.total {
+            let next = SweepInput { after, ..input };
+            ctx.continue_as_new(next, ContinueAsNewOptions::default())?;
+        }
+        // The product closes with `mark_stale`.
+        ctx.execute_activity(NoopActivities::noop, (), opts())
+            .await?;
+        Ok(after)
+    }
+}
+
+/// One environment's observation without the product: two no-op activities.
+#[workflow]
+#[derive(Default)]
+pub struct BaselineObserve;
+
+#[workflow_methods]
+impl BaselineObserve {
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        ctx.execute_activity(NoopActivities::noop, (), opts())
+            .await?;
+        ctx.execute_activity(NoopActivities::noop, (), opts())
+            .await?;
+        Ok(())
+    }
+}
+
+/// Runs the baseline worker on `task_queue` until the process is killed: the `rc-bench
+/// baseline-worker` subcommand. Built like `runtime_cloud_temporal::worker::run`.
+pub async fn run_worker(temporal_address: &str, task_queue: &str) -> anyhow::Result<()> {
+    let client = runtime_cloud_temporal::connect(temporal_address, "default").await?;
+    let runtime = Runtime::from_current_tokio(Default::default()).map_err(anyhow::Error::msg)?;
+    let options = WorkerOptions::new(task_queue.to_owned())
+        .register_workflow::<BaselineRun>()?
+        .register_workflow::<BaselineSweep>()?
+        .register_workflow::<BaselineObserve>()?
+        .register_activities(NoopActivities)
+        .build();
+    let mut worker = Worker::new(&runtime, client, options)?;
+    worker.run().await?;
+    Ok(())
+}
+
+/// Starts `rc-bench baseline-worker` (this executable) as its own process, as the product's
+/// worker is; killed when the returned handle drops.
+pub fn spawn_worker(
+    task_queue: &str,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<crate::stack::Proc> {
+    let log = crate::stack::log_file(log_dir, "baseline-worker")?;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args(["baseline-worker", "--task-queue", task_queue])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    Ok(crate::stack::Proc { child })
+}

@@ -1,0 +1,59 @@
+//! `rc-bench`: the benchmarks of Runtime Cloud. Run them with `scripts/bench`, which builds in
+//! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
+
+use clap::{Parser, Subcommand};
+use runtime_cloud_bench::{fleet, idle, read, throughput};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rc-bench",
+    about = "Benchmarks of Runtime Cloud, each against a baseline"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// 1. Provisioning runs per second and request-to-Applied latency.
+    Throughput(throughput::Args),
+    /// 2. One observation sweep over a fleet.
+    Fleet(fleet::Args),
+    /// 4. The read API at fixed request rates.
+    Read(read::Args),
+    /// 5. Memory of `runtime-cloud dev` at rest.
+    Idle(idle::Args),
+    /// 3. without criterion: a plain median timer (criterion's bench is the reference).
+    CompareQuick,
+    /// The baseline worker (started by the benchmarks as its own process).
+    #[command(hide = true)]
+    BaselineWorker {
+        #[arg(long)]
+        task_queue: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Throughput(args) => throughput::run(args).await,
+        Command::Fleet(args) => fleet::run(args).await,
+        Command::Read(args) => read::run(args).await,
+        Command::Idle(args) => idle::run(args).await,
+        Command::CompareQuick => {
+            runtime_cloud_bench::comparer::quick();
+            Ok(())
+        }
+        Command::BaselineWorker { task_queue } => {
+            let address = runtime_cloud_bench::stack::temporal_address()?;
+            runtime_cloud_bench::baseline::run_worker(&address, &task_queue).await
+        }
+    }
+}

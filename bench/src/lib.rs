@@ -1,0 +1,40 @@
+//! Benchmarks of Runtime Cloud. Every benchmark measures the product and a baseline in the same
+//! run, on the same machine and the same Temporal server, and prints the ratio: a noisy machine
+//! slows both, so the ratio still shows a regression.
+//!
+//! `scripts/bench` builds everything in release mode, starts a Temporal dev server and runs the
+//! `rc-bench` binary; `docs/benchmarks.md` explains each number.
+//!
+//! # Layout
+//!
+//! Shared helpers:
+//! - [`stack`]: the product as separate `migrate`/`worker`/`api` processes on a fresh read DB,
+//!   and the environment the benchmarks read (`RC_BENCH_*`).
+//! - [`api`]: an HTTP client of the API acting as one tenant's operator.
+//! - [`stats`]: percentiles and rates; [`table`]: the printed tables; [`rss`]: peak memory.
+//!
+//! The benchmarks:
+//! - [`throughput`]: provisioning runs per second and request-to-`Applied` latency.
+//! - [`fleet`]: one observation sweep over a fleet, and its Temporal actions per environment.
+//! - [`read`]: the read API under fixed request rates ([`loadgen`] is the load generator).
+//! - [`idle`]: peak RSS of `runtime-cloud dev` at rest.
+//! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
+//!   [`comparer_report`] turns its results into a table).
+//!
+//! And their baselines: [`baseline`] (minimal Temporal workflows with no-op activities) and
+//! [`actions`] (Temporal actions counted from event histories).
+
+pub mod actions;
+pub mod api;
+pub mod baseline;
+pub mod comparer;
+pub mod comparer_report;
+pub mod fleet;
+pub mod idle;
+pub mod loadgen;
+pub mod read;
+pub mod rss;
+pub mod stack;
+pub mod stats;
+pub mod table;
+pub mod throughput;

@@ -1,0 +1,429 @@
+//! Benchmark 1: provisioning throughput and latency.
+//!
+//! Product: non-production environments are registered and declared over HTTP, then runs are
+//! requested with `POST /factory/provisioning/runs`, one per environment (runs on one
+//! environment are serialized by its lock by design). Latency is from the moment the client
+//! sent the request to the `completedAt` the product recorded with `Applied`; the rate is runs
+//! divided by the time from the first request to the last `Applied`.
+//!
+//! Baseline: [`crate::baseline::BaselineRun`], six no-op activities, started with the Temporal
+//! client on the same server, worker in its own process with the same settings; latency from
+//! the start request to the close time Temporal recorded.
+
+use crate::api::{Api, for_each_concurrent, workloads};
+use crate::baseline::{self, BaselineRun, RUN_ACTIVITIES};
+use crate::stack::{self, Db, Stack, poll};
+use crate::stats::{Summary, ms, rate, ratio, summarize};
+use crate::table::{Table, ratio_cell, verdict};
+use anyhow::{Context, bail};
+use runtime_cloud_models::entities::provisioning_runs as runs;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use temporalio_client::{Client, WorkflowCountOptions, WorkflowListOptions, WorkflowStartOptions};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Runs in the batch, each on its own environment.
+    #[arg(long, default_value_t = 100)]
+    pub runs: usize,
+    /// Runs measured one at a time on an idle server, before the batch.
+    #[arg(long, default_value_t = 20)]
+    pub single: usize,
+    /// Requests in flight while submitting the batch.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Workloads in each environment's specification.
+    #[arg(long, default_value_t = 5)]
+    pub workloads: usize,
+    #[arg(long, value_enum, default_value_t = Db::Sqlite)]
+    pub db: Db,
+}
+
+/// What one side (product or baseline) measured.
+struct Measured {
+    single: Summary,
+    batch: Summary,
+    runs_per_sec: f64,
+    elapsed: Duration,
+    worker_peak_mib: f64,
+    /// Temporal cost of the whole run (warm-up, single and batch runs, and what they started).
+    tally: crate::actions::Tally,
+    /// Runs the tally covers.
+    total_runs: usize,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    println!(
+        "throughput: {} runs ({} concurrent requests), {} single runs, on {}",
+        args.runs,
+        args.concurrency,
+        args.single,
+        args.db.name()
+    );
+    let product = product(&args).await.context("product")?;
+    let baseline = baseline(&args).await.context("baseline")?;
+    report(&args, &product, &baseline);
+    Ok(())
+}
+
+fn since(sent: SystemTime, done: SystemTime) -> Duration {
+    done.duration_since(sent).unwrap_or_default()
+}
+
+fn completed_at(run: &serde_json::Value) -> anyhow::Result<SystemTime> {
+    let at = run["completedAt"].as_str().context("completedAt")?;
+    Ok(chrono::DateTime::parse_from_rfc3339(at)?.to_utc().into())
+}
+
+async fn product(args: &Args) -> anyhow::Result<Measured> {
+    let stack = Stack::start(args.db).await?;
+    let api = stack.api();
+    let wl = Arc::new(workloads(args.workloads));
+    let single: Vec<String> = (0..args.single).map(|i| format!("single-{i:03}")).collect();
+    let batch: Vec<String> = (0..args.runs).map(|i| format!("env-{i:05}")).collect();
+    let all: Vec<String> = std::iter::once("warmup".to_owned())
+        .chain(single.iter().cloned())
+        .chain(batch.iter().cloned())
+        .collect();
+    for_each_concurrent(all, 16, |env| {
+        let (api, wl) = (api.clone(), wl.clone());
+        async move {
+            api.environment(&env).await?;
+            api.declare(&env, &wl).await
+        }
+    })
+    .await
+    .context("seeding environments")?;
+
+    // Warm-up (connections, the first lock workflow), not counted.
+    let (id, _) = api.plan_run("warmup").await?;
+    wait_applied(&api, &id).await?;
+
+    let mut single_lat = Vec::new();
+    for env in &single {
+        let (id, sent) = api.plan_run(env).await?;
+        let run = wait_applied(&api, &id).await?;
+        single_lat.push(since(sent, completed_at(&run)?));
+    }
+
+    let sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
+    let start = SystemTime::now();
+    for_each_concurrent(batch.clone(), args.concurrency, |env| {
+        let (api, sent) = (api.clone(), sent.clone());
+        async move {
+            let (id, at) = api.plan_run(&env).await?;
+            sent.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, at);
+            Ok(())
+        }
+    })
+    .await
+    .context("requesting runs")?;
+    // Count in the read DB (one indexed query) rather than paging the API while it works.
+    let db = stack.db().await?;
+    let want = (1 + args.single + args.runs) as u64;
+    let tenant = stack.tenant.clone();
+    poll(
+        "every run Applied",
+        Duration::from_millis(200),
+        Duration::from_secs(1800),
+        || {
+            let (db, tenant) = (&db, &tenant);
+            async move {
+                let in_state = |s: &'static str| {
+                    runs::Entity::find()
+                        .filter(runs::Column::TenantId.eq(tenant.as_str()))
+                        .filter(runs::Column::State.eq(s))
+                        .count(db)
+                };
+                if in_state("Failed").await? > 0 {
+                    bail!("a run failed; see the worker log");
+                }
+                Ok((in_state("Applied").await? >= want).then_some(()))
+            }
+        },
+    )
+    .await?;
+    let worker_peak_mib = crate::rss::of(stack.worker_pid()).peak_mib;
+    // Read the receipts as a user would: the list, filtered by state.
+    let applied = api.runs_in_state("Applied").await?;
+    let sent = sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut lat = Vec::new();
+    let mut last = start;
+    for run in &applied {
+        let id = run["provisioningRunId"].as_str().unwrap_or_default();
+        if let Some(at) = sent.get(id) {
+            let done = completed_at(run)?;
+            last = last.max(done);
+            lat.push(since(*at, done));
+        }
+    }
+    // Let the observations the runs started after their apply finish, then count the cost.
+    let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
+    wait_idle(&client, &stack.task_queue).await?;
+    let tally =
+        crate::actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
+    stack.stop().await;
+    let elapsed = since(start, last);
+    Ok(Measured {
+        single: summarize(&single_lat),
+        batch: summarize(&lat),
+        runs_per_sec: rate(lat.len(), elapsed),
+        elapsed,
+        worker_peak_mib,
+        tally,
+        total_runs: want as usize,
+    })
+}
+
+/// Waits until no workflow on the task queue is running.
+async fn wait_idle(client: &Client, task_queue: &str) -> anyhow::Result<()> {
+    let q = format!("TaskQueue='{task_queue}' AND ExecutionStatus='Running'");
+    poll(
+        "the worker to go idle",
+        Duration::from_millis(500),
+        Duration::from_secs(600),
+        || async {
+            let n = client
+                .count_workflows(q.as_str(), WorkflowCountOptions::default())
+                .await?;
+            Ok((n.count() == 0).then_some(()))
+        },
+    )
+    .await
+}
+
+/// Polls a run until it is `Applied` (fails on any other end state).
+async fn wait_applied(api: &Api, id: &str) -> anyhow::Result<serde_json::Value> {
+    poll(
+        "the run to apply",
+        Duration::from_millis(10),
+        Duration::from_secs(120),
+        || async {
+            let run = api.get(&format!("/factory/provisioning/runs/{id}")).await?;
+            match run["state"].as_str() {
+                Some("Applied") => Ok(Some(run)),
+                Some(s @ ("Failed" | "Rejected" | "Cancelled")) => {
+                    bail!("run {id} ended {s}: {run}")
+                }
+                _ => Ok(None),
+            }
+        },
+    )
+    .await
+}
+
+async fn baseline(args: &Args) -> anyhow::Result<Measured> {
+    let dir = stack::work_dir()?;
+    let tq = format!("baseline-{}", stack::suffix());
+    let worker = baseline::spawn_worker(&tq, dir.path())?;
+    let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
+    let start_one = |client: Client, id: String, tq: String| async move {
+        let opts = WorkflowStartOptions::new(tq, id).build();
+        client
+            .start_workflow(BaselineRun::run, RUN_ACTIVITIES, opts)
+            .await
+    };
+
+    let warm = start_one(client.clone(), format!("{tq}/warmup"), tq.clone()).await?;
+    warm.get_result(Default::default()).await?;
+
+    let mut sent: HashMap<String, SystemTime> = HashMap::new();
+    let mut single_ids = Vec::new();
+    for i in 0..args.single {
+        let id = format!("{tq}/single-{i:03}");
+        sent.insert(id.clone(), SystemTime::now());
+        let handle = start_one(client.clone(), id.clone(), tq.clone()).await?;
+        handle.get_result(Default::default()).await?;
+        single_ids.push(id);
+    }
+
+    let batch_sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
+    let start = SystemTime::now();
+    let ids: Vec<String> = (0..args.runs).map(|i| format!("{tq}/run-{i:05}")).collect();
+    for_each_concurrent(ids, args.concurrency, |id| {
+        let (client, tq, batch_sent) = (client.clone(), tq.clone(), batch_sent.clone());
+        async move {
+            let at = SystemTime::now();
+            start_one(client, id.clone(), tq).await?;
+            batch_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, at);
+            Ok(())
+        }
+    })
+    .await?;
+    let want = 1 + args.single + args.runs;
+    let done_query = format!("TaskQueue='{tq}' AND ExecutionStatus='Completed'");
+    poll(
+        "every baseline run",
+        Duration::from_millis(200),
+        Duration::from_secs(1800),
+        || {
+            let (client, q) = (&client, &done_query);
+            async move {
+                let n = client
+                    .count_workflows(q.as_str(), WorkflowCountOptions::default())
+                    .await?;
+                Ok((n.count() >= want).then_some(()))
+            }
+        },
+    )
+    .await?;
+    let worker_peak_mib = crate::rss::of(worker.pid()).peak_mib;
+
+    // Close times as Temporal recorded them.
+    use futures::StreamExt;
+    let mut closed: HashMap<String, SystemTime> = HashMap::new();
+    let mut list = client.list_workflows(done_query, WorkflowListOptions::default());
+    while let Some(w) = list.next().await {
+        let w = w?;
+        if let Some(t) = w.close_time() {
+            closed.insert(w.id().to_owned(), t);
+        }
+    }
+    let latency = |sent: &HashMap<String, SystemTime>| -> Vec<Duration> {
+        sent.iter()
+            .filter_map(|(id, at)| closed.get(id).map(|c| since(*at, *c)))
+            .collect()
+    };
+    let single_lat = latency(&sent);
+    let batch_sent = batch_sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let lat = latency(&batch_sent);
+    let last = batch_sent
+        .keys()
+        .filter_map(|id| closed.get(id))
+        .max()
+        .copied()
+        .unwrap_or(start);
+    let tally = crate::actions::tally(&client, &format!("TaskQueue='{tq}'")).await?;
+    drop(worker);
+    let elapsed = since(start, last);
+    Ok(Measured {
+        single: summarize(&single_lat),
+        batch: summarize(&lat),
+        runs_per_sec: rate(lat.len(), elapsed),
+        elapsed,
+        worker_peak_mib,
+        tally,
+        total_runs: want,
+    })
+}
+
+fn report(args: &Args, p: &Measured, b: &Measured) {
+    let lat_row = |name: &str, s: &Summary| {
+        vec![
+            name.to_owned(),
+            s.count.to_string(),
+            ms(s.p50),
+            ms(s.p95),
+            ms(s.p99),
+            ms(s.max),
+        ]
+    };
+    let mut t = Table::new(
+        &format!(
+            "Provisioning: {} runs, {} requests in flight, {} ({} workloads each)",
+            args.runs,
+            args.concurrency,
+            args.db.name(),
+            args.workloads
+        ),
+        &[
+            "",
+            "runs",
+            "runs/s",
+            "wall s",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "max ms",
+            "worker peak RSS MiB",
+        ],
+    );
+    for (name, m) in [("product", p), ("baseline", b)] {
+        let mut row = lat_row(name, &m.batch);
+        row.insert(2, format!("{:.1}", m.runs_per_sec));
+        row.insert(3, format!("{:.1}", m.elapsed.as_secs_f64()));
+        row.push(format!("{:.0}", m.worker_peak_mib));
+        t.row(row);
+    }
+    let r = |a: Duration, b: Duration| ratio_cell(ratio(a.as_secs_f64(), b.as_secs_f64()));
+    t.row(vec![
+        "product / baseline".into(),
+        String::new(),
+        ratio_cell(ratio(p.runs_per_sec, b.runs_per_sec)),
+        String::new(),
+        r(p.batch.p50, b.batch.p50),
+        r(p.batch.p95, b.batch.p95),
+        r(p.batch.p99, b.batch.p99),
+        r(p.batch.max, b.batch.max),
+        ratio_cell(ratio(p.worker_peak_mib, b.worker_peak_mib)),
+    ]);
+    t.print();
+
+    let mut s = Table::new(
+        &format!(
+            "Single run on an idle server ({} runs one at a time)",
+            args.single
+        ),
+        &["", "runs", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+    );
+    s.row(lat_row("product", &p.single));
+    s.row(lat_row("baseline", &b.single));
+    s.row(vec![
+        "product / baseline".into(),
+        String::new(),
+        r(p.single.p50, b.single.p50),
+        r(p.single.p95, b.single.p95),
+        r(p.single.p99, b.single.p99),
+        r(p.single.max, b.single.max),
+    ]);
+    s.print();
+
+    let mut c = Table::new(
+        "Temporal cost per run (all runs of the benchmark, and the workflows they started)",
+        &[
+            "",
+            "workflow runs",
+            "history events / run",
+            "actions / run (est.)",
+        ],
+    );
+    let cost = |name: &str, m: &Measured| {
+        let n = m.total_runs.max(1) as f64;
+        vec![
+            name.to_owned(),
+            m.tally.runs.to_string(),
+            format!("{:.1}", m.tally.events as f64 / n),
+            format!("{:.2}", m.tally.actions / n),
+        ]
+    };
+    c.row(cost("product", p));
+    c.row(cost("baseline", b));
+    c.row(vec![
+        "product / baseline".into(),
+        ratio_cell(ratio(p.tally.runs as f64, b.tally.runs as f64)),
+        ratio_cell(ratio(p.tally.events as f64, b.tally.events as f64)),
+        ratio_cell(ratio(p.tally.actions, b.tally.actions)),
+    ]);
+    c.print();
+
+    let rate_ratio = ratio(p.runs_per_sec, b.runs_per_sec);
+    let mut v = Table::new("Targets", &["target", "measured", "verdict"]);
+    v.row(vec![
+        "rate >= 0.8 x baseline".into(),
+        format!("{rate_ratio:.2} x"),
+        verdict(rate_ratio >= 0.8),
+    ]);
+    v.row(vec![
+        "single-run p95 < 1 s".into(),
+        format!("{} ms", ms(p.single.p95)),
+        verdict(p.single.p95 < Duration::from_secs(1)),
+    ]);
+    v.print();
+}
