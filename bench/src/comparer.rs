@@ -11,7 +11,7 @@
 
 use crate::api::workloads;
 use crate::comparer_report::SIZES;
-use crate::table::{Table, ratio_cell, verdict};
+use crate::table::Table;
 use runtime_cloud_activities::ports::Target;
 use runtime_cloud_activities::sandbox::observed;
 use runtime_cloud_models::Workload;
@@ -128,16 +128,7 @@ pub fn quick() {
         let b = time_ns(|| {
             black_box(differences(black_box(&declared), black_box(&observed)));
         });
-        let (pr, br) = (n as f64 / (p * 1e-9), n as f64 / (b * 1e-9));
-        t.row(vec![
-            n.to_string(),
-            format!("{:.2}", p / 1000.0),
-            format!("{:.2}M", pr / 1e6),
-            format!("{:.2}", b / 1000.0),
-            format!("{:.2}M", br / 1e6),
-            ratio_cell(pr / br),
-            verdict(pr >= 1e6),
-        ]);
+        t.row(crate::comparer_report::row(n, p, b));
     }
     t.print();
 }

@@ -26,7 +26,7 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use temporalio_client::schedules::ScheduleOverlapPolicy;
-use temporalio_client::{Client, WorkflowCountOptions, WorkflowListOptions, WorkflowStartOptions};
+use temporalio_client::{WorkflowCountOptions, WorkflowListOptions, WorkflowStartOptions};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -141,7 +141,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         .await?;
     println!("  findings raised: {open} (the sandbox matches the declared state)");
     // Let the sweep finish (its last page ends with mark-stale) before counting its actions.
-    idle(&client, &stack.task_queue).await?;
+    stack::wait_idle(&client, &stack.task_queue).await?;
     let worker_peak_mib = crate::rss::of(stack.worker_pid()).peak_mib;
     let tally = actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
     stack.stop().await;
@@ -155,23 +155,6 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         worker_idle_mib,
         worker_peak_mib,
     })
-}
-
-/// Waits until no workflow on the task queue is running.
-async fn idle(client: &Client, task_queue: &str) -> anyhow::Result<()> {
-    let q = format!("TaskQueue='{task_queue}' AND ExecutionStatus='Running'");
-    poll(
-        "the sweep to finish",
-        Duration::from_millis(500),
-        Duration::from_secs(600),
-        || async {
-            let n = client
-                .count_workflows(q.as_str(), WorkflowCountOptions::default())
-                .await?;
-            Ok((n.count() == 0).then_some(()))
-        },
-    )
-    .await
 }
 
 async fn baseline(args: &Args) -> anyhow::Result<Measured> {
@@ -208,7 +191,7 @@ async fn baseline(args: &Args) -> anyhow::Result<Measured> {
         },
     )
     .await?;
-    idle(&client, &tq).await?;
+    stack::wait_idle(&client, &tq).await?;
     let worker_peak_mib = crate::rss::of(worker.pid()).peak_mib;
     use futures::StreamExt;
     let mut newest = t0;

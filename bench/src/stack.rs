@@ -312,3 +312,23 @@ where
         tokio::time::sleep(every).await;
     }
 }
+
+/// Waits until no workflow on the task queue is running (a sweep finished, a worker idle).
+pub async fn wait_idle(client: &temporalio_client::Client, task_queue: &str) -> anyhow::Result<()> {
+    let q = format!("TaskQueue='{task_queue}' AND ExecutionStatus='Running'");
+    poll(
+        "every workflow on the task queue to finish",
+        Duration::from_millis(500),
+        Duration::from_secs(600),
+        || async {
+            let n = client
+                .count_workflows(
+                    q.as_str(),
+                    temporalio_client::WorkflowCountOptions::default(),
+                )
+                .await?;
+            Ok((n.count() == 0).then_some(()))
+        },
+    )
+    .await
+}

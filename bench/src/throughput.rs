@@ -163,7 +163,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     }
     // Let the observations the runs started after their apply finish, then count the cost.
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
-    wait_idle(&client, &stack.task_queue).await?;
+    stack::wait_idle(&client, &stack.task_queue).await?;
     let tally =
         crate::actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
     stack.stop().await;
@@ -177,23 +177,6 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         tally,
         total_runs: want as usize,
     })
-}
-
-/// Waits until no workflow on the task queue is running.
-async fn wait_idle(client: &Client, task_queue: &str) -> anyhow::Result<()> {
-    let q = format!("TaskQueue='{task_queue}' AND ExecutionStatus='Running'");
-    poll(
-        "the worker to go idle",
-        Duration::from_millis(500),
-        Duration::from_secs(600),
-        || async {
-            let n = client
-                .count_workflows(q.as_str(), WorkflowCountOptions::default())
-                .await?;
-            Ok((n.count() == 0).then_some(()))
-        },
-    )
-    .await
 }
 
 /// Polls a run until it is `Applied` (fails on any other end state).
