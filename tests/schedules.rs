@@ -108,6 +108,20 @@ async fn sweep_observes_every_environment() {
     })
     .await;
     assert_eq!(open[0]["kind"], "replica");
+    // The sweep's batch handed the new proposal to its own workflow, which waits for a decision.
+    let proposal = eventually(60, "the sweep's proposal for a", || {
+        let api = api.clone();
+        async move { api.proposals("a").await.into_iter().next() }
+    })
+    .await;
+    assert_eq!(proposal["state"], "Proposed", "{proposal}");
+    let id = format!("proposal/{}", proposal["proposalId"].as_str().unwrap());
+    let described = stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
+    let described: Value = serde_json::from_slice(&described.stdout).expect("describe proposal");
+    assert_eq!(
+        described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
+        "{described}"
+    );
     let b = eventually(60, "the sweep to mark b stale", || {
         let api = api.clone();
         async move {

@@ -9,7 +9,8 @@ use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
-    ObserveRequest, PrepareRunRequest, ProposalProjection, RecordOutcome, RecordRequest,
+    BatchOutcome, ObserveBatchRequest, ObserveRequest, PrepareRunRequest, ProposalProjection,
+    RecordOutcome, RecordRequest,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -24,6 +25,51 @@ pub struct InventoryActivitiesImpl {
     pub policy: Arc<dyn Policy>,
     pub inventory: InventoryOptions,
     pub provisioning: ProvisioningOptions,
+}
+
+/// Tries before a target that fails (other than by being unreachable) counts as unreachable.
+const READ_ATTEMPTS: u32 = 3;
+
+impl InventoryActivitiesImpl {
+    /// One read of the target; an unreachable one is an observation.
+    async fn read_target(&self, target: &Target) -> Result<Observation, Error> {
+        match self.observer.observe(target).await {
+            Ok(workloads) => Ok(Observation::Observed { workloads }),
+            Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Self::read_target`] with a few quick retries, then unreachable.
+    async fn read_target_with_retries(&self, target: &Target) -> Observation {
+        let mut attempt = 1;
+        loop {
+            match self.read_target(target).await {
+                Ok(observation) => return observation,
+                Err(e) if attempt >= READ_ATTEMPTS => {
+                    return Observation::Unreachable {
+                        reason: e.to_string(),
+                    };
+                }
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
+                        .await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
+        let enabled = self
+            .inventory
+            .auto_accept_non_destructive_outside_production;
+        let policy = self.policy.clone();
+        let allows = move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
+        inventory_store::record(&self.db, req, &allows).await
+    }
 }
 
 #[activities]
@@ -41,13 +87,7 @@ impl InventoryActivitiesImpl {
                 tenant_id: req.tenant_id,
                 environment_id: req.environment_id,
             };
-            match self.observer.observe(&target).await {
-                Ok(workloads) => Ok(Observation::Observed { workloads }),
-                Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
-                    reason: e.to_string(),
-                }),
-                Err(e) => Err(activity_error(e)),
-            }
+            self.read_target(&target).await.map_err(activity_error)
         }
         .instrument(span)
         .await
@@ -61,16 +101,51 @@ impl InventoryActivitiesImpl {
         req: RecordRequest,
     ) -> Result<RecordOutcome, ActivityError> {
         let span = tracing::info_span!("record_observation", environment_id = %req.environment_id, proposal_id = %req.proposal_id);
+        async move { self.record_observation(&req).await.map_err(activity_error) }
+            .instrument(span)
+            .await
+    }
+
+    /// Observes and records a batch of environments, heartbeating after each one.
+    ///
+    /// A target that keeps failing is recorded as unreachable (stale) after a few quick tries,
+    /// as `ObserveEnvironment` does; a recording failure fails the batch, whose retry repeats
+    /// it harmlessly: the proposal ids are fixed, an unchanged observation writes nothing.
+    #[activity(definition = markers::ObserveBatch)]
+    pub async fn observe_batch(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        req: ObserveBatchRequest,
+    ) -> Result<BatchOutcome, ActivityError> {
+        let span = tracing::info_span!("observe_batch", environments = req.environments.len());
         async move {
-            let enabled = self
-                .inventory
-                .auto_accept_non_destructive_outside_production;
-            let policy = self.policy.clone();
-            let allows =
-                move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
-            inventory_store::record(&self.db, &req, &allows)
-                .await
-                .map_err(activity_error)
+            let mut outcome = BatchOutcome::default();
+            for env in req.environments {
+                let target = Target {
+                    tenant_id: env.tenant_id.clone(),
+                    environment_id: env.environment_id.clone(),
+                };
+                let observation = self.read_target_with_retries(&target).await;
+                if matches!(observation, Observation::Unreachable { .. }) {
+                    outcome.unreachable += 1;
+                }
+                let record = RecordRequest {
+                    tenant_id: env.tenant_id,
+                    environment_id: env.environment_id,
+                    observation,
+                    proposal_id: env.proposal_id,
+                };
+                let recorded = self
+                    .record_observation(&record)
+                    .await
+                    .map_err(activity_error)?;
+                outcome.observed += 1;
+                outcome.new_proposals.extend(recorded.new_proposal);
+                outcome.superseded.extend(recorded.superseded);
+                // Progress for the UI; an error only means the server did not take it yet.
+                let _ = ctx.record_heartbeat(outcome.observed).await;
+            }
+            Ok(outcome)
         }
         .instrument(span)
         .await

@@ -7,24 +7,24 @@
 //! - [`BaselineRun`]: one provisioning run's six activities in sequence (request-lock, plan,
 //!   project Planned, project Applying, apply, project Applied; see
 //!   `workflows/src/provisioning_run.rs`).
-//! - [`BaselineSweep`] + [`BaselineObserve`]: the observation sweep's shape: a page activity,
-//!   children 25 at a time, 200 per run then continue-as-new, a closing activity; each child
-//!   runs two activities (observe, record), as `ObserveEnvironment` does.
+//! - [`BaselineSweep`]: the observation sweep's shape: a page activity, the page's
+//!   environments in batch activities of 25 all in flight at once, 200 per run then
+//!   continue-as-new, a closing activity (`workflows/src/observation_sweep.rs`).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, Runtime, Worker, WorkerOptions,
+    ActivityOptions, ContinueAsNewOptions, Runtime, Worker, WorkerOptions,
     WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 /// Activities of a product run (lock, plan, 3 projections, apply).
 pub const RUN_ACTIVITIES: u32 = 6;
-/// Environments per sweep run and children in flight, as in `ObservationSweep`.
+/// Environments per sweep run and per batch activity, as in `ObservationSweep`.
 const PAGE: u64 = 200;
-const FAN_OUT: usize = 25;
+const BATCH: usize = 25;
 
 /// No-op activities.
 pub struct NoopActivities;
@@ -35,6 +35,16 @@ impl NoopActivities {
     #[activity]
     pub async fn noop(_ctx: ActivityContext) -> Result<(), ActivityError> {
         Ok(())
+    }
+
+    /// Observes a batch of environments: nothing, like `inventory.observe-batch` without the
+    /// target or the DB.
+    #[activity]
+    pub async fn batch(
+        _ctx: ActivityContext,
+        environments: Vec<String>,
+    ) -> Result<u32, ActivityError> {
+        Ok(environments.len() as u32)
     }
 
     /// A page of synthetic environment ids, like `list_environments` without the DB.
@@ -82,7 +92,7 @@ impl BaselineRun {
 /// Where a baseline sweep is; also its continue-as-new input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SweepInput {
-    /// Child workflow ids are `{prefix}/{index}`.
+    /// Environment ids are `{prefix}/{index}`.
     pub prefix: String,
     pub total: u64,
     pub after: u64,
@@ -107,22 +117,11 @@ impl BaselineSweep {
         let page = ctx
             .execute_activity(NoopActivities::page, input.clone(), opts())
             .await?;
-        for chunk in page.chunks(FAN_OUT) {
-            let mut results = Vec::new();
-            for id in chunk {
-                let child = ctx
-                    .start_child_workflow(
-                        BaselineObserve::run,
-                        (),
-                        ChildWorkflowOptions::workflow_id(id.clone()),
-                    )
-                    .await;
-                if let Ok(started) = child {
-                    results.push(started.result());
-                }
-            }
-            let _ = temporalio_sdk::workflows::join_all(results).await;
-        }
+        let running: Vec<_> = page
+            .chunks(BATCH)
+            .map(|batch| ctx.execute_activity(NoopActivities::batch, batch.to_vec(), opts()))
+            .collect();
+        let _ = temporalio_sdk::workflows::join_all(running).await;
         let after = input.after + page.len() as u64;
         if after < input.total {
             let next = SweepInput { after, ..input };
@@ -135,23 +134,6 @@ impl BaselineSweep {
     }
 }
 
-/// One environment's observation without the product: two no-op activities.
-#[workflow]
-#[derive(Default)]
-pub struct BaselineObserve;
-
-#[workflow_methods]
-impl BaselineObserve {
-    #[run]
-    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        ctx.execute_activity(NoopActivities::noop, (), opts())
-            .await?;
-        ctx.execute_activity(NoopActivities::noop, (), opts())
-            .await?;
-        Ok(())
-    }
-}
-
 /// Runs the baseline worker on `task_queue` until the process is killed: the `rc-bench
 /// baseline-worker` subcommand. Built like `runtime_cloud_temporal::worker::run`.
 pub async fn run_worker(temporal_address: &str, task_queue: &str) -> anyhow::Result<()> {
@@ -160,7 +142,6 @@ pub async fn run_worker(temporal_address: &str, task_queue: &str) -> anyhow::Res
     let options = WorkerOptions::new(task_queue.to_owned())
         .register_workflow::<BaselineRun>()?
         .register_workflow::<BaselineSweep>()?
-        .register_workflow::<BaselineObserve>()?
         .register_activities(NoopActivities)
         .build();
     let mut worker = Worker::new(&runtime, client, options)?;

@@ -8,8 +8,8 @@
 //! `runtime_inventories.observed_at` once every environment's is newer than the trigger. The
 //! comparison runs in the same transaction that writes `observed_at`, so observed means compared.
 //!
-//! Baseline: [`crate::baseline::BaselineSweep`], the same fan-out with no-op activities, on the
-//! same Temporal server, from its start to the last workflow's close.
+//! Baseline: [`crate::baseline::BaselineSweep`], the same pages and batches with no-op
+//! activities, on the same Temporal server, from its start to its last run's close.
 
 use crate::actions::{self, Tally};
 use crate::api::{for_each_concurrent, workloads};
@@ -175,19 +175,19 @@ async fn baseline(args: &Args) -> anyhow::Result<Measured> {
     client
         .start_workflow(BaselineSweep::run, input, opts)
         .await?;
+    // The last run of the sweep completes; the others continued as new.
     let done = format!(
-        "TaskQueue='{tq}' AND WorkflowType='BaselineObserve' AND ExecutionStatus='Completed'"
+        "TaskQueue='{tq}' AND WorkflowType='BaselineSweep' AND ExecutionStatus='Completed'"
     );
-    let want = args.envs;
     poll(
-        "every baseline observation",
-        Duration::from_millis(500),
+        "the baseline sweep",
+        Duration::from_millis(200),
         Duration::from_secs(3600),
         || async {
             let n = client
                 .count_workflows(done.as_str(), WorkflowCountOptions::default())
                 .await?;
-            Ok((n.count() >= want).then_some(()))
+            Ok((n.count() >= 1).then_some(()))
         },
     )
     .await?;

@@ -127,6 +127,39 @@ pub struct RecordOutcome {
     pub superseded: Vec<String>,
 }
 
+/// Observe and record a batch of environments in one activity: the observation sweep's unit
+/// of work. One workflow per environment would cost four Temporal actions per environment
+/// and sweep; a batch costs one for all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveBatchRequest {
+    pub environments: Vec<BatchEnvironment>,
+}
+
+/// One environment of an [`ObserveBatchRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchEnvironment {
+    pub tenant_id: String,
+    pub environment_id: String,
+    /// The id a new proposal gets, chosen by the workflow so a retried batch raises the same one.
+    pub proposal_id: String,
+}
+
+/// What recording a batch of observations did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchOutcome {
+    /// Environments read and recorded (reachable or not).
+    pub observed: u32,
+    /// Of those, the ones whose target did not answer (now stale).
+    pub unreachable: u32,
+    /// Proposals raised: their workflows must be started.
+    pub new_proposals: Vec<ProposalInput>,
+    /// Open proposals replaced: their workflows must be told.
+    pub superseded: Vec<String>,
+}
+
 /// Everything a ReconciliationProposal workflow needs, fixed at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -179,6 +212,12 @@ impl InventoryActivities {
         unimplemented!()
     }
 
+    /// See [`ObserveBatchRequest`].
+    #[activity(name = "inventory.observe-batch")]
+    pub fn observe_batch(req: ObserveBatchRequest) -> Result<BatchOutcome, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`ProposalProjection`].
     #[activity(name = "inventory.project-proposal")]
     pub fn project_proposal(p: ProposalProjection) -> Result<(), ActivityError> {
@@ -194,7 +233,9 @@ impl InventoryActivities {
 
 /// Marker types of the inventory activities.
 pub mod inventory_markers {
-    pub use super::inventory_activities::{Observe, PrepareRun, ProjectProposal, Record};
+    pub use super::inventory_activities::{
+        Observe, ObserveBatch, PrepareRun, ProjectProposal, Record,
+    };
 }
 
 /// One page of environments, in a stable order.

@@ -5,9 +5,8 @@
 
 use crate::contracts::{EnvironmentPageRequest, ReplanOutcome, ReplanRequest, ScheduledActivities};
 use crate::ids::time_ordered_id;
-use crate::observe_environment::proposal_workflow_id;
+use crate::observe_environment::hand_over;
 use crate::provisioning_run::ProvisioningRun;
-use crate::reconciliation_proposal::ReconciliationProposal;
 use runtime_cloud_models::run_workflow_id;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -15,7 +14,7 @@ use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy,
-    SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 const PAGE: u64 = 100;
@@ -83,20 +82,7 @@ impl GitOpsReconciler {
                     proposal,
                     superseded,
                 }) => {
-                    for old in superseded {
-                        let _ = ctx
-                            .external_workflow(proposal_workflow_id(&old), None)
-                            .signal(
-                                ReconciliationProposal::supersede,
-                                (),
-                                SignalWorkflowOptions::default(),
-                            )
-                            .await;
-                    }
-                    let id = proposal_workflow_id(&proposal.proposal_id);
-                    let _ = ctx
-                        .start_child_workflow(ReconciliationProposal::run, proposal, abandon(id))
-                        .await;
+                    hand_over(ctx, &superseded, Some(proposal)).await;
                     totals.proposed += 1;
                 }
                 Ok(ReplanOutcome::Nothing) | Err(_) => {}

@@ -2,10 +2,21 @@
 //! then mark stale every environment not observed within `StalenessMinutes`.
 //!
 //! One page of environments per run, then continue-as-new with the cursor: history stays
-//! bounded however many environments there are.
+//! bounded however many environments there are. A page is observed in batches, each one
+//! activity (`inventory.observe-batch`) that reads and records its environments: a workflow
+//! per environment cost four Temporal actions per environment and sweep, and the dev server
+//! could not start them fast enough for 10,000 environments in one five-minute window
+//! (docs/benchmarks.md). Operators' and after-apply observations keep their own
+//! `observe/{tenant}/{env}/{window}` workflows.
 
-use crate::contracts::{EnvironmentPageRequest, ScheduledActivities};
-use crate::observe_environment::{ObserveEnvironment, ObserveInput, observe_workflow_id};
+use crate::contracts::{
+    BatchEnvironment, EnvironmentKey, EnvironmentPageRequest, InventoryActivities,
+    ObserveBatchRequest, ScheduledActivities,
+};
+use crate::ids::time_ordered_id;
+use crate::observe_environment::{
+    ObserveEnvironment, ObserveInput, hand_over, observe_workflow_id,
+};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
@@ -17,8 +28,10 @@ use temporalio_sdk::{
 
 /// Environments per page (per workflow run).
 const PAGE: u64 = 200;
-/// Observations in flight at once.
-const FAN_OUT: usize = 25;
+/// Environments per batch activity; a page's batches run at once (8 in flight).
+const BATCH: usize = 25;
+/// Patch id: sweeps started before batches observed each environment in a child workflow.
+const OBSERVE_IN_BATCHES: &str = "observe-in-batches";
 
 /// Where a sweep is; also its continue-as-new input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,28 +105,10 @@ impl ObservationSweep {
                 quick_opts(),
             )
             .await?;
-        for chunk in page.environments.chunks(FAN_OUT) {
-            let mut results = Vec::new();
-            for env in chunk {
-                let id = observe_workflow_id(&env.tenant_id, &env.environment_id, &window);
-                let observe = ObserveInput {
-                    tenant_id: env.tenant_id.clone(),
-                    environment_id: env.environment_id.clone(),
-                };
-                // Already observed in this window (a retried page): skip it.
-                if let Ok(started) = ctx
-                    .start_child_workflow(
-                        ObserveEnvironment::run,
-                        observe,
-                        ChildWorkflowOptions::workflow_id(id),
-                    )
-                    .await
-                {
-                    results.push(started.result());
-                }
-            }
-            // One environment's failure must not stop the sweep.
-            let _ = temporalio_sdk::workflows::join_all(results).await;
+        if ctx.patched(OBSERVE_IN_BATCHES) {
+            Self::observe_in_batches(ctx, &page.environments).await;
+        } else {
+            Self::observe_in_children(ctx, &page.environments, &window).await;
         }
         let observed = input.observed + page.environments.len() as u64;
         if page.next.is_some() {
@@ -137,6 +132,75 @@ impl ObservationSweep {
             marked_stale,
         })
     }
+}
+
+impl ObservationSweep {
+    /// Observes a page in batches, all in flight at once, then hands new proposals over.
+    async fn observe_in_batches(ctx: &WorkflowContext<Self>, environments: &[EnvironmentKey]) {
+        let batches = environments.chunks(BATCH).map(|chunk| ObserveBatchRequest {
+            environments: chunk
+                .iter()
+                .map(|env| BatchEnvironment {
+                    tenant_id: env.tenant_id.clone(),
+                    environment_id: env.environment_id.clone(),
+                    proposal_id: time_ordered_id(ctx),
+                })
+                .collect(),
+        });
+        let running: Vec<_> = batches
+            .map(|batch| ctx.execute_activity(InventoryActivities::observe_batch, batch, batch_opts()))
+            .collect();
+        // A batch that keeps failing must not stop the sweep: its environments go stale.
+        for outcome in temporalio_sdk::workflows::join_all(running).await.into_iter().flatten() {
+            hand_over(ctx, &outcome.superseded, outcome.new_proposals).await;
+        }
+    }
+
+    /// The sweep before `observe-in-batches`: one `ObserveEnvironment` child per environment,
+    /// 25 at a time. Kept so sweeps recorded before it replay.
+    async fn observe_in_children(
+        ctx: &WorkflowContext<Self>,
+        environments: &[EnvironmentKey],
+        window: &str,
+    ) {
+        for chunk in environments.chunks(25) {
+            let mut results = Vec::new();
+            for env in chunk {
+                let id = observe_workflow_id(&env.tenant_id, &env.environment_id, window);
+                let observe = ObserveInput {
+                    tenant_id: env.tenant_id.clone(),
+                    environment_id: env.environment_id.clone(),
+                };
+                // Already observed in this window (a retried page): skip it.
+                if let Ok(started) = ctx
+                    .start_child_workflow(
+                        ObserveEnvironment::run,
+                        observe,
+                        ChildWorkflowOptions::workflow_id(id),
+                    )
+                    .await
+                {
+                    results.push(started.result());
+                }
+            }
+            // One environment's failure must not stop the sweep.
+            let _ = temporalio_sdk::workflows::join_all(results).await;
+        }
+    }
+}
+
+/// A batch reads and records 25 environments; it heartbeats after each, so a lost worker is
+/// noticed in 30 s and the batch retried (recording is idempotent).
+fn batch_opts() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+        .heartbeat_timeout(Duration::from_secs(30))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_attempts(5)
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
 }
 
 fn quick_opts() -> ActivityOptions {

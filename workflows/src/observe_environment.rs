@@ -4,7 +4,9 @@
 //! The id carries the observation window, so a sweep and an operator asking in the same window
 //! share one observation instead of running two.
 
-use crate::contracts::{InventoryActivities, ObserveRequest, RecordOutcome, RecordRequest};
+use crate::contracts::{
+    InventoryActivities, ObserveRequest, ProposalInput, RecordOutcome, RecordRequest,
+};
 use crate::ids::time_ordered_id;
 use crate::reconciliation_proposal::ReconciliationProposal;
 use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
@@ -81,29 +83,41 @@ impl ObserveEnvironment {
             .execute_activity(InventoryActivities::record, record, record_opts())
             .await?;
 
-        for superseded in &outcome.superseded {
-            // The proposal's workflow may have ended already; the row says Superseded anyway.
-            let _ = ctx
-                .external_workflow(proposal_workflow_id(superseded), None)
-                .signal(
-                    ReconciliationProposal::supersede,
-                    (),
-                    SignalWorkflowOptions::default(),
-                )
-                .await;
-        }
-        if let Some(proposal) = outcome.new_proposal.clone() {
-            let opts = ChildWorkflowOptions::builder()
-                .workflow_id(proposal_workflow_id(&proposal.proposal_id))
-                // The proposal lives on after this observation ends.
-                .parent_close_policy(ParentClosePolicy::Abandon)
-                .build();
-            // A retried record returns the same proposal; its workflow may already exist.
-            let _ = ctx
-                .start_child_workflow(ReconciliationProposal::run, proposal, opts)
-                .await;
-        }
+        hand_over(ctx, &outcome.superseded, outcome.new_proposal.clone()).await;
         Ok(outcome)
+    }
+}
+
+/// Tells the proposals an observation replaced, and starts the workflow of each new one.
+///
+/// Shared by every workflow that records observations or re-plans (`ObserveEnvironment`, the
+/// sweep's batches, the GitOps reconciler).
+pub(crate) async fn hand_over<W>(
+    ctx: &WorkflowContext<W>,
+    superseded: &[String],
+    new_proposals: impl IntoIterator<Item = ProposalInput>,
+) {
+    for superseded in superseded {
+        // The proposal's workflow may have ended already; the row says Superseded anyway.
+        let _ = ctx
+            .external_workflow(proposal_workflow_id(superseded), None)
+            .signal(
+                ReconciliationProposal::supersede,
+                (),
+                SignalWorkflowOptions::default(),
+            )
+            .await;
+    }
+    for proposal in new_proposals {
+        let opts = ChildWorkflowOptions::builder()
+            .workflow_id(proposal_workflow_id(&proposal.proposal_id))
+            // The proposal lives on after the workflow that raised it ends.
+            .parent_close_policy(ParentClosePolicy::Abandon)
+            .build();
+        // A retried record returns the same proposal; its workflow may already exist.
+        let _ = ctx
+            .start_child_workflow(ReconciliationProposal::run, proposal, opts)
+            .await;
     }
 }
 

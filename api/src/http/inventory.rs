@@ -71,24 +71,28 @@ async fn inventory(
     auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
 ) -> Result<axum::Json<InventoryView>, Error> {
-    let env = environment(&state, &auth, &environment_id).await?;
+    // One query when the environment has been observed (the common case): an inventory row
+    // exists only for a registered environment, and environments are never removed.
     let row = inventories::Entity::find()
         .filter(inventories::Column::TenantId.eq(auth.tenant()))
         .filter(inventories::Column::EnvironmentId.eq(&environment_id))
         .one(&state.db)
         .await?;
     let view = match row {
-        None => InventoryView {
-            environment_id,
-            tenant_id: env.tenant_id,
-            project_id: env.project_id,
-            workloads: serde_json::json!([]),
-            current_release_id: None,
-            specification_version: None,
-            observed_at: None,
-            stale: true,
-            last_error: None,
-        },
+        None => {
+            let env = environment(&state, &auth, &environment_id).await?;
+            InventoryView {
+                environment_id,
+                tenant_id: env.tenant_id,
+                project_id: env.project_id,
+                workloads: serde_json::json!([]),
+                current_release_id: None,
+                specification_version: None,
+                observed_at: None,
+                stale: true,
+                last_error: None,
+            }
+        }
         Some(i) => InventoryView {
             stale: state.inventory.is_stale(i.stale, i.observed_at, Utc::now()),
             environment_id: i.environment_id,

@@ -33,14 +33,25 @@ impl Page {
     where
         E: EntityTrait,
     {
+        let (select, limit) = self.bound(select, id)?;
+        let rows = select.all(db).await?;
+        let views = rows.into_iter().map(view).collect();
+        Ok(Paged::from_rows(views, limit, id_of))
+    }
+
+    /// Narrows `select` to this page, newest first by `id`, one row more than the page size
+    /// (it only says there is a next page); also returns the page size.
+    pub fn bound<E: EntityTrait>(
+        &self,
+        select: Select<E>,
+        id: E::Column,
+    ) -> Result<(Select<E>, u64), Error> {
         let limit = self.limit()?;
         let mut select = select;
         if let Some(after) = self.after()? {
             select = select.filter(id.lt(after));
         }
-        let rows = select.order_by_desc(id).limit(limit + 1).all(db).await?;
-        let views = rows.into_iter().map(view).collect();
-        Ok(Paged::from_rows(views, limit, id_of))
+        Ok((select.order_by_desc(id).limit(limit + 1), limit))
     }
 
     /// The page size, within bounds.

@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 mod m20261129_000001_create_read_tables;
 mod m20261129_000002_create_inventory_tables;
 mod m20261129_000003_one_open_finding_per_resource;
+mod m20261129_000004_runs_newest_first;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_create_read_tables::Migration),
             Box::new(m20261129_000002_create_inventory_tables::Migration),
             Box::new(m20261129_000003_one_open_finding_per_resource::Migration),
+            Box::new(m20261129_000004_runs_newest_first::Migration),
         ]
     }
 }
