@@ -37,6 +37,13 @@ async fn non_production_run_applies_on(db: Db) {
         "no approval for non-production"
     );
 
+    // The list passes the stored receipts through as text: it shows exactly what GET shows.
+    let listed = api
+        .get("/factory/provisioning/runs?environmentId=dev-1")
+        .await
+        .expect(200);
+    assert_eq!(listed["items"][0], run, "{listed}");
+
     let target = stack.sandbox("acme", "dev-1");
     assert_eq!(target["workloads"].as_array().map(Vec::len), Some(2));
     assert!(target["appliedRuns"][&id].is_object());

@@ -5,11 +5,16 @@
 //! `./scripts/test --run-ignored only record_replay_fixtures` (a production run that waited,
 //! was approved and applied; a second run that queued on the environment lock) and
 //! `./scripts/test --run-ignored only record_drift_replay_fixtures` (an observation that found
-//! drift, its auto-accepted proposal and the reconciliation run).
+//! drift, its auto-accepted proposal and the reconciliation run) and
+//! `RC_SWEEP_FIXTURE=observation_sweep_batches.json ./scripts/test --run-ignored only
+//! record_sweep_replay_fixture` (a sweep over two environments, one drifted).
+//! `observation_sweep_children.json` was recorded the same way on the code before the
+//! `observe-in-batches` patch (commit fa8912b), when the sweep started a child per environment.
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
-    EnvironmentLock, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
+    EnvironmentLock, ObservationSweep, ObserveEnvironment, ProvisioningRun,
+    ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::WorkflowHistory;
@@ -23,6 +28,11 @@ const FIXTURES: &[&str] = &[
     "provisioning_run_approved.json",
     "provisioning_run_queued.json",
     "environment_lock.json",
+    "observe_environment.json",
+    "reconciliation_proposal.json",
+    "provisioning_run_reconciliation.json",
+    "observation_sweep_children.json",
+    "observation_sweep_batches.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.
@@ -35,6 +45,15 @@ async fn recorded_histories_replay_on_current_code() {
     options
         .register_workflow::<EnvironmentLock>()
         .expect("register lock");
+    options
+        .register_workflow::<ObserveEnvironment>()
+        .expect("register observe");
+    options
+        .register_workflow::<ReconciliationProposal>()
+        .expect("register proposal");
+    options
+        .register_workflow::<ObservationSweep>()
+        .expect("register sweep");
     let replayer = WorkflowReplayer::new(options).expect("replayer");
     for name in FIXTURES {
         let bytes =
@@ -156,4 +175,47 @@ async fn record_replay_fixtures() {
     let h =
         client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     save("environment_lock.json", h.fetch_history(Default::default())).await;
+}
+
+/// Records a sweep's history into `tests/fixtures/$RC_SWEEP_FIXTURE`: two applied
+/// environments, one scaled out of band, one sweep triggered by hand.
+#[tokio::test]
+#[ignore = "a tool, not a test: RC_SWEEP_FIXTURE=… ./scripts/test --run-ignored only record_sweep_replay_fixture"]
+async fn record_sweep_replay_fixture() {
+    let name = std::env::var("RC_SWEEP_FIXTURE").expect("RC_SWEEP_FIXTURE: the file to write");
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    for env in ["a", "b"] {
+        api.environment(env, "non-production").await;
+        api.declare(env, &[("api", "1.0.0", 2)]).await;
+        let run = api.plan_run(env, "baseline").await;
+        api.wait_state(&run, "Applied").await;
+        api.wait_observed_after(&stack, env, &run).await;
+    }
+    stack.sandbox_cli("acme", "a", &["scale", "--workload", "api", "--replicas", "4"]);
+    let schedule = format!("{}/observation-sweep", stack.task_queue);
+    let out = stack.temporal_cli(&["schedule", "trigger", "--schedule-id", &schedule]);
+    assert!(out.status.success(), "trigger: {out:?}");
+    let client = stack.temporal_client().await;
+    let query = format!(
+        "TaskQueue='{}' AND WorkflowType='ObservationSweep' AND ExecutionStatus='Completed'",
+        stack.task_queue
+    );
+    let id = crate::common::eventually(60, "the sweep to complete", || {
+        let (client, query) = (&client, &query);
+        async move {
+            use futures::StreamExt;
+            let mut list = client.list_workflows(query.as_str(), Default::default());
+            let first = list.next().await?.ok()?;
+            Some(first.id().to_owned())
+        }
+    })
+    .await;
+    let history = client
+        .get_workflow_handle::<ObservationSweep>(id)
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .expect("history");
+    std::fs::write(fixtures().join(name), history).expect("write fixture");
 }
