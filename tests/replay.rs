@@ -10,6 +10,9 @@
 //! record_sweep_replay_fixture` (a sweep over two environments, one drifted).
 //! `observation_sweep_children.json` was recorded the same way on the code before the
 //! `observe-in-batches` patch (commit fa8912b), when the sweep started a child per environment.
+//! The `local_steps_*` fixtures are the same recordings made after the `local-quick-steps` and
+//! `local-observation` patches (`RC_FIXTURE_PREFIX=local_steps_`); the unprefixed ones predate
+//! them and prove that runs in flight during an upgrade still replay.
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
@@ -24,6 +27,12 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// A recorder's file name, prefixed with `$RC_FIXTURE_PREFIX` so a new recording can sit
+/// beside the old ones instead of replacing them.
+fn fixture_name(name: &str) -> String {
+    format!("{}{name}", std::env::var("RC_FIXTURE_PREFIX").unwrap_or_default())
+}
+
 const FIXTURES: &[&str] = &[
     "provisioning_run_approved.json",
     "provisioning_run_queued.json",
@@ -33,6 +42,12 @@ const FIXTURES: &[&str] = &[
     "provisioning_run_reconciliation.json",
     "observation_sweep_children.json",
     "observation_sweep_batches.json",
+    "local_steps_provisioning_run_approved.json",
+    "local_steps_provisioning_run_queued.json",
+    "local_steps_environment_lock.json",
+    "local_steps_observe_environment.json",
+    "local_steps_reconciliation_proposal.json",
+    "local_steps_provisioning_run_reconciliation.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.
@@ -114,7 +129,7 @@ async fn record_drift_replay_fixtures() {
 
     let save = |name: &'static str, history: WorkflowHistory| async move {
         let json = history.to_json().await.expect("history");
-        std::fs::write(fixtures().join(name), json).expect("write fixture");
+        std::fs::write(fixtures().join(fixture_name(name)), json).expect("write fixture");
     };
     save(
         "observe_environment.json",
@@ -158,7 +173,7 @@ async fn record_replay_fixtures() {
     let client = stack.temporal_client().await;
     let save = |name: &'static str, history: WorkflowHistory| async move {
         let json = history.to_json().await.expect("history");
-        std::fs::write(fixtures().join(name), json).expect("write fixture");
+        std::fs::write(fixtures().join(fixture_name(name)), json).expect("write fixture");
     };
     let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{first}"));
     save(

@@ -17,16 +17,20 @@ use runtime_cloud_models::{
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
+use temporalio_common::data_converters::TemporalDeserializable;
+use temporalio_common::{ActivityDefinition, RetryPolicy};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, ParentClosePolicy,
+    ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, LocalActivityOptions,
+    ParentClosePolicy,
     SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
     WorkflowResult,
 };
 
 /// Patch id: runs recorded before observation existed end right after their receipt.
 const OBSERVE_AFTER_APPLY: &str = "observe-after-apply";
+/// Patch id: runs recorded before it ran their quick steps as regular activities.
+const LOCAL_QUICK_STEPS: &str = "local-quick-steps";
 
 /// Payload of the `cancel` signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,8 +142,7 @@ impl ProvisioningRun {
             lock_workflow_id: lock_id.to_owned(),
             requester_workflow_id: ctx.workflow_id().to_owned(),
         };
-        ctx.execute_activity(ProvisioningActivities::request_lock, lock, quick_opts())
-            .await?;
+        Self::quick_step(ctx, ProvisioningActivities::request_lock, lock).await?;
         if let Wake::Cancelled = Self::wait(ctx, |s| s.lock_granted, None).await? {
             return Self::finish_cancelled(ctx).await;
         }
@@ -300,13 +303,34 @@ impl ProvisioningRun {
             run: s.input.clone(),
             status: s.status.clone(),
         });
-        ctx.execute_activity(
-            ProvisioningActivities::project,
-            projection,
-            projection_opts(),
-        )
-        .await?;
+        Self::quick_step(ctx, ProvisioningActivities::project, projection).await?;
         Ok(())
+    }
+
+    /// A quick step: the lock request or a projection, a short idempotent write.
+    ///
+    /// Quick steps run as local activities, inside the workflow task that needs them: no
+    /// activity task to dispatch and no workflow task to wake the run afterwards, which is
+    /// most of what a run costs the Temporal server (docs/benchmarks.md). They are retried
+    /// until they succeed, in the worker, so a read DB outage holds the run at its transition
+    /// exactly as before. The plan and the apply, which call the runner and may take minutes,
+    /// stay regular activities. Runs recorded before `local-quick-steps` replay their regular
+    /// activities.
+    async fn quick_step<AD>(
+        ctx: &WorkflowContext<Self>,
+        activity: AD,
+        input: AD::Input,
+    ) -> Result<AD::Output, ActivityExecutionError>
+    where
+        AD: ActivityDefinition,
+        AD::Output: TemporalDeserializable,
+    {
+        if ctx.patched(LOCAL_QUICK_STEPS) {
+            ctx.execute_local_activity(activity, input, local_quick_opts())
+                .await
+        } else {
+            ctx.execute_activity(activity, input, quick_opts()).await
+        }
     }
 
     /// Signal `lock_granted`: sent by the environment's lock when it is this run's turn.
@@ -374,8 +398,8 @@ fn failure_reason(e: &ActivityExecutionError) -> String {
         .unwrap_or_else(|| e.to_string())
 }
 
-/// Lock requests and projections: short, retried until they succeed (a read DB outage must
-/// not lose a transition).
+/// Quick steps before `local-quick-steps`: short, retried until they succeed (a read DB outage
+/// must not lose a transition).
 fn quick_opts() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
         .retry_policy(
@@ -386,8 +410,16 @@ fn quick_opts() -> ActivityOptions {
         .build()
 }
 
-fn projection_opts() -> ActivityOptions {
-    quick_opts()
+/// The same retries for a quick step run as a local activity.
+fn local_quick_opts() -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(30))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
 }
 
 /// Planning only reads: exponential retry, but a plan that cannot succeed fails at once.
