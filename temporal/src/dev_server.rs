@@ -92,7 +92,9 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
         ui_url,
         child: Some(child),
     };
-    wait_ready(&address, Duration::from_secs(60)).await?;
+    // A first start creates the SQLite store; on a loaded two-core machine that alone has
+    // taken over a minute.
+    wait_ready(&address, Duration::from_secs(180)).await?;
     Ok(server)
 }
 
