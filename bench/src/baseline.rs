@@ -6,7 +6,9 @@
 //!
 //! - [`BaselineRun`]: one provisioning run's six activities in sequence (request-lock, plan,
 //!   project Planned, project Applying, apply, project Applied; see
-//!   `workflows/src/provisioning_run.rs`).
+//!   `workflows/src/provisioning_run.rs`), all regular activities ([`REGULAR_RUN`], the
+//!   issue's baseline) or with the product's split of local and regular activities
+//!   ([`PRODUCT_SHAPED_RUN`]).
 //! - [`BaselineSweep`]: the observation sweep's shape: a page activity, the page's
 //!   environments in batch activities of 25 all in flight at once, 200 per run then
 //!   continue-as-new, a closing activity (`workflows/src/observation_sweep.rs`).
@@ -16,12 +18,15 @@ use std::time::Duration;
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::{
-    ActivityOptions, ContinueAsNewOptions, Runtime, Worker, WorkerOptions,
+    ActivityOptions, ContinueAsNewOptions, LocalActivityOptions, Runtime, Worker, WorkerOptions,
     WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
-/// Activities of a product run (lock, plan, 3 projections, apply).
-pub const RUN_ACTIVITIES: u32 = 6;
+/// A run's six steps as regular activities (`R`): the baseline.
+pub const REGULAR_RUN: &str = "RRRRRR";
+/// The same six steps split as the product runs them: request-lock, plan, project Planned,
+/// project Applying, apply, project Applied, with the quick steps local (`L`).
+pub const PRODUCT_SHAPED_RUN: &str = "LRLLRL";
 /// Environments per sweep run and per batch activity, as in `ObservationSweep`.
 const PAGE: u64 = 200;
 const BATCH: usize = 25;
@@ -65,25 +70,34 @@ fn opts() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30)).build()
 }
 
-/// A provisioning run without the product: `steps` no-op activities in sequence.
+/// A provisioning run without the product: no-op activities in sequence, one per character of
+/// its shape, `R` a regular activity and `L` a local one.
 #[workflow]
 pub struct BaselineRun {
-    steps: u32,
+    shape: String,
 }
 
 #[workflow_methods]
 impl BaselineRun {
     #[init]
-    pub fn new(_ctx: &WorkflowContextView, steps: u32) -> Self {
-        Self { steps }
+    pub fn new(_ctx: &WorkflowContextView, shape: String) -> Self {
+        Self { shape }
     }
 
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        let steps = ctx.state(|s| s.steps);
-        for _ in 0..steps {
-            ctx.execute_activity(NoopActivities::noop, (), opts())
-                .await?;
+        let shape = ctx.state(|s| s.shape.clone());
+        for step in shape.chars() {
+            if step == 'L' {
+                let local = LocalActivityOptions::builder()
+                    .start_to_close_timeout(Duration::from_secs(30))
+                    .build();
+                ctx.execute_local_activity(NoopActivities::noop, (), local)
+                    .await?;
+            } else {
+                ctx.execute_activity(NoopActivities::noop, (), opts())
+                    .await?;
+            }
         }
         Ok(())
     }
