@@ -23,6 +23,12 @@ pub enum SandboxCommand {
         #[arg(long)]
         ms: u64,
     },
+    /// Make every observation take this long (a slow cluster API).
+    ObserveDelay {
+        /// Milliseconds.
+        #[arg(long)]
+        ms: u64,
+    },
     /// Scale a workload (`kubectl scale`).
     Scale {
         #[arg(long)]
@@ -122,6 +128,9 @@ pub async fn run(
         }
         SandboxCommand::ApplyDelay { ms } => {
             sandbox.modify(&target, |d| d.apply_delay_ms = ms).await?;
+        }
+        SandboxCommand::ObserveDelay { ms } => {
+            sandbox.modify(&target, |d| d.observe_delay_ms = ms).await?;
         }
         SandboxCommand::Scale {
             workload: name,

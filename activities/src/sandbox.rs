@@ -38,6 +38,9 @@ pub struct SandboxDocument {
     /// How long an apply takes, to simulate a slow runner.
     #[serde(default)]
     pub apply_delay_ms: u64,
+    /// How long an observation takes, to simulate a slow cluster API.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observe_delay_ms: u64,
     /// When true, plan and apply fail as if the target could not be reached.
     #[serde(default)]
     pub unreachable: bool,
@@ -45,6 +48,10 @@ pub struct SandboxDocument {
     /// and how the fault tests see that an environment was never applied twice at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apply_log: Vec<ApplyLogEntry>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One apply that did the work.
@@ -201,6 +208,8 @@ pub fn observed(target: &Target, w: &Workload) -> ObservedWorkload {
 #[async_trait::async_trait]
 impl Observer for Sandbox {
     async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
+        let delay = self.load(target).await?.observe_delay_ms;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         let current = self.current(target).await?;
         Ok(current.iter().map(|w| observed(target, w)).collect())
     }
