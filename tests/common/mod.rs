@@ -638,7 +638,9 @@ impl Api {
 
     /// Waits until the run reaches `state` (and fails fast if it ends in another).
     pub async fn wait_state(&self, id: &str, state: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // Generous: four tests share two cores, each with its own worker and API, and a test
+        // that restarts its worker waits for the server to hand the task on.
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let run = self.run(id).await;
             let now = run["state"].as_str().unwrap_or_default().to_owned();
@@ -649,7 +651,7 @@ impl Api {
             assert!(!terminal, "run {id} ended {now}, expected {state}: {run}");
             assert!(
                 Instant::now() < deadline,
-                "run {id} did not reach {state} in 60 s: {run}"
+                "run {id} did not reach {state} in 120 s: {run}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -30,7 +30,7 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, FromQueryResult, ModelTrait,
     QueryFilter, QueryOrder, QuerySelect, SelectModel,
 };
-use serde_json::value::{RawValue, to_raw_value};
+use serde_json::value::RawValue;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
@@ -99,27 +99,7 @@ pub struct RunView {
 
 impl From<runs::Model> for RunView {
     fn from(m: runs::Model) -> Self {
-        let raw = |v: Option<serde_json::Value>| v.and_then(|v| to_raw_value(&v).ok());
-        Self {
-            workflow_id: run_workflow_id(&m.provisioning_run_id),
-            provisioning_run_id: m.provisioning_run_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            environment_id: m.environment_id,
-            specification_id: m.specification_id,
-            specification_version: m.specification_version,
-            kind: m.kind,
-            promotion_id: m.promotion_id,
-            approval_id: m.approval_id,
-            state: m.state,
-            plan: raw(m.plan_receipt),
-            approval: raw(m.approval),
-            apply_receipt: raw(m.apply_receipt),
-            reason: m.reason,
-            logs_ref: m.logs_ref,
-            started_at: m.started_at,
-            completed_at: m.completed_at,
-        }
+        RunRow::from(m).into()
     }
 }
 
@@ -174,6 +154,32 @@ impl RunRow {
             .column_as(text(C::Approval), "approval")
             .column_as(text(C::ApplyReceipt), "apply_receipt")
             .into_model::<Self>()
+    }
+}
+
+impl From<runs::Model> for RunRow {
+    /// A row read whole (one run): its receipts written back to text.
+    fn from(m: runs::Model) -> Self {
+        let text = |v: Option<serde_json::Value>| v.map(|v| v.to_string());
+        Self {
+            provisioning_run_id: m.provisioning_run_id,
+            tenant_id: m.tenant_id,
+            project_id: m.project_id,
+            environment_id: m.environment_id,
+            specification_id: m.specification_id,
+            specification_version: m.specification_version,
+            kind: m.kind,
+            promotion_id: m.promotion_id,
+            approval_id: m.approval_id,
+            state: m.state,
+            plan_receipt: text(m.plan_receipt),
+            approval: text(m.approval),
+            apply_receipt: text(m.apply_receipt),
+            reason: m.reason,
+            logs_ref: m.logs_ref,
+            started_at: m.started_at,
+            completed_at: m.completed_at,
+        }
     }
 }
 
