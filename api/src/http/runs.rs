@@ -30,8 +30,8 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, FromQueryResult, ModelTrait,
     QueryFilter, QueryOrder, QuerySelect, SelectModel,
 };
-use serde_json::value::RawValue;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
 use temporalio_client::{
@@ -97,15 +97,9 @@ pub struct RunView {
     pub completed_at: Option<chrono::DateTime<Utc>>,
 }
 
-impl From<runs::Model> for RunView {
-    fn from(m: runs::Model) -> Self {
-        RunRow::from(m).into()
-    }
-}
-
-/// A run as the list reads it: the receipts as the stored JSON text, which the response
-/// passes through instead of parsing and re-serialising every receipt of a page (the list's
-/// cost, measured in docs/benchmarks.md).
+/// A run as every read answers it (the list, GET, a plan's 202): the receipts as the stored
+/// JSON text, which the response passes through instead of parsing and re-serialising every
+/// receipt of a page (the list's cost, measured in docs/benchmarks.md).
 #[derive(Debug, FromQueryResult)]
 struct RunRow {
     provisioning_run_id: String,
@@ -154,32 +148,6 @@ impl RunRow {
             .column_as(text(C::Approval), "approval")
             .column_as(text(C::ApplyReceipt), "apply_receipt")
             .into_model::<Self>()
-    }
-}
-
-impl From<runs::Model> for RunRow {
-    /// A row read whole (one run): its receipts written back to text.
-    fn from(m: runs::Model) -> Self {
-        let text = |v: Option<serde_json::Value>| v.map(|v| v.to_string());
-        Self {
-            provisioning_run_id: m.provisioning_run_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            environment_id: m.environment_id,
-            specification_id: m.specification_id,
-            specification_version: m.specification_version,
-            kind: m.kind,
-            promotion_id: m.promotion_id,
-            approval_id: m.approval_id,
-            state: m.state,
-            plan_receipt: text(m.plan_receipt),
-            approval: text(m.approval),
-            apply_receipt: text(m.apply_receipt),
-            reason: m.reason,
-            logs_ref: m.logs_ref,
-            started_at: m.started_at,
-            completed_at: m.completed_at,
-        }
     }
 }
 
@@ -234,22 +202,34 @@ fn request_hash(body: &PlanProvisioning) -> String {
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
-fn accepted(run: runs::Model, status: StatusCode) -> Response {
+fn accepted(run: RunView, status: StatusCode) -> Response {
     let location = format!("/factory/provisioning/runs/{}", run.provisioning_run_id);
-    (
-        status,
-        [(header::LOCATION, location)],
-        axum::Json(RunView::from(run)),
-    )
-        .into_response()
+    (status, [(header::LOCATION, location)], axum::Json(run)).into_response()
 }
 
+fn one_run(tenant: &str, id: &str) -> sea_orm::Select<runs::Entity> {
+    runs::Entity::find_by_id(id.to_owned()).filter(runs::Column::TenantId.eq(tenant))
+}
+
+fn not_found(id: &str) -> Error {
+    Error::NotFound(format!("provisioning run `{id}` not found"))
+}
+
+/// The tenant's run, whole (commands check its state).
 async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<runs::Model, Error> {
-    runs::Entity::find_by_id(id.to_owned())
-        .filter(runs::Column::TenantId.eq(tenant))
+    one_run(tenant, id)
         .one(&state.db)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("provisioning run `{id}` not found")))
+        .ok_or_else(|| not_found(id))
+}
+
+/// The tenant's run as the API shows it, read the way the list reads it.
+async fn find_view(state: &AppState, tenant: &str, id: &str) -> Result<RunView, Error> {
+    RunRow::select(one_run(tenant, id))
+        .one(&state.db)
+        .await?
+        .map(RunView::from)
+        .ok_or_else(|| not_found(id))
 }
 
 /// Plans a run: starts workflow `provisioning-run/{id}`, which takes the environment's lock,
@@ -279,7 +259,7 @@ async fn plan(
     if let Some(key) = &key
         && let Some(existing) = find_by_key(&state, auth.tenant(), key).await?
     {
-        return replay(existing, &hash);
+        return replay(&state, auth.tenant(), existing, &hash).await;
     }
 
     let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
@@ -344,7 +324,7 @@ async fn plan(
             let existing = find_by_key(&state, auth.tenant(), key)
                 .await?
                 .ok_or_else(|| Error::internal(e))?;
-            return replay(existing, &hash);
+            return replay(&state, auth.tenant(), existing, &hash).await;
         }
         Err(e) => return Err(e.into()),
     };
@@ -369,8 +349,8 @@ async fn plan(
         return Err(e);
     }
     tracing::info!(run_id = %run_id, environment_id = %body.environment_id, "provisioning run started");
-    let row = find_run(&state, auth.tenant(), &run_id).await?;
-    Ok(accepted(row, StatusCode::ACCEPTED))
+    let view = find_view(&state, auth.tenant(), &run_id).await?;
+    Ok(accepted(view, StatusCode::ACCEPTED))
 }
 
 async fn find_by_key(
@@ -386,13 +366,19 @@ async fn find_by_key(
 }
 
 /// The same key again: the same run for the same body, 422 for another body.
-fn replay(existing: runs::Model, hash: &str) -> Result<Response, Error> {
+async fn replay(
+    state: &AppState,
+    tenant: &str,
+    existing: runs::Model,
+    hash: &str,
+) -> Result<Response, Error> {
     if existing.request_hash.as_deref() != Some(hash) {
         return Err(Error::Unprocessable(
             "this Idempotency-Key was used with a different request body".into(),
         ));
     }
-    Ok(accepted(existing, StatusCode::OK))
+    let view = find_view(state, tenant, &existing.provisioning_run_id).await?;
+    Ok(accepted(view, StatusCode::OK))
 }
 
 /// Starts the run's workflow. The id is the idempotency key on the Temporal side: a start
@@ -492,9 +478,7 @@ async fn read(
     auth: Scoped<ProvisioningRead>,
     Path(id): Path<String>,
 ) -> Result<axum::Json<RunView>, Error> {
-    Ok(axum::Json(
-        find_run(&state, auth.tenant(), &id).await?.into(),
-    ))
+    Ok(axum::Json(find_view(&state, auth.tenant(), &id).await?))
 }
 
 /// The run's live status from its workflow; the read row when the workflow cannot answer
