@@ -570,11 +570,7 @@ async fn failed_reconciliation_leads_to_a_new_proposal() {
 async fn concurrent_observations_raise_each_finding_once() {
     let stack = Stack::with(StackOptions {
         db: Some(crate::common::Db::Postgres),
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
+        ..StackOptions::proposals_wait_for_a_decision()
     })
     .await;
     let api = applied_environment(&stack, "non-production").await;

@@ -226,11 +226,7 @@ async fn nats_down_then_back_delivers_every_event_once() {
     let mut nats = Nats::start();
     let stack = Stack::with(with_nats(&nats)).await;
     let api = stack.operator("acme");
-    api.environment("dev", "non-production").await;
-    api.declare("dev", &[("api", "1.0.0", 1)]).await;
-    let first = api.plan_run("dev", "baseline").await;
-    api.wait_state(&first, "Applied").await;
-    api.wait_observed_after(&stack, "dev", &first).await;
+    api.applied(&stack, "dev", &[("api", "1.0.0", 1)]).await;
     all_published(&stack).await;
 
     nats.stop();
@@ -268,11 +264,7 @@ async fn republished_events_are_deduplicated() {
     let nats = Nats::start();
     let mut stack = Stack::with(with_nats(&nats)).await;
     let api = stack.operator("acme");
-    api.environment("dev", "non-production").await;
-    api.declare("dev", &[("api", "1.0.0", 1)]).await;
-    let run = api.plan_run("dev", "baseline").await;
-    api.wait_state(&run, "Applied").await;
-    api.wait_observed_after(&stack, "dev", &run).await;
+    api.applied(&stack, "dev", &[("api", "1.0.0", 1)]).await;
     let total = all_published(&stack).await;
 
     // The crash: rows acknowledged but not marked.

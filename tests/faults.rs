@@ -350,48 +350,27 @@ async fn two_apis_and_two_workers_never_apply_an_environment_twice_at_once() {
 ///    the first attempt had already recorded still has one finding, one event and one proposal.
 #[tokio::test]
 async fn worker_killed_mid_sweep_batch_observes_every_environment_once() {
-    let mut stack = Stack::with(StackOptions {
-        // Keep the proposal Proposed, so the test counts exactly what the sweep raised.
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    let mut stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
     // Registered in this order, so the sweep's one batch observes a, then b, then c.
     for env in ["a", "b", "c"] {
-        api.environment(env, "non-production").await;
-        api.declare(env, &[("api", "1.0.0", 2)]).await;
-        let run = api.plan_run(env, "baseline").await;
-        api.wait_state(&run, "Applied").await;
-        api.wait_observed_after(&stack, env, &run).await;
+        api.applied(&stack, env, &[("api", "1.0.0", 2)]).await;
         // `a` is read quickly; `b` and `c` slowly, so the test can stop the worker between.
         let delay = if env == "a" { "300" } else { "4000" };
         stack.sandbox_cli("acme", env, &["observe-delay", "--ms", delay]);
     }
-    stack.sandbox_cli("acme", "a", &["scale", "--workload", "api", "--replicas", "4"]);
+    stack.sandbox_cli(
+        "acme",
+        "a",
+        &["scale", "--workload", "api", "--replicas", "4"],
+    );
 
     let triggered = chrono::Utc::now();
-    let schedule = format!("{}/observation-sweep", stack.task_queue);
-    let out = stack.temporal_cli(&["schedule", "trigger", "--schedule-id", &schedule]);
-    assert!(out.status.success(), "trigger: {out:?}");
-    let client = stack.temporal_client().await;
-    let sweeps = format!(
-        "TaskQueue='{}' AND WorkflowType='ObservationSweep'",
-        stack.task_queue
-    );
-    let first_sweep = |query: String| {
-        let client = client.clone();
-        async move {
-            use futures::StreamExt;
-            let mut list = client.list_workflows(query.as_str(), Default::default());
-            let first = list.next().await?.ok()?;
-            Some(first.id().to_owned())
-        }
-    };
-    let sweep = eventually(30, "the sweep to start", || first_sweep(sweeps.clone())).await;
+    stack.trigger_schedule("observation-sweep");
+    let sweep = eventually(30, "the sweep to start", || {
+        stack.first_workflow("ObservationSweep", "")
+    })
+    .await;
     // The batch has recorded `a` and is reading `b`.
     let observed_since_trigger = |env: &'static str| {
         let api = api.clone();
@@ -415,22 +394,29 @@ async fn worker_killed_mid_sweep_batch_observes_every_environment_once() {
     stack.kill_worker();
     stack.start_worker();
 
-    let done = format!("{sweeps} AND ExecutionStatus='Completed'");
     eventually(120, "the sweep to complete on the restarted worker", || {
-        first_sweep(done.clone())
+        stack.first_workflow("ObservationSweep", "ExecutionStatus='Completed'")
     })
     .await;
     for env in ["a", "b", "c"] {
-        assert!(observed_since_trigger(env).await, "{env} observed by the sweep");
+        assert!(
+            observed_since_trigger(env).await,
+            "{env} observed by the sweep"
+        );
     }
     assert_eq!(api.drift("a", Some("open")).await.len(), 1);
     let proposals = api.proposals("a").await;
     assert_eq!(proposals.len(), 1, "one proposal for a: {proposals:?}");
     // The first attempt wrote the proposal but died before the sweep could start its
     // workflow; the retry returned the same proposal, and the sweep started it.
-    let id = format!("proposal/{}", proposals[0]["proposalId"].as_str().unwrap_or_default());
-    let described = stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
-    let described: Value = serde_json::from_slice(&described.stdout).expect("the proposal's workflow");
+    let id = format!(
+        "proposal/{}",
+        proposals[0]["proposalId"].as_str().unwrap_or_default()
+    );
+    let described =
+        stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
+    let described: Value =
+        serde_json::from_slice(&described.stdout).expect("the proposal's workflow");
     assert_eq!(
         described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
         "{described}"

@@ -50,11 +50,7 @@ async fn fuzz(db: Db) {
     let stack = Stack::on(db).await;
     let api = stack.operator("fuzz");
     // Something for the generated requests to find.
-    api.environment("dev", "non-production").await;
-    api.declare("dev", &[("api", "1.0.0", 1)]).await;
-    let run = api.plan_run("dev", "baseline").await;
-    api.wait_state(&run, "Applied").await;
-    api.wait_observed_after(&stack, "dev", &run).await;
+    api.applied(&stack, "dev", &[("api", "1.0.0", 1)]).await;
     let token = stack.token(
         "fuzz",
         &[

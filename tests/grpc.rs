@@ -17,20 +17,9 @@ fn with_token<T>(msg: T, token: &str) -> tonic::Request<T> {
 
 #[tokio::test]
 async fn grpc_reads_observed_state_and_current_specification() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
-    api.environment("dev", "non-production").await;
-    api.declare("dev", &[("api", "1.0.0", 2)]).await;
-    let run = api.plan_run("dev", "baseline").await;
-    api.wait_state(&run, "Applied").await;
-    api.wait_observed_after(&stack, "dev", &run).await;
+    let run = api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;
     // A newer declaration that is not applied: the current specification stays version 1.
     api.declare("dev", &[("api", "2.0.0", 2)]).await;
 

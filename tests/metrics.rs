@@ -22,22 +22,11 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
     let t = api.tenant.clone();
     // dev: a baseline that applies.
-    api.environment("dev", "non-production").await;
-    api.declare("dev", &[("api", "1.0.0", 2)]).await;
-    let applied = api.plan_run("dev", "baseline").await;
-    api.wait_state(&applied, "Applied").await;
-    api.wait_observed_after(&stack, "dev", &applied).await;
+    let applied = api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;
     // prod: a rejected baseline and a failed promotion.
     api.environment("prod", "production").await;
     api.declare("prod", &[("api", "1.0.0", 1)]).await;

@@ -549,14 +549,7 @@ async fn runs_are_filterable_by_search_attributes() {
 async fn specification_versions_count_up_and_are_kept() {
     // Applying version 1 while version 2 is declared is drift; keep the reconciliation it would
     // trigger out of this test.
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
     api.environment("a", "non-production").await;
     api.environment("b", "non-production").await;

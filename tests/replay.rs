@@ -16,8 +16,7 @@
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
-    EnvironmentLock, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal,
+    EnvironmentLock, ObservationSweep, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::WorkflowHistory;
@@ -30,7 +29,10 @@ fn fixtures() -> PathBuf {
 /// A recorder's file name, prefixed with `$RC_FIXTURE_PREFIX` so a new recording can sit
 /// beside the old ones instead of replacing them.
 fn fixture_name(name: &str) -> String {
-    format!("{}{name}", std::env::var("RC_FIXTURE_PREFIX").unwrap_or_default())
+    format!(
+        "{}{name}",
+        std::env::var("RC_FIXTURE_PREFIX").unwrap_or_default()
+    )
 }
 
 const FIXTURES: &[&str] = &[
@@ -201,31 +203,19 @@ async fn record_sweep_replay_fixture() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
     for env in ["a", "b"] {
-        api.environment(env, "non-production").await;
-        api.declare(env, &[("api", "1.0.0", 2)]).await;
-        let run = api.plan_run(env, "baseline").await;
-        api.wait_state(&run, "Applied").await;
-        api.wait_observed_after(&stack, env, &run).await;
+        api.applied(&stack, env, &[("api", "1.0.0", 2)]).await;
     }
-    stack.sandbox_cli("acme", "a", &["scale", "--workload", "api", "--replicas", "4"]);
-    let schedule = format!("{}/observation-sweep", stack.task_queue);
-    let out = stack.temporal_cli(&["schedule", "trigger", "--schedule-id", &schedule]);
-    assert!(out.status.success(), "trigger: {out:?}");
-    let client = stack.temporal_client().await;
-    let query = format!(
-        "TaskQueue='{}' AND WorkflowType='ObservationSweep' AND ExecutionStatus='Completed'",
-        stack.task_queue
+    stack.sandbox_cli(
+        "acme",
+        "a",
+        &["scale", "--workload", "api", "--replicas", "4"],
     );
+    stack.trigger_schedule("observation-sweep");
     let id = crate::common::eventually(60, "the sweep to complete", || {
-        let (client, query) = (&client, &query);
-        async move {
-            use futures::StreamExt;
-            let mut list = client.list_workflows(query.as_str(), Default::default());
-            let first = list.next().await?.ok()?;
-            Some(first.id().to_owned())
-        }
+        stack.first_workflow("ObservationSweep", "ExecutionStatus='Completed'")
     })
     .await;
+    let client = stack.temporal_client().await;
     let history = client
         .get_workflow_handle::<ObservationSweep>(id)
         .fetch_history(Default::default())

@@ -1,16 +1,7 @@
 //! The ObservationSweep and GitOpsReconciler schedules.
 
-use crate::common::{Api, Stack, StackOptions, eventually};
+use crate::common::{Stack, StackOptions, eventually};
 use serde_json::{Value, json};
-
-/// An applied non-production environment, its own after-apply observation finished.
-async fn applied(stack: &Stack, api: &Api, env: &str, workloads: &[(&str, &str, u32)]) {
-    api.environment(env, "non-production").await;
-    api.declare(env, workloads).await;
-    let id = api.plan_run(env, "baseline").await;
-    api.wait_state(&id, "Applied").await;
-    api.wait_observed_after(stack, env, &id).await;
-}
 
 fn describe(stack: &Stack, id: &str) -> Option<Value> {
     let out = stack.temporal_cli(&["schedule", "describe", "--schedule-id", id, "-o", "json"]);
@@ -18,15 +9,6 @@ fn describe(stack: &Stack, id: &str) -> Option<Value> {
         .success()
         .then(|| serde_json::from_slice(&out.stdout).ok())
         .flatten()
-}
-
-fn trigger(stack: &Stack, id: &str) {
-    let out = stack.temporal_cli(&["schedule", "trigger", "--schedule-id", id]);
-    assert!(
-        out.status.success(),
-        "trigger {id}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Both schedules exist after start-up with their crons, and a second start updates them
@@ -75,17 +57,10 @@ async fn schedules_exist_after_start_up_and_are_not_duplicated() {
 /// marked stale without findings.
 #[tokio::test]
 async fn sweep_observes_every_environment() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
-    applied(&stack, &api, "a", &[("api", "1.0.0", 2)]).await;
-    applied(&stack, &api, "b", &[("api", "1.0.0", 1)]).await;
+    api.applied(&stack, "a", &[("api", "1.0.0", 2)]).await;
+    api.applied(&stack, "b", &[("api", "1.0.0", 1)]).await;
     stack.sandbox_cli(
         "acme",
         "a",
@@ -98,7 +73,7 @@ async fn sweep_observes_every_environment() {
     );
     stack.sandbox_cli("acme", "b", &["unreachable", "--on"]);
 
-    trigger(&stack, &format!("{}/observation-sweep", stack.task_queue));
+    stack.trigger_schedule("observation-sweep");
     let open = eventually(60, "the sweep to find the replica drift in a", || {
         let api = api.clone();
         async move {
@@ -116,7 +91,8 @@ async fn sweep_observes_every_environment() {
     .await;
     assert_eq!(proposal["state"], "Proposed", "{proposal}");
     let id = format!("proposal/{}", proposal["proposalId"].as_str().unwrap());
-    let described = stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
+    let described =
+        stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
     let described: Value = serde_json::from_slice(&described.stdout).expect("describe proposal");
     assert_eq!(
         described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
@@ -144,22 +120,15 @@ async fn sweep_observes_every_environment() {
 /// destructive one into a proposal.
 #[tokio::test]
 async fn gitops_reconciler_applies_safe_differences_and_proposes_destructive_ones() {
-    let stack = Stack::with(StackOptions {
-        // Keep observation-driven proposals out of the way: only the reconciler acts here.
-        env: vec![(
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-            "false".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
+    // Keep observation-driven proposals out of the way: only the reconciler acts here.
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
-    applied(&stack, &api, "safe", &[("api", "1.0.0", 1)]).await;
-    applied(&stack, &api, "risky", &[("api", "1.0.0", 1)]).await;
+    api.applied(&stack, "safe", &[("api", "1.0.0", 1)]).await;
+    api.applied(&stack, "risky", &[("api", "1.0.0", 1)]).await;
     api.declare("safe", &[("api", "1.1.0", 1)]).await;
     stack.sandbox_cli("acme", "risky", &["add-unmanaged", "--workload", "miner"]);
 
-    trigger(&stack, &format!("{}/gitops-reconciler", stack.task_queue));
+    stack.trigger_schedule("gitops-reconciler");
     let run = eventually(60, "a reconciliation run to apply 1.1.0 on safe", || {
         let api = api.clone();
         async move {

@@ -83,6 +83,19 @@ pub struct StackOptions {
     pub postgres_via: Option<String>,
 }
 
+impl StackOptions {
+    /// Proposals are never auto-accepted: a test sees exactly what an observation raised.
+    pub fn proposals_wait_for_a_decision() -> Self {
+        StackOptions {
+            env: vec![(
+                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
+                "false".into(),
+            )],
+            ..Default::default()
+        }
+    }
+}
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_runtime-cloud")
 }
@@ -440,6 +453,18 @@ impl Stack {
         );
     }
 
+    /// Triggers this stack's schedule `{task_queue}/{name}` now, as
+    /// `temporal schedule trigger` does.
+    pub fn trigger_schedule(&self, name: &str) {
+        let id = format!("{}/{name}", self.task_queue);
+        let out = self.temporal_cli(&["schedule", "trigger", "--schedule-id", &id]);
+        assert!(
+            out.status.success(),
+            "trigger {id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Runs the Temporal CLI against the test server.
     pub fn temporal_cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(std::env::var("TEMPORAL_CLI").unwrap_or_else(|_| "temporal".into()))
@@ -686,6 +711,22 @@ impl Api {
 
     /// Waits until the observation a run starts after its apply (or failure) has finished, so
     /// it cannot race what the test does next.
+    /// Registers a non-production environment with `workloads`, applies it with a baseline
+    /// run and waits for the observation after it; returns the run's id.
+    pub async fn applied(
+        &self,
+        stack: &Stack,
+        env: &str,
+        workloads: &[(&str, &str, u32)],
+    ) -> String {
+        self.environment(env, "non-production").await;
+        self.declare(env, workloads).await;
+        let run = self.plan_run(env, "baseline").await;
+        self.wait_state(&run, "Applied").await;
+        self.wait_observed_after(stack, env, &run).await;
+        run
+    }
+
     pub async fn wait_observed_after(&self, stack: &Stack, env: &str, run_id: &str) {
         let id = format!("observe/{}/{env}/after-{run_id}", self.tenant);
         let client = stack.temporal_client().await;
@@ -778,5 +819,22 @@ impl Stack {
         runtime_cloud_temporal::connect(&temporal_address(), "default")
             .await
             .expect("connect to Temporal")
+    }
+
+    /// The id of the first workflow on this stack's task queue of `workflow_type` whose
+    /// visibility record matches `filter` (`ExecutionStatus='Completed'`, or empty for any).
+    pub async fn first_workflow(&self, workflow_type: &str, filter: &str) -> Option<String> {
+        use futures::StreamExt;
+        let mut query = format!(
+            "TaskQueue='{}' AND WorkflowType='{workflow_type}'",
+            self.task_queue
+        );
+        if !filter.is_empty() {
+            query = format!("{query} AND {filter}");
+        }
+        let client = self.temporal_client().await;
+        let mut list = client.list_workflows(query.as_str(), Default::default());
+        let first = list.next().await?.ok()?;
+        Some(first.id().to_owned())
     }
 }
