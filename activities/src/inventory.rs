@@ -67,7 +67,8 @@ impl InventoryActivitiesImpl {
             .inventory
             .auto_accept_non_destructive_outside_production;
         let policy = self.policy.clone();
-        let allows = move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
+        let allows =
+            move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
         inventory_store::record(&self.db, req, &allows).await
     }
 }

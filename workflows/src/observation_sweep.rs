@@ -148,10 +148,16 @@ impl ObservationSweep {
                 .collect(),
         });
         let running: Vec<_> = batches
-            .map(|batch| ctx.execute_activity(InventoryActivities::observe_batch, batch, batch_opts()))
+            .map(|batch| {
+                ctx.execute_activity(InventoryActivities::observe_batch, batch, batch_opts())
+            })
             .collect();
         // A batch that keeps failing must not stop the sweep: its environments go stale.
-        for outcome in temporalio_sdk::workflows::join_all(running).await.into_iter().flatten() {
+        for outcome in temporalio_sdk::workflows::join_all(running)
+            .await
+            .into_iter()
+            .flatten()
+        {
             hand_over(ctx, &outcome.superseded, outcome.new_proposals).await;
         }
     }

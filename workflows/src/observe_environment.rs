@@ -17,8 +17,7 @@ use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, LocalActivityOptions, ParentClosePolicy,
-    SignalWorkflowOptions,
-    WorkflowContext, WorkflowContextView, WorkflowResult,
+    SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 /// Which environment to observe.

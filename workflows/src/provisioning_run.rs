@@ -22,9 +22,8 @@ use temporalio_common::{ActivityDefinition, RetryPolicy};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, LocalActivityOptions,
-    ParentClosePolicy,
-    SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
-    WorkflowResult,
+    ParentClosePolicy, SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
 };
 
 /// Patch id: runs recorded before observation existed end right after their receipt.
