@@ -470,6 +470,37 @@ async fn worker_killed_between_plan_and_apply_applies_once() {
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
 }
 
+/// An approval can reach the workflow before its worker has seen the plan: a worker that
+/// projected `AwaitingApproval` and died before reporting its task hands the task on, and the
+/// next worker sees the plan and the signal together. Sending the approval while no worker
+/// runs recreates that order for certain; the run must count it and apply, not wait forever.
+#[tokio::test]
+async fn approval_signalled_before_the_worker_sees_the_plan_is_counted() {
+    let mut stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    // A rejected first run shows the inputs hash the next plan of the same target will have.
+    let first = api.plan_run("prod", "baseline").await;
+    let first = api.wait_state(&first, "AwaitingApproval").await;
+    api.decide(first["provisioningRunId"].as_str().unwrap(), "reject")
+        .await
+        .expect(202);
+    api.wait_state(first["provisioningRunId"].as_str().unwrap(), "Rejected")
+        .await;
+
+    stack.kill_worker();
+    let id = api.plan_run("prod", "baseline").await;
+    let early = json!({ "provisioningRunId": id, "plan": first["plan"] });
+    stack.approve_with_cli(&early, "ops-lead", "approved from the change board");
+    stack.start_worker();
+
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["plan"]["inputsHash"], first["plan"]["inputsHash"]);
+    assert_eq!(run["approval"]["decision"]["approver"], "ops-lead", "{run}");
+    assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
+}
+
 /// Runs are listed by environment, kind and state with cursor pagination.
 #[tokio::test]
 async fn runs_are_listed_with_filters_and_cursor() {

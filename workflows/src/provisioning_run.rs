@@ -30,6 +30,8 @@ use temporalio_sdk::{
 const OBSERVE_AFTER_APPLY: &str = "observe-after-apply";
 /// Patch id: runs recorded before it ran their quick steps as regular activities.
 const LOCAL_QUICK_STEPS: &str = "local-quick-steps";
+/// Patch id: runs recorded before it refused an approval that arrived before the plan.
+const HOLD_EARLY_APPROVALS: &str = "hold-early-approvals";
 
 /// Payload of the `cancel` signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +53,8 @@ pub struct ProvisioningRun {
     lock_granted: bool,
     cancel: Option<CancelRequest>,
     approval: Option<Approval>,
+    /// Approvals that arrived before the run awaited approval; weighed when it does.
+    early_approvals: Vec<Approval>,
     /// Approvals that named another plan or came at the wrong time; kept for the audit.
     refused_approvals: Vec<Approval>,
 }
@@ -73,6 +77,7 @@ impl ProvisioningRun {
             lock_granted: false,
             cancel: None,
             approval: None,
+            early_approvals: Vec::new(),
             refused_approvals: Vec::new(),
         }
     }
@@ -178,6 +183,7 @@ impl ProvisioningRun {
             })
         });
         if input.needs_approval() {
+            Self::weigh_early_approvals(ctx);
             Self::transition(ctx, ProvisioningState::AwaitingApproval).await?;
             let expiry = Duration::from_secs(input.approval_timeout_secs);
             match Self::wait(ctx, |s| s.approval.is_some(), Some(expiry)).await? {
@@ -276,6 +282,41 @@ impl ProvisioningRun {
         Ok(wake)
     }
 
+    /// Weighs the approvals that arrived before the run awaited approval, in arrival order.
+    ///
+    /// The read tables say `AwaitingApproval` as soon as the projection ran, which is before
+    /// the workflow task that ran it is reported. A worker that dies in between hands the task
+    /// on, and the next worker sees the plan's result and the operator's signal in one
+    /// activation, signal first: refusing it then would leave the run waiting for an approval
+    /// it already has. Holding it is safe because an approval names its plan's inputs hash.
+    fn weigh_early_approvals(ctx: &mut WorkflowContext<Self>) {
+        let early = ctx.state_mut(|s| std::mem::take(&mut s.early_approvals));
+        if early.is_empty() {
+            return;
+        }
+        let hold = ctx.patched(HOLD_EARLY_APPROVALS);
+        ctx.state_mut(|s| {
+            for approval in early {
+                if hold {
+                    s.weigh(approval);
+                } else {
+                    s.refused_approvals.push(approval);
+                }
+            }
+        });
+    }
+
+    /// Counts `approval` when it names the recorded plan and none was counted yet.
+    fn weigh(&mut self, approval: Approval) {
+        let same_plan = self.status.plan.as_ref().map(|p| p.inputs_hash.as_str())
+            == Some(approval.inputs_hash.as_str());
+        if same_plan && self.approval.is_none() {
+            self.approval = Some(approval);
+        } else {
+            self.refused_approvals.push(approval);
+        }
+    }
+
     async fn finish_cancelled(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         let cancel = ctx.state(|s| s.cancel.clone()).unwrap_or_default();
         let reason = format!("cancelled by {}: {}", cancel.by, cancel.reason);
@@ -340,17 +381,15 @@ impl ProvisioningRun {
 
     /// Signal `approval`: an operator approves or rejects the recorded plan.
     ///
-    /// Only counted while the run awaits approval and only when `inputsHash` names the recorded
-    /// plan; anything else is kept in `refused_approvals` and changes nothing.
+    /// Only counted when `inputsHash` names the recorded plan, and only while the run awaits
+    /// approval or before it does (held until then, see `weigh_early_approvals`); anything
+    /// else is kept in `refused_approvals` and changes nothing.
     #[signal]
     pub fn approval(&mut self, _ctx: &mut SyncWorkflowContext<Self>, approval: Approval) {
-        let awaiting = self.status.state == Some(ProvisioningState::AwaitingApproval);
-        let same_plan = self.status.plan.as_ref().map(|p| p.inputs_hash.as_str())
-            == Some(approval.inputs_hash.as_str());
-        if awaiting && same_plan && self.approval.is_none() {
-            self.approval = Some(approval);
-        } else {
-            self.refused_approvals.push(approval);
+        match self.status.state {
+            None | Some(ProvisioningState::Planned) => self.early_approvals.push(approval),
+            Some(ProvisioningState::AwaitingApproval) => self.weigh(approval),
+            Some(_) => self.refused_approvals.push(approval),
         }
     }
 
