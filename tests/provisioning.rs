@@ -477,26 +477,9 @@ async fn worker_killed_between_plan_and_apply_applies_once() {
 #[tokio::test]
 async fn approval_signalled_before_the_worker_sees_the_plan_is_counted() {
     let mut stack = Stack::start().await;
-    let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    // A rejected first run shows the inputs hash the next plan of the same target will have.
-    let first = api.plan_run("prod", "baseline").await;
-    let first = api.wait_state(&first, "AwaitingApproval").await;
-    api.decide(first["provisioningRunId"].as_str().unwrap(), "reject")
-        .await
-        .expect(202);
-    api.wait_state(first["provisioningRunId"].as_str().unwrap(), "Rejected")
-        .await;
-
-    stack.kill_worker();
-    let id = api.plan_run("prod", "baseline").await;
-    let early = json!({ "provisioningRunId": id, "plan": first["plan"] });
-    stack.approve_with_cli(&early, "ops-lead", "approved from the change board");
-    stack.start_worker();
-
+    let (api, id, hash) = stack.run_approved_before_its_plan().await;
     let run = api.wait_state(&id, "Applied").await;
-    assert_eq!(run["plan"]["inputsHash"], first["plan"]["inputsHash"]);
+    assert_eq!(run["plan"]["inputsHash"], hash);
     assert_eq!(run["approval"]["decision"]["approver"], "ops-lead", "{run}");
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
 }

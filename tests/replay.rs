@@ -13,6 +13,9 @@
 //! The `local_steps_*` fixtures are the same recordings made after the `local-quick-steps` and
 //! `local-observation` patches (`RC_FIXTURE_PREFIX=local_steps_`); the unprefixed ones predate
 //! them and prove that runs in flight during an upgrade still replay.
+//! `provisioning_run_early_approval.json` (`./scripts/test --run-ignored only
+//! record_early_approval_replay_fixture`) is a run whose approval arrived before its plan and
+//! was held (`hold-early-approvals` patch).
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
@@ -50,6 +53,7 @@ const FIXTURES: &[&str] = &[
     "local_steps_observe_environment.json",
     "local_steps_reconciliation_proposal.json",
     "local_steps_provisioning_run_reconciliation.json",
+    "provisioning_run_early_approval.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.
@@ -192,6 +196,28 @@ async fn record_replay_fixtures() {
     let h =
         client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
     save("environment_lock.json", h.fetch_history(Default::default())).await;
+}
+
+/// Records a run approved before its worker saw the plan (see `run_approved_before_its_plan`).
+#[tokio::test]
+#[ignore = "a tool, not a test: ./scripts/test --run-ignored only record_early_approval_replay_fixture"]
+async fn record_early_approval_replay_fixture() {
+    let mut stack = Stack::start().await;
+    let (api, id, _) = stack.run_approved_before_its_plan().await;
+    api.wait_state(&id, "Applied").await;
+    let history = stack
+        .temporal_client()
+        .await
+        .get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{id}"))
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .expect("history");
+    std::fs::write(
+        fixtures().join("provisioning_run_early_approval.json"),
+        history,
+    )
+    .expect("write fixture");
 }
 
 /// Records a sweep's history into `tests/fixtures/$RC_SWEEP_FIXTURE`: two applied

@@ -453,6 +453,27 @@ impl Stack {
         );
     }
 
+    /// A production run approved with `temporal workflow signal` before any worker has seen
+    /// its plan: a rejected first run shows the inputs hash the next plan of the same target
+    /// will have, then the second run is requested and approved while no worker runs, and a
+    /// worker is started. Returns the operator, the second run's id and the approved hash.
+    pub async fn run_approved_before_its_plan(&mut self) -> (Api, String, Value) {
+        let api = self.operator("acme");
+        api.environment("prod", "production").await;
+        api.declare("prod", &[("api", "1.0.0", 2)]).await;
+        let first = api.plan_run("prod", "baseline").await;
+        let hash = api.wait_state(&first, "AwaitingApproval").await["plan"]["inputsHash"].clone();
+        api.decide(&first, "reject").await.expect(202);
+        api.wait_state(&first, "Rejected").await;
+
+        self.kill_worker();
+        let id = api.plan_run("prod", "baseline").await;
+        let early = json!({ "provisioningRunId": id, "plan": { "inputsHash": hash } });
+        self.approve_with_cli(&early, "ops-lead", "approved from the change board");
+        self.start_worker();
+        (api, id, hash)
+    }
+
     /// Triggers this stack's schedule `{task_queue}/{name}` now, as
     /// `temporal schedule trigger` does.
     pub fn trigger_schedule(&self, name: &str) {
