@@ -38,10 +38,7 @@ async fn non_production_run_applies_on(db: Db) {
     );
 
     // The list passes the stored receipts through as text: it shows exactly what GET shows.
-    let listed = api
-        .get("/factory/provisioning/runs?environmentId=dev-1")
-        .await
-        .expect(200);
+    let listed = api.list_runs("?environmentId=dev-1").await;
     assert_eq!(listed["items"][0], run, "{listed}");
 
     let target = stack.sandbox("acme", "dev-1");
@@ -482,6 +479,9 @@ async fn approval_signalled_before_the_worker_sees_the_plan_is_counted() {
     assert_eq!(run["plan"]["inputsHash"], hash);
     assert_eq!(run["approval"]["decision"]["approver"], "ops-lead", "{run}");
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
+    // Both runs, with an approval record, a rejection reason and receipts, list as GET shows them.
+    let listed = api.list_runs("?environmentId=prod").await;
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(2));
 }
 
 /// Runs are listed by environment, kind and state with cursor pagination.
@@ -497,10 +497,7 @@ async fn runs_are_listed_with_filters_and_cursor() {
         api.wait_state(&id, "Applied").await;
         ids.push(id);
     }
-    let page = api
-        .get("/factory/provisioning/runs?environmentId=dev&limit=2")
-        .await
-        .expect(200);
+    let page = api.list_runs("?environmentId=dev&limit=2").await;
     assert_eq!(page["items"].as_array().map(Vec::len), Some(2));
     assert_eq!(
         page["items"][0]["provisioningRunId"],
@@ -512,11 +509,8 @@ async fn runs_are_listed_with_filters_and_cursor() {
         .expect("a next cursor")
         .to_owned();
     let rest = api
-        .get(&format!(
-            "/factory/provisioning/runs?environmentId=dev&limit=2&cursor={cursor}"
-        ))
-        .await
-        .expect(200);
+        .list_runs(&format!("?environmentId=dev&limit=2&cursor={cursor}"))
+        .await;
     assert_eq!(rest["items"].as_array().map(Vec::len), Some(1));
     assert_eq!(rest["items"][0]["provisioningRunId"], ids[0].as_str());
     assert_eq!(rest["nextCursor"], serde_json::Value::Null);

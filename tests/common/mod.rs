@@ -703,6 +703,20 @@ impl Api {
         }
     }
 
+    /// Lists runs with `query` and checks that every listed run is exactly what its GET shows
+    /// (the list and GET are built differently on SQLite); returns the page.
+    pub async fn list_runs(&self, query: &str) -> Value {
+        let page = self
+            .get(&format!("/factory/provisioning/runs{query}"))
+            .await
+            .expect(200);
+        for item in page["items"].as_array().expect("items") {
+            let id = item["provisioningRunId"].as_str().expect("run id");
+            assert_eq!(item, &self.run(id).await, "listed with {query}");
+        }
+        page
+    }
+
     /// Asks for an observation now and waits until it has been recorded.
     pub async fn observe(&self, stack: &Stack, env: &str) -> Value {
         let started = self
