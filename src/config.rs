@@ -160,8 +160,18 @@ impl Config {
             p.approval_timeout_hours =
                 v.parse().context("ApprovalTimeoutHours must be a number")?;
         }
-        if p.apply_timeout_minutes <= 0.0 || p.approval_timeout_hours <= 0.0 {
-            bail!("ApplyTimeoutMinutes and ApprovalTimeoutHours must be positive");
+        if let Some(v) = var(&format!("{prefix}LockHolderCheckMinutes")) {
+            p.lock_holder_check_minutes = v
+                .parse()
+                .context("LockHolderCheckMinutes must be a number")?;
+        }
+        if p.apply_timeout_minutes <= 0.0
+            || p.approval_timeout_hours <= 0.0
+            || p.lock_holder_check_minutes <= 0.0
+        {
+            bail!(
+                "ApplyTimeoutMinutes, ApprovalTimeoutHours and LockHolderCheckMinutes must be positive"
+            );
         }
         let i = &mut self.runtime_cloud.inventory;
         let prefix = "RuntimeCloud__Inventory__";

@@ -5,6 +5,44 @@ use runtime_cloud_workflows::EnvironmentLock;
 use serde_json::json;
 use temporalio_client::WorkflowQueryOptions;
 
+/// A run terminated by hand while it holds its environment (here: awaiting approval) never
+/// releases the lock; the next run must not wait forever. The lock re-grants to its holder
+/// every `LockHolderCheckMinutes` while a run waits, finds it gone and moves on.
+#[tokio::test]
+async fn a_run_terminated_by_hand_does_not_block_its_environment() {
+    let stack = Stack::with(StackOptions {
+        env: vec![(
+            "RuntimeCloud__Provisioning__LockHolderCheckMinutes".into(),
+            "0.02".into(),
+        )],
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 1)]).await;
+    let first = api.plan_run("prod", "baseline").await;
+    api.wait_state(&first, "AwaitingApproval").await;
+    let out = stack.temporal_cli(&[
+        "workflow",
+        "terminate",
+        "--workflow-id",
+        &format!("provisioning-run/{first}"),
+        "--reason",
+        "operator cleanup",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let second = api.plan_run("prod", "baseline").await;
+    api.wait_state(&second, "AwaitingApproval").await;
+    api.decide(&second, "approve").await.expect(202);
+    api.wait_state(&second, "Applied").await;
+}
+
 /// A non-production run plans, applies without an approval, converges the sandbox and
 /// records its receipts and events.
 async fn non_production_run_applies_on(db: Db) {

@@ -28,6 +28,8 @@ pub struct ProvisioningActivitiesImpl {
     pub client: Client,
     /// The task queue the locks run on.
     pub task_queue: String,
+    /// How often a lock with a waiting run checks that its holder still exists.
+    pub lock_holder_check_secs: u64,
 }
 
 fn target(tenant_id: &str, environment_id: &str) -> Target {
@@ -55,7 +57,10 @@ impl ProvisioningActivitiesImpl {
             self.client
                 .signal_with_start_workflow(
                     EnvironmentLock::run,
-                    LockState::default(),
+                    LockState {
+                        holder_check_secs: Some(self.lock_holder_check_secs),
+                        ..LockState::default()
+                    },
                     EnvironmentLock::acquire,
                     req.requester_workflow_id,
                     opts,

@@ -16,6 +16,11 @@ pub struct ProvisioningOptions {
     /// Fractional hours are allowed so tests can use a short window.
     #[serde(default = "default_approval_timeout_hours")]
     pub approval_timeout_hours: f64,
+    /// While another run waits for an environment, how often its lock checks that the run
+    /// holding it still exists (one terminated by hand never releases it). Fractional minutes
+    /// are allowed so tests can use a short window.
+    #[serde(default = "default_lock_holder_check_minutes")]
+    pub lock_holder_check_minutes: f64,
 }
 
 fn default_apply_timeout_minutes() -> f64 {
@@ -23,6 +28,9 @@ fn default_apply_timeout_minutes() -> f64 {
 }
 fn default_approval_timeout_hours() -> f64 {
     24.0
+}
+fn default_lock_holder_check_minutes() -> f64 {
+    10.0
 }
 fn default_true() -> bool {
     true
@@ -34,6 +42,7 @@ impl Default for ProvisioningOptions {
             apply_timeout_minutes: default_apply_timeout_minutes(),
             auto_apply_non_destructive: true,
             approval_timeout_hours: default_approval_timeout_hours(),
+            lock_holder_check_minutes: default_lock_holder_check_minutes(),
         }
     }
 }
@@ -42,6 +51,11 @@ impl ProvisioningOptions {
     /// The apply timeout in whole seconds (at least one).
     pub fn apply_timeout_secs(&self) -> u64 {
         ((self.apply_timeout_minutes * 60.0).ceil() as u64).max(1)
+    }
+
+    /// The lock's holder check interval in whole seconds (at least one).
+    pub fn lock_holder_check_secs(&self) -> u64 {
+        ((self.lock_holder_check_minutes * 60.0).ceil() as u64).max(1)
     }
 
     /// The approval timeout in whole seconds (at least one).

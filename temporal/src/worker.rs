@@ -52,6 +52,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         inventory: deps.inventory.clone(),
         provisioning: deps.provisioning.clone(),
     };
+    let lock_holder_check_secs = deps.provisioning.lock_holder_check_secs();
     let inventory = InventoryActivitiesImpl {
         db: deps.db.clone(),
         observer: deps.observer,
@@ -64,6 +65,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         runner: deps.runner,
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
+        lock_holder_check_secs,
     };
     let options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()

@@ -9,6 +9,7 @@
 use crate::provisioning_run::ProvisioningRun;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ContinueAsNewOptions, SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext,
@@ -17,6 +18,10 @@ use temporalio_sdk::{
 
 /// Grants after which the lock continues as new.
 const GRANTS_PER_HISTORY: u32 = 200;
+/// Patch id: locks recorded before it waited for a release without checking the holder.
+const CHECK_HOLDER: &str = "check-lock-holder";
+/// The holder check interval of a lock started without one (`LockHolderCheckMinutes`).
+const DEFAULT_HOLDER_CHECK: Duration = Duration::from_secs(600);
 
 /// The lock's durable state, also its continue-as-new input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +31,10 @@ pub struct LockState {
     pub holder: Option<String>,
     /// Workflow ids waiting, oldest first.
     pub queue: VecDeque<String>,
+    /// While a run waits, how often to check that the holder still exists (seconds).
+    /// Absent in locks started before the check existed: they use the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_check_secs: Option<u64>,
 }
 
 /// The lock workflow.
@@ -70,24 +79,73 @@ impl EnvironmentLock {
                 }
             };
             ctx.state_mut(|s| s.grants += 1);
-            let granted = ctx
-                .external_workflow(holder.clone(), None)
-                .signal(
-                    ProvisioningRun::lock_granted,
-                    (),
-                    SignalWorkflowOptions::default(),
-                )
-                .await;
-            if granted.is_err() {
+            if !Self::grant(ctx, &holder).await {
                 // The holder is gone (terminated by hand): do not block the environment.
                 ctx.state_mut(|s| s.state.holder = None);
                 continue;
             }
-            ctx.wait_condition(|s| s.state.holder.as_deref() != Some(holder.as_str()))
-                .await?;
+            Self::wait_for_release(ctx, &holder).await?;
             if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
                 let state = ctx.state(|s| s.state.clone());
                 ctx.continue_as_new(state, ContinueAsNewOptions::default())?;
+            }
+        }
+    }
+
+    /// Signals `lock_granted` to `holder`; false when it is gone. A run ignores a second grant,
+    /// so granting again is also how the lock asks whether its holder still exists.
+    async fn grant(ctx: &mut WorkflowContext<Self>, holder: &str) -> bool {
+        ctx.external_workflow(holder.to_owned(), None)
+            .signal(
+                ProvisioningRun::lock_granted,
+                (),
+                SignalWorkflowOptions::default(),
+            )
+            .await
+            .is_ok()
+    }
+
+    /// Waits until `holder` releases the lock, or is found gone while another run waits.
+    ///
+    /// A run terminated by hand (Temporal UI or CLI) never releases. Nobody is harmed while
+    /// nobody waits, so the lock costs nothing then; once a run waits, it re-grants to the
+    /// holder every `holder_check_secs` and drops a holder that no longer exists.
+    async fn wait_for_release(ctx: &mut WorkflowContext<Self>, holder: &str) -> WorkflowResult<()> {
+        let held = {
+            let holder = holder.to_owned();
+            move |s: &Self| s.state.holder.as_deref() == Some(holder.as_str())
+        };
+        let (held_a, held_b) = (held.clone(), held.clone());
+        ctx.wait_condition(move |s| !held_a(s) || !s.state.queue.is_empty())
+            .await?;
+        if !ctx.state(|s| held(s)) {
+            return Ok(());
+        }
+        if !ctx.patched(CHECK_HOLDER) {
+            ctx.wait_condition(move |s| !held_b(s)).await?;
+            return Ok(());
+        }
+        let every = ctx
+            .state(|s| s.state.holder_check_secs)
+            .map_or(DEFAULT_HOLDER_CHECK, Duration::from_secs);
+        loop {
+            let released = {
+                let held = held.clone();
+                temporalio_sdk::workflows::select! {
+                    r = ctx.wait_condition(move |s| !held(s)) => { r?; true }
+                    _ = ctx.timer(every) => false,
+                }
+            };
+            if released {
+                return Ok(());
+            }
+            if !Self::grant(ctx, holder).await {
+                ctx.state_mut(|s| {
+                    if s.state.holder.as_deref() == Some(holder) {
+                        s.state.holder = None;
+                    }
+                });
+                return Ok(());
             }
         }
     }
