@@ -15,7 +15,9 @@
 //! them and prove that runs in flight during an upgrade still replay.
 //! `provisioning_run_early_approval.json` (`./scripts/test --run-ignored only
 //! record_early_approval_replay_fixture`) is a run whose approval arrived before its plan and
-//! was held (`hold-early-approvals` patch).
+//! was held (`hold-early-approvals` patch). `holder_check_environment_lock.json` is the lock of
+//! `record_replay_fixtures` recorded after the `check-lock-holder` patch
+//! (`RC_FIXTURE_PREFIX=holder_check_`; its two run histories were not kept).
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
@@ -54,6 +56,7 @@ const FIXTURES: &[&str] = &[
     "local_steps_reconciliation_proposal.json",
     "local_steps_provisioning_run_reconciliation.json",
     "provisioning_run_early_approval.json",
+    "holder_check_environment_lock.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.
