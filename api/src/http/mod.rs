@@ -12,7 +12,6 @@ mod pagination;
 mod proposals;
 mod runs;
 mod specifications;
-mod sqlite_runs_page;
 
 use crate::AppState;
 use crate::error::problem_fallback;

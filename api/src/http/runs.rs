@@ -5,7 +5,6 @@
 
 use super::environments::require as require_environment;
 use super::pagination::{Page, Paged};
-use super::sqlite_runs_page;
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
@@ -28,8 +27,8 @@ use runtime_cloud_workflows::provisioning_run::{CancelRequest, cancellable};
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, RUN_KIND, TENANT_ID};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend, EntityTrait,
-    FromQueryResult, ModelTrait, QueryFilter, QueryOrder, QuerySelect, SelectModel,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, FromQueryResult, ModelTrait,
+    QueryFilter, QueryOrder, QuerySelect, SelectModel,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -440,7 +439,7 @@ async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
-) -> Result<Response, Error> {
+) -> Result<axum::Json<Paged<RunView>>, Error> {
     let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
     if let Some(env) = &q.environment_id {
         select = select.filter(runs::Column::EnvironmentId.eq(env));
@@ -459,14 +458,10 @@ async fn list(
         limit: q.limit,
     };
     let (select, limit) = page.bound(select, runs::Column::ProvisioningRunId)?;
-    if state.db.get_database_backend() == DatabaseBackend::Sqlite {
-        let page = sqlite_runs_page::fetch(&state.db, select, limit).await?;
-        return Ok(axum::Json(page).into_response());
-    }
     let rows = RunRow::select(select).all(&state.db).await?;
     let views = rows.into_iter().map(RunView::from).collect();
     let paged = Paged::from_rows(views, limit, |r: &RunView| &r.provisioning_run_id);
-    Ok(axum::Json(paged).into_response())
+    Ok(axum::Json(paged))
 }
 
 /// One run with its receipts.
