@@ -407,13 +407,11 @@ async fn unreachable_target_is_stale_without_findings() {
 /// Without an observation within `StalenessMinutes` the inventory is stale.
 #[tokio::test]
 async fn inventory_goes_stale_after_the_window() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Inventory__StalenessMinutes".into(),
-            "0.02".into(),
-        )], // 1.2 s
-        ..Default::default()
-    })
+    // 0.02 minutes = 1.2 s
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Inventory__StalenessMinutes",
+        "0.02",
+    ))
     .await;
     let api = applied_environment(&stack, "non-production").await;
     api.observe(&stack, "env").await;

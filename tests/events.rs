@@ -111,10 +111,7 @@ impl Drop for Nats {
 }
 
 fn with_nats(nats: &Nats) -> StackOptions {
-    StackOptions {
-        env: vec![("NATS_URL".into(), nats.url())],
-        ..Default::default()
-    }
+    StackOptions::with_env("NATS_URL", nats.url())
 }
 
 /// Waits until the relay has published every outbox row.

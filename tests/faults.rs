@@ -162,10 +162,10 @@ async fn temporal_restarted_while_a_run_waits_for_approval() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut temporal = OwnTemporal::start(dir.path());
     temporal.wait_up().await;
-    let stack = Stack::with(StackOptions {
-        env: vec![("TEMPORAL_ADDRESS".into(), temporal.address())],
-        ..Default::default()
-    })
+    let stack = Stack::with(StackOptions::with_env(
+        "TEMPORAL_ADDRESS",
+        temporal.address(),
+    ))
     .await;
     let api = stack.operator("acme");
     api.environment("prod", "production").await;

@@ -5,44 +5,6 @@ use runtime_cloud_workflows::EnvironmentLock;
 use serde_json::json;
 use temporalio_client::WorkflowQueryOptions;
 
-/// A run terminated by hand while it holds its environment (here: awaiting approval) never
-/// releases the lock; the next run must not wait forever. The lock re-grants to its holder
-/// every `LockHolderCheckMinutes` while a run waits, finds it gone and moves on.
-#[tokio::test]
-async fn a_run_terminated_by_hand_does_not_block_its_environment() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Provisioning__LockHolderCheckMinutes".into(),
-            "0.02".into(),
-        )],
-        ..Default::default()
-    })
-    .await;
-    let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let first = api.plan_run("prod", "baseline").await;
-    api.wait_state(&first, "AwaitingApproval").await;
-    let out = stack.temporal_cli(&[
-        "workflow",
-        "terminate",
-        "--workflow-id",
-        &format!("provisioning-run/{first}"),
-        "--reason",
-        "operator cleanup",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    let second = api.plan_run("prod", "baseline").await;
-    api.wait_state(&second, "AwaitingApproval").await;
-    api.decide(&second, "approve").await.expect(202);
-    api.wait_state(&second, "Applied").await;
-}
-
 /// A non-production run plans, applies without an approval, converges the sandbox and
 /// records its receipts and events.
 async fn non_production_run_applies_on(db: Db) {
@@ -228,13 +190,11 @@ async fn production_run_rejected() {
 /// Without a decision within `ApprovalTimeoutHours` the run expires to `Rejected`.
 #[tokio::test]
 async fn production_run_approval_expires() {
-    let stack = Stack::with(StackOptions {
-        env: vec![(
-            "RuntimeCloud__Provisioning__ApprovalTimeoutHours".into(),
-            "0.0005".into(),
-        )], // 1.8 s
-        ..Default::default()
-    })
+    // 0.0005 hours = 1.8 s
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Provisioning__ApprovalTimeoutHours",
+        "0.0005",
+    ))
     .await;
     let api = stack.operator("acme");
     api.environment("prod", "production").await;
@@ -479,6 +439,36 @@ async fn missing_program_version_fails_the_run() {
             .contains("no-such-tag"),
         "{run}"
     );
+}
+
+/// A run terminated by hand while it holds its environment (here: awaiting approval) never
+/// releases the lock; the next run must not wait forever. The lock re-grants to its holder
+/// every `LockHolderCheckMinutes` while a run waits, finds it gone and moves on.
+#[tokio::test]
+async fn a_run_terminated_by_hand_does_not_block_its_environment() {
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
+        "0.02",
+    ))
+    .await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 1)]).await;
+    let first = api.plan_run("prod", "baseline").await;
+    api.wait_state(&first, "AwaitingApproval").await;
+    stack.temporal_ok(&[
+        "workflow",
+        "terminate",
+        "--workflow-id",
+        &format!("provisioning-run/{first}"),
+        "--reason",
+        "operator cleanup",
+    ]);
+
+    let second = api.plan_run("prod", "baseline").await;
+    api.wait_state(&second, "AwaitingApproval").await;
+    api.decide(&second, "approve").await.expect(202);
+    api.wait_state(&second, "Applied").await;
 }
 
 /// A worker killed between plan and apply is replaced and the run still applies exactly once.

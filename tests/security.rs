@@ -209,7 +209,7 @@ async fn secret_values_never_reach_tables_events_logs_or_workflows() {
         "secret in the read DB"
     );
     assert!(!stack.logs().contains(VALUE), "secret in the logs");
-    let out = stack.temporal_cli(&[
+    let out = stack.temporal_ok(&[
         "workflow",
         "show",
         "--workflow-id",
@@ -217,11 +217,6 @@ async fn secret_values_never_reach_tables_events_logs_or_workflows() {
         "-o",
         "json",
     ]);
-    assert!(
-        out.status.success(),
-        "temporal workflow show: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let history = decoded_payloads(&serde_json::from_slice(&out.stdout).expect("history JSON"));
     assert!(
         history.contains("secretbroker://shop/db"),

@@ -84,15 +84,20 @@ pub struct StackOptions {
 }
 
 impl StackOptions {
-    /// Proposals are never auto-accepted: a test sees exactly what an observation raised.
-    pub fn proposals_wait_for_a_decision() -> Self {
+    /// The defaults plus one environment variable for the processes.
+    pub fn with_env(key: &str, value: impl Into<String>) -> Self {
         StackOptions {
-            env: vec![(
-                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-                "false".into(),
-            )],
+            env: vec![(key.into(), value.into())],
             ..Default::default()
         }
+    }
+
+    /// Proposals are never auto-accepted: a test sees exactly what an observation raised.
+    pub fn proposals_wait_for_a_decision() -> Self {
+        StackOptions::with_env(
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+            "false",
+        )
     }
 }
 
@@ -436,7 +441,7 @@ impl Stack {
         let payload = json!({ "decision": "approve", "approver": approver, "reason": reason,
                               "inputsHash": run["plan"]["inputsHash"] })
         .to_string();
-        let out = self.temporal_cli(&[
+        self.temporal_ok(&[
             "workflow",
             "signal",
             "--workflow-id",
@@ -446,11 +451,6 @@ impl Stack {
             "--input",
             &payload,
         ]);
-        assert!(
-            out.status.success(),
-            "signal failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 
     /// A production run approved with `temporal workflow signal` before any worker has seen
@@ -478,12 +478,19 @@ impl Stack {
     /// `temporal schedule trigger` does.
     pub fn trigger_schedule(&self, name: &str) {
         let id = format!("{}/{name}", self.task_queue);
-        let out = self.temporal_cli(&["schedule", "trigger", "--schedule-id", &id]);
+        self.temporal_ok(&["schedule", "trigger", "--schedule-id", &id]);
+    }
+
+    /// Runs the Temporal CLI and fails the test, with its stderr, when the command fails.
+    pub fn temporal_ok(&self, args: &[&str]) -> std::process::Output {
+        let out = self.temporal_cli(args);
         assert!(
             out.status.success(),
-            "trigger {id}: {}",
+            "temporal {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr)
         );
+        out
     }
 
     /// Runs the Temporal CLI against the test server.

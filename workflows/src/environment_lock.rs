@@ -111,32 +111,29 @@ impl EnvironmentLock {
     /// nobody waits, so the lock costs nothing then; once a run waits, it re-grants to the
     /// holder every `holder_check_secs` and drops a holder that no longer exists.
     async fn wait_for_release(ctx: &mut WorkflowContext<Self>, holder: &str) -> WorkflowResult<()> {
-        let held = {
+        let released = {
             let holder = holder.to_owned();
-            move |s: &Self| s.state.holder.as_deref() == Some(holder.as_str())
+            move |s: &Self| s.state.holder.as_deref() != Some(holder.as_str())
         };
-        let (held_a, held_b) = (held.clone(), held.clone());
-        ctx.wait_condition(move |s| !held_a(s) || !s.state.queue.is_empty())
+        let wanted = released.clone();
+        ctx.wait_condition(move |s| wanted(s) || !s.state.queue.is_empty())
             .await?;
-        if !ctx.state(|s| held(s)) {
+        if ctx.state(|s| released(s)) {
             return Ok(());
         }
         if !ctx.patched(CHECK_HOLDER) {
-            ctx.wait_condition(move |s| !held_b(s)).await?;
+            ctx.wait_condition(released).await?;
             return Ok(());
         }
         let every = ctx
             .state(|s| s.state.holder_check_secs)
             .map_or(DEFAULT_HOLDER_CHECK, Duration::from_secs);
         loop {
-            let released = {
-                let held = held.clone();
-                temporalio_sdk::workflows::select! {
-                    r = ctx.wait_condition(move |s| !held(s)) => { r?; true }
-                    _ = ctx.timer(every) => false,
-                }
+            let done = temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(released.clone()) => { r?; true }
+                _ = ctx.timer(every) => false,
             };
-            if released {
+            if done {
                 return Ok(());
             }
             if !Self::grant(ctx, holder).await {

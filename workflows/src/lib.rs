@@ -13,6 +13,7 @@
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
+//! - `retries`: the retry rule for writes that must not be lost.
 //! - [`ids`]: deterministic time-ordered ids minted in workflows.
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
@@ -24,6 +25,7 @@ pub mod observation_sweep;
 pub mod observe_environment;
 pub mod provisioning_run;
 pub mod reconciliation_proposal;
+mod retries;
 pub mod search_attributes;
 
 pub use environment_lock::EnvironmentLock;

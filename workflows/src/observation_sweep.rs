@@ -210,13 +210,7 @@ fn batch_opts() -> ActivityOptions {
 }
 
 fn quick_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed(Duration::from_secs(60))
 }
 
 #[cfg(test)]

@@ -147,14 +147,7 @@ fn local_observe_opts() -> LocalActivityOptions {
 
 /// Recording as a local activity: retried until the read DB takes it.
 fn local_record_opts() -> LocalActivityOptions {
-    LocalActivityOptions::builder()
-        .start_to_close_timeout(Duration::from_secs(60))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed_locally(Duration::from_secs(60))
 }
 
 /// Reading a target: a few quick retries, then the observation counts as failed.
@@ -166,11 +159,5 @@ fn observe_opts() -> ActivityOptions {
 
 /// Recording must not be lost: retried until the read DB takes it.
 fn record_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed(Duration::from_secs(60))
 }

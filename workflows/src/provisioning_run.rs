@@ -439,25 +439,12 @@ fn failure_reason(e: &ActivityExecutionError) -> String {
 /// Quick steps before `local-quick-steps`: short, retried until they succeed (a read DB outage
 /// must not lose a transition).
 fn quick_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed(Duration::from_secs(30))
 }
 
 /// The same retries for a quick step run as a local activity.
 fn local_quick_opts() -> LocalActivityOptions {
-    LocalActivityOptions::builder()
-        .start_to_close_timeout(Duration::from_secs(30))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed_locally(Duration::from_secs(30))
 }
 
 /// Planning only reads: exponential retry, but a plan that cannot succeed fails at once.

@@ -11,7 +11,6 @@ use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_models::{ProvisioningState, run_workflow_id};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext,
@@ -162,11 +161,5 @@ impl ReconciliationProposal {
 }
 
 fn quick_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
+    crate::retries::must_succeed(Duration::from_secs(30))
 }

@@ -1,0 +1,31 @@
+//! The retry rule the workflows share for writes that must not be lost.
+//!
+//! Projections, records and the lock request are idempotent writes to the read DB (or a
+//! signal-with-start): a read DB outage holds the workflow at that step, retrying at most every
+//! 10 s, until the write goes through. Only the timeout differs between steps.
+
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_sdk::{ActivityOptions, LocalActivityOptions};
+
+/// Unlimited attempts, backing off to one every 10 s.
+fn until_it_succeeds() -> RetryPolicy {
+    RetryPolicy::builder()
+        .maximum_interval(Duration::from_secs(10))
+        .build()
+}
+
+/// A regular activity retried until it succeeds, each attempt within `timeout`.
+pub(crate) fn must_succeed(timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
+
+/// A local activity retried until it succeeds, each attempt within `timeout`.
+pub(crate) fn must_succeed_locally(timeout: Duration) -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(timeout)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
