@@ -23,7 +23,7 @@ async fn applied_environment(stack: &Stack, class: &str) -> Api {
     api.wait_state(&run_id, "Applied").await;
     // The apply starts an observation of its own; let it finish so it does not race the
     // drift each test makes next.
-    api.wait_observed_after(stack, "env", &run_id).await;
+    api.wait_observed_after(stack, &run_id).await;
     api
 }
 

@@ -138,7 +138,7 @@ async fn every_event_type_arrives_on_its_subject() {
     api.wait_state(&id, "AwaitingApproval").await;
     api.decide(&id, "approve").await.expect(202);
     api.wait_state(&id, "Applied").await;
-    api.wait_observed_after(&stack, "prod", &id).await;
+    api.wait_observed_after(&stack, &id).await;
     stack.sandbox_cli(
         "acme",
         "prod",
@@ -154,7 +154,7 @@ async fn every_event_type_arrives_on_its_subject() {
         .unwrap_or_default()
         .to_owned();
     api.wait_state(&failing, "Failed").await;
-    api.wait_observed_after(&stack, "prod", &failing).await;
+    api.wait_observed_after(&stack, &failing).await;
     // Drift, a proposal and a decision.
     stack.sandbox_cli(
         "acme",
@@ -230,7 +230,7 @@ async fn nats_down_then_back_delivers_every_event_once() {
     let second = api.plan_run("dev", "reconciliation").await;
     api.wait_state(&second, "Applied").await;
     // Let the observation this run starts finish too, so the outbox is complete.
-    api.wait_observed_after(&stack, "dev", &second).await;
+    api.wait_observed_after(&stack, &second).await;
     api.declare("dev", &[("api", "1.1.0", 1)]).await;
     assert!(
         stack
@@ -296,11 +296,11 @@ async fn two_relays_on_postgres_publish_each_event_once() {
         let env = format!("env-{e}");
         api.environment(&env, "non-production").await;
         api.declare(&env, &[("api", "1.0.0", 1)]).await;
-        runs.push((env.clone(), api.plan_run(&env, "baseline").await));
+        runs.push(api.plan_run(&env, "baseline").await);
     }
-    for (env, run) in &runs {
+    for run in &runs {
         api.wait_state(run, "Applied").await;
-        api.wait_observed_after(&stack, env, run).await;
+        api.wait_observed_after(&stack, run).await;
     }
     let total = all_published(&stack).await;
     let messages = eventually(30, "every message in the stream", || async {

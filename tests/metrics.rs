@@ -47,7 +47,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
         .to_owned();
     api.wait_state(&failed, "Failed").await;
     // The observation after the failure finds prod's workload missing and proposes it.
-    api.wait_observed_after(&stack, "prod", &failed).await;
+    api.wait_observed_after(&stack, &failed).await;
     // An environment never observed, and one replica drift proposed (not auto-accepted here).
     api.environment("never", "non-production").await;
     stack.sandbox_cli(

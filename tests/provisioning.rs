@@ -3,7 +3,7 @@
 use crate::common::{Db, Stack, StackOptions, eventually};
 use runtime_cloud_workflows::EnvironmentLock;
 use serde_json::json;
-use temporalio_client::WorkflowQueryOptions;
+use temporalio_client::{WorkflowExecutionStatus, WorkflowQueryOptions};
 
 /// A non-production run plans, applies without an approval, converges the sandbox and
 /// records its receipts and events.
@@ -469,6 +469,28 @@ async fn a_run_terminated_by_hand_does_not_block_its_environment() {
     api.wait_state(&second, "AwaitingApproval").await;
     api.decide(&second, "approve").await.expect(202);
     api.wait_state(&second, "Applied").await;
+}
+
+/// A run takes a free lock by starting it as its holder. If that start succeeded but its
+/// answer was lost (the worker died, the connection dropped), the retried step finds the lock
+/// running and asks for it; the lock sees its own holder asking and grants it again, instead of
+/// leaving the run waiting for a grant it already has.
+#[tokio::test]
+async fn a_run_whose_lock_start_answer_was_lost_still_gets_the_lock() {
+    let mut stack = Stack::start().await;
+    let (api, id, lock) = stack.run_whose_lock_start_answer_was_lost().await;
+    api.wait_state(&id, "Applied").await;
+    let client = stack.temporal_client().await;
+    let lock = client.get_workflow_handle::<EnvironmentLock>(lock);
+    eventually(
+        30,
+        "the lock to end once its holder released it",
+        || async {
+            let described = lock.describe(Default::default()).await.ok()?;
+            (described.status() == WorkflowExecutionStatus::Completed).then_some(())
+        },
+    )
+    .await;
 }
 
 /// A worker killed between plan and apply is replaced and the run still applies exactly once.

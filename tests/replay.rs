@@ -18,6 +18,14 @@
 //! was held (`hold-early-approvals` patch). `holder_check_environment_lock.json` is the lock of
 //! `record_replay_fixtures` recorded after the `check-lock-holder` patch
 //! (`RC_FIXTURE_PREFIX=holder_check_`; its two run histories were not kept).
+//! The `lean_*` fixtures are `record_replay_fixtures` and `record_drift_replay_fixtures`
+//! recorded after the `lean-run` patch (`RC_FIXTURE_PREFIX=lean_`; the observation's history
+//! is the same as `local_steps_observe_environment.json` and was not kept): a run that took a
+//! free lock by starting it, a run that queued and was granted it, the lock of both, a
+//! proposal whose run was started with its search attributes.
+//! `regrant_environment_lock.json` (`./scripts/test --run-ignored only
+//! record_regrant_replay_fixture`) is a lock whose holder asked for it again and was granted
+//! it again (`regrant-to-holder` patch).
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
@@ -57,6 +65,12 @@ const FIXTURES: &[&str] = &[
     "local_steps_provisioning_run_reconciliation.json",
     "provisioning_run_early_approval.json",
     "holder_check_environment_lock.json",
+    "lean_provisioning_run_approved.json",
+    "lean_provisioning_run_queued.json",
+    "lean_environment_lock.json",
+    "lean_reconciliation_proposal.json",
+    "lean_provisioning_run_reconciliation.json",
+    "regrant_environment_lock.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.
@@ -101,16 +115,8 @@ async fn record_drift_replay_fixtures() {
     api.declare("dev", &[("api", "1.0.0", 2)]).await;
     let baseline = api.plan_run("dev", "baseline").await;
     api.wait_state(&baseline, "Applied").await;
+    api.wait_observed_after(&stack, &baseline).await;
     let client = stack.temporal_client().await;
-    let after = client.get_workflow_handle::<ObserveEnvironment>(format!(
-        "observe/{}/dev/after-{baseline}",
-        api.tenant
-    ));
-    crate::common::eventually(30, "the after-apply observation", || {
-        let after = &after;
-        async move { after.get_result(Default::default()).await.ok().map(|_| ()) }
-    })
-    .await;
     stack.sandbox_cli(
         "acme",
         "dev",
@@ -221,6 +227,27 @@ async fn record_early_approval_replay_fixture() {
         history,
     )
     .expect("write fixture");
+}
+
+/// Records the lock of a run whose start of it was answered but the answer lost (see
+/// `run_whose_lock_start_answer_was_lost`): the holder asks again and is granted again.
+#[tokio::test]
+#[ignore = "a tool, not a test: ./scripts/test --run-ignored only record_regrant_replay_fixture"]
+async fn record_regrant_replay_fixture() {
+    let mut stack = Stack::start().await;
+    let (api, id, lock) = stack.run_whose_lock_start_answer_was_lost().await;
+    api.wait_state(&id, "Applied").await;
+    api.wait_observed_after(&stack, &id).await;
+    let history = stack
+        .temporal_client()
+        .await
+        .get_workflow_handle::<EnvironmentLock>(lock)
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .expect("history");
+    std::fs::write(fixtures().join("regrant_environment_lock.json"), history)
+        .expect("write fixture");
 }
 
 /// Records a sweep's history into `tests/fixtures/$RC_SWEEP_FIXTURE`: two applied

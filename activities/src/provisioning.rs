@@ -12,7 +12,10 @@ use runtime_cloud_workflows::environment_lock::LockState;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
+use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
+use temporalio_client::{
+    Client, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+};
 use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -39,9 +42,38 @@ fn target(tenant_id: &str, environment_id: &str) -> Target {
     }
 }
 
+impl ProvisioningActivitiesImpl {
+    /// Signal-with-start: queue `req`'s requester on the lock, starting the lock if it is idle.
+    async fn ask_for_lock(&self, req: LockRequest) -> Result<(), ActivityError> {
+        let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
+            .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+            .build();
+        let idle = LockState {
+            holder_check_secs: Some(self.lock_holder_check_secs),
+            ..LockState::default()
+        };
+        self.client
+            .signal_with_start_workflow(
+                EnvironmentLock::run,
+                idle,
+                EnvironmentLock::acquire,
+                req.requester_workflow_id,
+                opts,
+            )
+            .await
+            .map_err(temporal_unavailable)?;
+        Ok(())
+    }
+}
+
+/// A Temporal call that failed: retried by the activity's policy.
+fn temporal_unavailable(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
+    ActivityError::application(ApplicationFailure::new(e))
+}
+
 #[activities]
 impl ProvisioningActivitiesImpl {
-    /// Signal-with-start of the environment's lock workflow.
+    /// Signal-with-start of the environment's lock workflow (runs recorded before `lean-run`).
     #[activity(definition = markers::RequestLock)]
     pub async fn request_lock(
         self: Arc<Self>,
@@ -49,25 +81,73 @@ impl ProvisioningActivitiesImpl {
         req: LockRequest,
     ) -> Result<(), ActivityError> {
         let span = tracing::info_span!("request_lock", workflow_id = %req.requester_workflow_id);
+        self.ask_for_lock(req).instrument(span).await
+    }
+
+    /// Takes the environment's lock if it is free, by starting the lock workflow with the run
+    /// as its holder (true); otherwise asks for it like `request_lock` (false: the lock will
+    /// signal `lock_granted`).
+    ///
+    /// The lock's workflow id is unique, so of two runs starting it at once only one succeeds.
+    /// If this start succeeded in an earlier attempt whose answer was lost, the retry finds the
+    /// lock running and asks for it; the lock sees its own holder asking and grants it again.
+    #[activity(definition = markers::AcquireLock)]
+    pub async fn acquire_lock(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LockRequest,
+    ) -> Result<bool, ActivityError> {
+        let span = tracing::info_span!("acquire_lock", workflow_id = %req.requester_workflow_id);
         async move {
             let opts =
                 WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
-                    .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+                    .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
                     .build();
-            self.client
-                .signal_with_start_workflow(
-                    EnvironmentLock::run,
-                    LockState {
-                        holder_check_secs: Some(self.lock_holder_check_secs),
-                        ..LockState::default()
-                    },
-                    EnvironmentLock::acquire,
+            let state = LockState::held_by(
+                req.requester_workflow_id.clone(),
+                self.lock_holder_check_secs,
+            );
+            match self
+                .client
+                .start_workflow(EnvironmentLock::run, state, opts)
+                .await
+            {
+                Ok(_) => Ok(true),
+                Err(WorkflowStartError::AlreadyStarted { .. }) => {
+                    self.ask_for_lock(req).await?;
+                    Ok(false)
+                }
+                Err(e) => Err(temporal_unavailable(e)),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Releases the environment's lock, or leaves its queue. A lock that has ended has
+    /// nothing to release.
+    #[activity(definition = markers::ReleaseLock)]
+    pub async fn release_lock(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LockRequest,
+    ) -> Result<(), ActivityError> {
+        let span = tracing::info_span!("release_lock", workflow_id = %req.requester_workflow_id);
+        async move {
+            let lock = self
+                .client
+                .get_workflow_handle::<EnvironmentLock>(req.lock_workflow_id);
+            match lock
+                .signal(
+                    EnvironmentLock::release,
                     req.requester_workflow_id,
-                    opts,
+                    WorkflowSignalOptions::default(),
                 )
                 .await
-                .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
-            Ok(())
+            {
+                Ok(()) | Err(WorkflowInteractionError::NotFound(_)) => Ok(()),
+                Err(e) => Err(temporal_unavailable(e)),
+            }
         }
         .instrument(span)
         .await

@@ -474,6 +474,35 @@ impl Stack {
         (api, id, hash)
     }
 
+    /// A run whose environment lock already names it as the holder before it has taken any
+    /// step: what a start of the lock whose answer never came back leaves behind. The lock is
+    /// started with `temporal workflow start` while no worker runs, then the worker starts.
+    /// Returns the caller, the run id and the lock's workflow id.
+    pub async fn run_whose_lock_start_answer_was_lost(&mut self) -> (Api, String, String) {
+        let api = self.operator("acme");
+        api.environment("dev", "non-production").await;
+        api.declare("dev", &[("api", "1.0.0", 1)]).await;
+        self.kill_worker();
+        let id = api.plan_run("dev", "baseline").await;
+        let lock = format!("environment/{}/dev", api.tenant);
+        let held =
+            json!({ "holder": format!("provisioning-run/{id}"), "queue": [], "holderKnows": true });
+        self.temporal_ok(&[
+            "workflow",
+            "start",
+            "--type",
+            "EnvironmentLock",
+            "--task-queue",
+            &self.task_queue,
+            "--workflow-id",
+            &lock,
+            "--input",
+            &held.to_string(),
+        ]);
+        self.start_worker();
+        (api, id, lock)
+    }
+
     /// Triggers this stack's schedule `{task_queue}/{name}` now, as
     /// `temporal schedule trigger` does.
     pub fn trigger_schedule(&self, name: &str) {
@@ -751,8 +780,6 @@ impl Api {
         serde_json::to_value(outcome).expect("outcome JSON")
     }
 
-    /// Waits until the observation a run starts after its apply (or failure) has finished, so
-    /// it cannot race what the test does next.
     /// Registers a non-production environment with `workloads`, applies it with a baseline
     /// run and waits for the observation after it; returns the run's id.
     pub async fn applied(
@@ -765,17 +792,24 @@ impl Api {
         self.declare(env, workloads).await;
         let run = self.plan_run(env, "baseline").await;
         self.wait_state(&run, "Applied").await;
-        self.wait_observed_after(stack, env, &run).await;
+        self.wait_observed_after(stack, &run).await;
         run
     }
 
-    pub async fn wait_observed_after(&self, stack: &Stack, env: &str, run_id: &str) {
-        let id = format!("observe/{}/{env}/after-{run_id}", self.tenant);
+    /// Waits until the observation a run makes after its apply (or failure) has finished, so
+    /// it cannot race what the test does next: the run's workflow ends after it.
+    pub async fn wait_observed_after(&self, stack: &Stack, run_id: &str) {
         let client = stack.temporal_client().await;
-        let handle = client.get_workflow_handle::<runtime_cloud_workflows::ObserveEnvironment>(id);
+        let handle = client.get_workflow_handle::<runtime_cloud_workflows::ProvisioningRun>(
+            runtime_cloud_models::run_workflow_id(run_id),
+        );
         eventually(30, "the observation after the run", || {
             let handle = &handle;
-            async move { handle.get_result(Default::default()).await.ok().map(|_| ()) }
+            async move {
+                let result = handle.get_result(Default::default());
+                let done = tokio::time::timeout(Duration::from_secs(5), result).await;
+                done.ok()?.ok().map(|_| ())
+            }
         })
         .await;
     }

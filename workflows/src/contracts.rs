@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
 use temporalio_macros::activity_definitions;
 
-/// Ask for an environment's lock: signal-with-start of its [`crate::EnvironmentLock`].
+/// Take, ask for, or release an environment's lock ([`crate::EnvironmentLock`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockRequest {
@@ -67,6 +67,18 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
+    /// Take the lock if it is free (true), else ask for it (false: `lock_granted` follows).
+    #[activity(name = "provisioning.acquire-lock")]
+    pub fn acquire_lock(req: LockRequest) -> Result<bool, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Release the lock, or leave its queue.
+    #[activity(name = "provisioning.release-lock")]
+    pub fn release_lock(req: LockRequest) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`PlanRequest`].
     #[activity(name = "provisioning.plan")]
     pub fn plan(req: PlanRequest) -> Result<PlanReceipt, ActivityError> {
@@ -89,7 +101,9 @@ impl ProvisioningActivities {
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the
 /// implementations.
 pub mod provisioning_markers {
-    pub use super::provisioning_activities::{Apply, Plan, Project, RequestLock};
+    pub use super::provisioning_activities::{
+        AcquireLock, Apply, Plan, Project, ReleaseLock, RequestLock,
+    };
 }
 
 /// Read an environment's target.

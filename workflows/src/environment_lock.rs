@@ -1,10 +1,14 @@
 //! `environment/{tenant}/{env}`: at most one provisioning run holds an environment at a time.
 //!
-//! Runs ask for the lock with signal-with-start (activity `provisioning.request-lock`); the
-//! lock grants it to the oldest waiter by signalling `lock_granted` to that run, and waits for
-//! its `release`. A run that ends before its turn releases too, which only drops it from the
-//! queue. The lock ends when nobody holds or waits for it, and continues as new to keep its
-//! history short under a steady stream of runs.
+//! A run takes a free lock by starting it with itself as the holder (activity
+//! `provisioning.acquire-lock`): the workflow id is unique, so only one start can succeed, and
+//! the run learns from the start's answer that it holds the lock, without a signal back. When
+//! the lock already runs, the run asks with signal-with-start (`acquire`); the lock grants it
+//! to the oldest waiter by signalling `lock_granted` to that run, and waits for its `release`.
+//! A run that ends before its turn releases too, which only drops it from the queue. The lock
+//! ends when nobody holds or waits for it, and continues as new to keep its history short
+//! under a steady stream of runs. (Runs recorded before `lean-run` always asked with
+//! signal-with-start, through `provisioning.request-lock`.)
 
 use crate::provisioning_run::ProvisioningRun;
 use serde::{Deserialize, Serialize};
@@ -20,6 +24,8 @@ use temporalio_sdk::{
 const GRANTS_PER_HISTORY: u32 = 200;
 /// Patch id: locks recorded before it waited for a release without checking the holder.
 const CHECK_HOLDER: &str = "check-lock-holder";
+/// Patch id: locks recorded before it ignored a holder that asked again.
+const REGRANT: &str = "regrant-to-holder";
 /// The holder check interval of a lock started without one (`LockHolderCheckMinutes`).
 const DEFAULT_HOLDER_CHECK: Duration = Duration::from_secs(600);
 
@@ -35,6 +41,22 @@ pub struct LockState {
     /// Absent in locks started before the check existed: they use the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder_check_secs: Option<u64>,
+    /// The holder knows it holds the lock: it started the lock as its holder, or was granted
+    /// it. False again when the holder asks for the lock (its start's answer was lost).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub holder_knows: bool,
+}
+
+impl LockState {
+    /// The state of a lock started by `holder`, which learns from the start that it holds it.
+    pub fn held_by(holder: String, holder_check_secs: u64) -> Self {
+        Self {
+            holder: Some(holder),
+            queue: VecDeque::new(),
+            holder_check_secs: Some(holder_check_secs),
+            holder_knows: true,
+        }
+    }
 }
 
 /// The lock workflow.
@@ -58,18 +80,19 @@ impl EnvironmentLock {
     /// and an acquire arriving in the same workflow task from skipping a grant.
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        // Started by signal-with-start, so the first `acquire` is already queued here.
-        ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty())
-            .await?;
+        // Signals that came with the start are handled before this runs: the first `acquire`
+        // of a signal-with-start is queued, and the holder a run started the lock with may
+        // already have released it (then the loop finds nothing to do and the lock ends).
         loop {
             // A holder carried over by continue-as-new is granted again (a run ignores a
-            // second grant); otherwise the oldest waiter gets the lock.
+            // second grant) unless it knows; otherwise the oldest waiter gets the lock.
             let holder = match ctx.state(|s| s.state.holder.clone()) {
                 Some(holder) => holder,
                 None => {
                     let next = ctx.state_mut(|s| {
                         let next = s.state.queue.pop_front();
                         s.state.holder = next.clone();
+                        s.state.holder_knows = false;
                         next
                     });
                     match next {
@@ -78,13 +101,19 @@ impl EnvironmentLock {
                     }
                 }
             };
-            ctx.state_mut(|s| s.grants += 1);
-            if !Self::grant(ctx, &holder).await {
-                // The holder is gone (terminated by hand): do not block the environment.
-                ctx.state_mut(|s| s.state.holder = None);
+            if !ctx.state(|s| s.state.holder_knows) {
+                ctx.state_mut(|s| s.grants += 1);
+                if !Self::grant(ctx, &holder).await {
+                    // The holder is gone (terminated by hand): do not block the environment.
+                    ctx.state_mut(|s| s.state.holder = None);
+                    continue;
+                }
+                ctx.state_mut(|s| s.state.holder_knows = true);
+            }
+            if !Self::wait_for_release(ctx, &holder).await? {
+                // The holder asked again: tell it once more.
                 continue;
             }
-            Self::wait_for_release(ctx, &holder).await?;
             if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
                 let state = ctx.state(|s| s.state.clone());
                 ctx.continue_as_new(state, ContinueAsNewOptions::default())?;
@@ -105,36 +134,47 @@ impl EnvironmentLock {
             .is_ok()
     }
 
-    /// Waits until `holder` releases the lock, or is found gone while another run waits.
+    /// Waits until `holder` releases the lock (true), asks for it again (false), or is found
+    /// gone while another run waits (true).
     ///
     /// A run terminated by hand (Temporal UI or CLI) never releases. Nobody is harmed while
     /// nobody waits, so the lock costs nothing then; once a run waits, it re-grants to the
     /// holder every `holder_check_secs` and drops a holder that no longer exists.
-    async fn wait_for_release(ctx: &mut WorkflowContext<Self>, holder: &str) -> WorkflowResult<()> {
+    async fn wait_for_release(
+        ctx: &mut WorkflowContext<Self>,
+        holder: &str,
+    ) -> WorkflowResult<bool> {
         let released = {
             let holder = holder.to_owned();
             move |s: &Self| s.state.holder.as_deref() != Some(holder.as_str())
         };
-        let wanted = released.clone();
+        let woken = {
+            let released = released.clone();
+            move |s: &Self| released(s) || !s.state.holder_knows
+        };
+        let wanted = woken.clone();
         ctx.wait_condition(move |s| wanted(s) || !s.state.queue.is_empty())
             .await?;
         if ctx.state(|s| released(s)) {
-            return Ok(());
+            return Ok(true);
+        }
+        if !ctx.state(|s| s.state.holder_knows) {
+            return Ok(false);
         }
         if !ctx.patched(CHECK_HOLDER) {
             ctx.wait_condition(released).await?;
-            return Ok(());
+            return Ok(true);
         }
         let every = ctx
             .state(|s| s.state.holder_check_secs)
             .map_or(DEFAULT_HOLDER_CHECK, Duration::from_secs);
         loop {
-            let done = temporalio_sdk::workflows::select! {
-                r = ctx.wait_condition(released.clone()) => { r?; true }
+            let woke = temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(woken.clone()) => { r?; true }
                 _ = ctx.timer(every) => false,
             };
-            if done {
-                return Ok(());
+            if woke {
+                return Ok(ctx.state(|s| released(s)));
             }
             if !Self::grant(ctx, holder).await {
                 ctx.state_mut(|s| {
@@ -142,17 +182,25 @@ impl EnvironmentLock {
                         s.state.holder = None;
                     }
                 });
-                return Ok(());
+                return Ok(true);
             }
         }
     }
 
-    /// A run wants the lock. Asking twice keeps one place in the queue.
+    /// A run wants the lock. Asking twice keeps one place in the queue; the holder asking
+    /// means it does not know it holds the lock (the answer to its start was lost), so the
+    /// lock tells it again.
     #[signal]
-    pub fn acquire(&mut self, _ctx: &mut SyncWorkflowContext<Self>, requester: String) {
-        let known = self.state.holder.as_deref() == Some(requester.as_str())
-            || self.state.queue.contains(&requester);
-        if !known {
+    pub fn acquire(&mut self, ctx: &mut SyncWorkflowContext<Self>, requester: String) {
+        if self.state.holder.as_deref() == Some(requester.as_str()) {
+            // Only ever true for a holder that started the lock; the patch keeps histories
+            // recorded before it, where a holder asking again changed nothing, replaying.
+            if self.state.holder_knows && ctx.patched(REGRANT) {
+                self.state.holder_knows = false;
+            }
+            return;
+        }
+        if !self.state.queue.contains(&requester) {
             self.state.queue.push_back(requester);
         }
     }
@@ -162,6 +210,7 @@ impl EnvironmentLock {
     pub fn release(&mut self, _ctx: &mut SyncWorkflowContext<Self>, requester: String) {
         if self.state.holder.as_deref() == Some(requester.as_str()) {
             self.state.holder = None;
+            self.state.holder_knows = false;
         }
         self.state.queue.retain(|r| r != &requester);
     }

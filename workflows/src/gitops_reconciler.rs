@@ -7,10 +7,12 @@ use crate::contracts::{EnvironmentPageRequest, ReplanOutcome, ReplanRequest, Sch
 use crate::ids::time_ordered_id;
 use crate::observe_environment::hand_over;
 use crate::provisioning_run::ProvisioningRun;
+use crate::search_attributes::run_attributes;
 use runtime_cloud_models::run_workflow_id;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
+use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy,
@@ -72,9 +74,10 @@ impl GitOpsReconciler {
                 .await
             {
                 Ok(ReplanOutcome::Apply { run }) => {
-                    let id = run_workflow_id(&run.run_id);
+                    let mut opts = abandon(run_workflow_id(&run.run_id));
+                    opts.search_attributes = Some(SearchAttributes::new(run_attributes(&run)));
                     let _ = ctx
-                        .start_child_workflow(ProvisioningRun::run, *run, abandon(id))
+                        .start_child_workflow(ProvisioningRun::run, *run, opts)
                         .await;
                     totals.applied += 1;
                 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, LocalActivityOptions, ParentClosePolicy,
-    SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
+    ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, LocalActivityOptions,
+    ParentClosePolicy, SignalWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 /// Which environment to observe.
@@ -62,44 +62,64 @@ impl ObserveEnvironment {
             TENANT_ID.value_set(input.tenant_id.clone()),
             ENVIRONMENT_ID.value_set(input.environment_id.clone()),
         ]);
-        let request = ObserveRequest {
-            tenant_id: input.tenant_id.clone(),
-            environment_id: input.environment_id.clone(),
-        };
         // Reading and recording are local activities since `local-observation`: they run in
         // the workflow task that starts the observation, which then ends in one task instead
         // of three (docs/benchmarks.md). Observations recorded before it replay as they ran.
-        let local = ctx.patched(LOCAL_OBSERVATION);
-        // An unreachable target is an answer (the environment becomes stale), not an error.
-        let observed = if local {
-            ctx.execute_local_activity(InventoryActivities::observe, request, local_observe_opts())
-                .await
+        let outcome = if ctx.patched(LOCAL_OBSERVATION) {
+            observe_locally(ctx, &input.tenant_id, &input.environment_id).await?
         } else {
-            ctx.execute_activity(InventoryActivities::observe, request, observe_opts())
+            let request = ObserveRequest {
+                tenant_id: input.tenant_id.clone(),
+                environment_id: input.environment_id.clone(),
+            };
+            let observation = ctx
+                .execute_activity(InventoryActivities::observe, request, observe_opts())
                 .await
-        };
-        let observation = match observed {
-            Ok(observation) => observation,
-            Err(e) => Observation::Unreachable {
-                reason: e.to_string(),
-            },
-        };
-        let record = RecordRequest {
-            tenant_id: input.tenant_id.clone(),
-            environment_id: input.environment_id.clone(),
-            observation,
-            proposal_id: time_ordered_id(ctx),
-        };
-        let outcome = if local {
-            ctx.execute_local_activity(InventoryActivities::record, record, local_record_opts())
-                .await?
-        } else {
+                .unwrap_or_else(unreachable);
+            let record = RecordRequest {
+                tenant_id: input.tenant_id.clone(),
+                environment_id: input.environment_id.clone(),
+                observation,
+                proposal_id: time_ordered_id(ctx),
+            };
             ctx.execute_activity(InventoryActivities::record, record, record_opts())
                 .await?
         };
 
         hand_over(ctx, &outcome.superseded, outcome.new_proposal.clone()).await;
         Ok(outcome)
+    }
+}
+
+/// Reads the environment's target and records what it shows, both as local activities in
+/// the current workflow task: an `ObserveEnvironment`, and a run observing after its apply.
+pub(crate) async fn observe_locally<W>(
+    ctx: &WorkflowContext<W>,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<RecordOutcome, ActivityExecutionError> {
+    let request = ObserveRequest {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+    };
+    // An unreachable target is an answer (the environment becomes stale), not an error.
+    let observation = ctx
+        .execute_local_activity(InventoryActivities::observe, request, local_observe_opts())
+        .await
+        .unwrap_or_else(unreachable);
+    let record = RecordRequest {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        observation,
+        proposal_id: time_ordered_id(ctx),
+    };
+    ctx.execute_local_activity(InventoryActivities::record, record, local_record_opts())
+        .await
+}
+
+fn unreachable(e: ActivityExecutionError) -> Observation {
+    Observation::Unreachable {
+        reason: e.to_string(),
     }
 }
 

@@ -6,11 +6,12 @@
 use crate::contracts::{InventoryActivities, PrepareRunRequest, ProposalInput, ProposalProjection};
 use crate::ids::time_ordered_id;
 use crate::provisioning_run::ProvisioningRun;
-use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID};
+use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID, run_attributes};
 use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_models::{ProvisioningState, run_workflow_id};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext,
@@ -98,12 +99,12 @@ impl ReconciliationProposal {
             .await?;
         ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
         Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
+        let opts = ChildWorkflowOptions::builder()
+            .workflow_id(run_workflow_id(&run_id))
+            .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
+            .build();
         let started = ctx
-            .start_child_workflow(
-                ProvisioningRun::run,
-                run_input,
-                ChildWorkflowOptions::workflow_id(run_workflow_id(&run_id)),
-            )
+            .start_child_workflow(ProvisioningRun::run, run_input, opts)
             .await?;
         let status = started.result().await?;
         if status.state == Some(ProvisioningState::Applied) {

@@ -1,6 +1,7 @@
 //! Custom search attributes: filter runs in the Temporal UI and `temporal workflow list --query`.
 
-use temporalio_common::search_attributes::SearchAttributeKey;
+use runtime_cloud_models::RunInput;
+use temporalio_common::search_attributes::{SearchAttributeKey, SearchAttributeUpdate};
 
 /// The tenant that owns the workflow.
 pub const TENANT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("TenantId");
@@ -23,3 +24,13 @@ pub const ALL: &[(&str, &str)] = &[
     ("RunKind", "Keyword"),
     ("ProposalState", "Keyword"),
 ];
+
+/// A provisioning run's tenant, environment and kind. Whoever starts a run sets them at start,
+/// so the run need not upsert them (each upsert is a history event and a visibility write).
+pub fn run_attributes(input: &RunInput) -> [SearchAttributeUpdate; 3] {
+    [
+        TENANT_ID.value_set(input.tenant_id.clone()),
+        ENVIRONMENT_ID.value_set(input.environment_id.clone()),
+        RUN_KIND.value_set(input.kind.as_str().to_owned()),
+    ]
+}

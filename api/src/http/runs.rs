@@ -24,7 +24,7 @@ use runtime_cloud_models::{
 };
 use runtime_cloud_workflows::ProvisioningRun;
 use runtime_cloud_workflows::provisioning_run::{CancelRequest, cancellable};
-use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, RUN_KIND, TENANT_ID};
+use runtime_cloud_workflows::search_attributes::run_attributes;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, FromQueryResult, ModelTrait,
@@ -384,11 +384,7 @@ async fn replay(
 /// Starts the run's workflow. The id is the idempotency key on the Temporal side: a start
 /// for an id that exists (running or closed) never creates a second execution.
 async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
-    let attributes = SearchAttributes::new([
-        TENANT_ID.value_set(input.tenant_id.clone()),
-        ENVIRONMENT_ID.value_set(input.environment_id.clone()),
-        RUN_KIND.value_set(input.kind.as_str().to_owned()),
-    ]);
+    let attributes = SearchAttributes::new(run_attributes(&input));
     let opts = WorkflowStartOptions::new(state.task_queue.clone(), run_workflow_id(&input.run_id))
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
