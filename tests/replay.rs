@@ -32,7 +32,7 @@ use runtime_cloud_workflows::{
     EnvironmentLock, ObservationSweep, ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
 };
 use std::path::PathBuf;
-use temporalio_client::WorkflowHistory;
+use temporalio_client::{UntypedWorkflow, WorkflowHistory};
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
 
 fn fixtures() -> PathBuf {
@@ -46,6 +46,17 @@ fn fixture_name(name: &str) -> String {
         "{}{name}",
         std::env::var("RC_FIXTURE_PREFIX").unwrap_or_default()
     )
+}
+
+/// Saves workflow `workflow_id`'s history as the fixture `name` (see [`fixture_name`]).
+async fn save_fixture(client: &temporalio_client::Client, workflow_id: String, name: &str) {
+    let json = client
+        .get_workflow_handle::<UntypedWorkflow>(workflow_id)
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .expect("history");
+    std::fs::write(fixtures().join(fixture_name(name)), json).expect("write fixture");
 }
 
 const FIXTURES: &[&str] = &[
@@ -142,29 +153,11 @@ async fn record_drift_replay_fixtures() {
         .unwrap_or_default()
         .to_owned();
 
-    let save = |name: &'static str, history: WorkflowHistory| async move {
-        let json = history.to_json().await.expect("history");
-        std::fs::write(fixtures().join(fixture_name(name)), json).expect("write fixture");
-    };
-    save(
-        "observe_environment.json",
-        client
-            .get_workflow_handle::<ObserveEnvironment>(observe_id)
-            .fetch_history(Default::default()),
-    )
-    .await;
-    let h = client.get_workflow_handle::<ReconciliationProposal>(format!("proposal/{proposal}"));
-    save(
-        "reconciliation_proposal.json",
-        h.fetch_history(Default::default()),
-    )
-    .await;
-    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{run}"));
-    save(
-        "provisioning_run_reconciliation.json",
-        h.fetch_history(Default::default()),
-    )
-    .await;
+    save_fixture(&client, observe_id, "observe_environment.json").await;
+    let proposal = format!("proposal/{proposal}");
+    save_fixture(&client, proposal, "reconciliation_proposal.json").await;
+    let run = format!("provisioning-run/{run}");
+    save_fixture(&client, run, "provisioning_run_reconciliation.json").await;
 }
 
 /// Records the provisioning fixtures from live runs.
@@ -186,25 +179,12 @@ async fn record_replay_fixtures() {
     api.wait_state(&second, "Applied").await;
 
     let client = stack.temporal_client().await;
-    let save = |name: &'static str, history: WorkflowHistory| async move {
-        let json = history.to_json().await.expect("history");
-        std::fs::write(fixtures().join(fixture_name(name)), json).expect("write fixture");
-    };
-    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{first}"));
-    save(
-        "provisioning_run_approved.json",
-        h.fetch_history(Default::default()),
-    )
-    .await;
-    let h = client.get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{second}"));
-    save(
-        "provisioning_run_queued.json",
-        h.fetch_history(Default::default()),
-    )
-    .await;
-    let h =
-        client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
-    save("environment_lock.json", h.fetch_history(Default::default())).await;
+    let first = format!("provisioning-run/{first}");
+    save_fixture(&client, first, "provisioning_run_approved.json").await;
+    let second = format!("provisioning-run/{second}");
+    save_fixture(&client, second, "provisioning_run_queued.json").await;
+    let lock = format!("environment/{}/prod", api.tenant);
+    save_fixture(&client, lock, "environment_lock.json").await;
 }
 
 /// Records a run approved before its worker saw the plan (see `run_approved_before_its_plan`).
@@ -214,19 +194,9 @@ async fn record_early_approval_replay_fixture() {
     let mut stack = Stack::start().await;
     let (api, id, _) = stack.run_approved_before_its_plan().await;
     api.wait_state(&id, "Applied").await;
-    let history = stack
-        .temporal_client()
-        .await
-        .get_workflow_handle::<ProvisioningRun>(format!("provisioning-run/{id}"))
-        .fetch_history(Default::default())
-        .to_json()
-        .await
-        .expect("history");
-    std::fs::write(
-        fixtures().join("provisioning_run_early_approval.json"),
-        history,
-    )
-    .expect("write fixture");
+    let client = stack.temporal_client().await;
+    let run = format!("provisioning-run/{id}");
+    save_fixture(&client, run, "provisioning_run_early_approval.json").await;
 }
 
 /// Records the lock of a run whose start of it was answered but the answer lost (see
@@ -238,16 +208,8 @@ async fn record_regrant_replay_fixture() {
     let (api, id, lock) = stack.run_whose_lock_start_answer_was_lost().await;
     api.wait_state(&id, "Applied").await;
     api.wait_observed_after(&stack, &id).await;
-    let history = stack
-        .temporal_client()
-        .await
-        .get_workflow_handle::<EnvironmentLock>(lock)
-        .fetch_history(Default::default())
-        .to_json()
-        .await
-        .expect("history");
-    std::fs::write(fixtures().join("regrant_environment_lock.json"), history)
-        .expect("write fixture");
+    let client = stack.temporal_client().await;
+    save_fixture(&client, lock, "regrant_environment_lock.json").await;
 }
 
 /// Records a sweep's history into `tests/fixtures/$RC_SWEEP_FIXTURE`: two applied
@@ -272,11 +234,5 @@ async fn record_sweep_replay_fixture() {
     })
     .await;
     let client = stack.temporal_client().await;
-    let history = client
-        .get_workflow_handle::<ObservationSweep>(id)
-        .fetch_history(Default::default())
-        .to_json()
-        .await
-        .expect("history");
-    std::fs::write(fixtures().join(name), history).expect("write fixture");
+    save_fixture(&client, id, &name).await;
 }
