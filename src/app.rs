@@ -21,6 +21,10 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     let url = config.database_url();
     let mut opts = ConnectOptions::new(url.clone());
     opts.sqlx_logging(false);
+    // sqlx hands each SQLite row from the connection's thread to the async side through a
+    // bounded channel (50 rows by default); a list page is up to 201 rows, and a full channel
+    // parks the thread until the reader catches up. Room for a whole page avoids that.
+    opts.map_sqlx_sqlite_opts(|o| o.row_buffer_size(256));
     let db = Database::connect(opts)
         .await
         .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))?;
