@@ -143,6 +143,13 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     // Let the sweep finish (its last page ends with mark-stale) before counting its actions.
     stack::wait_idle(&client, &stack.task_queue).await?;
     let worker_peak_mib = crate::rss::of(stack.worker_pid()).peak_mib;
+    // `runtime-cloud dev` runs the worker and the API in one process; here they are two.
+    let api_peak_mib = crate::rss::of(stack.api_pid()).peak_mib;
+    println!(
+        "  peak RSS: worker {worker_peak_mib:.0} MiB, API {api_peak_mib:.0} MiB \
+         (at most {:.0} MiB for both, as `dev` runs them in one process)",
+        worker_peak_mib + api_peak_mib
+    );
     let tally = actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
     stack.stop().await;
     Ok(Measured {
