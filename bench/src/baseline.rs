@@ -4,7 +4,7 @@
 //! measure what Temporal itself costs on this machine, so the product's numbers can be read as
 //! a ratio to them.
 //!
-//! - [`BaselineRun`]: one provisioning run's six activities in sequence (request-lock, plan,
+//! - [`BaselineRun`]: one provisioning run's six activities in sequence (take the lock, plan,
 //!   project Planned, project Applying, apply, project Applied; see
 //!   `workflows/src/provisioning_run.rs`), all regular activities ([`REGULAR_RUN`], the
 //!   issue's baseline) or with the product's split of local and regular activities

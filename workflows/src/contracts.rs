@@ -61,7 +61,7 @@ pub struct ProvisioningActivities;
 
 #[activity_definitions]
 impl ProvisioningActivities {
-    /// See [`LockRequest`].
+    /// Ask for the lock with signal-with-start (runs recorded before `lean-run`).
     #[activity(name = "provisioning.request-lock")]
     pub fn request_lock(req: LockRequest) -> Result<(), ActivityError> {
         unimplemented!()

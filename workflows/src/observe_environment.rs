@@ -31,7 +31,8 @@ pub struct ObserveInput {
 /// Patch id: observations recorded before it read and recorded with regular activities.
 const LOCAL_OBSERVATION: &str = "local-observation";
 
-/// The workflow id of an observation in `window` (`202611290935`, `after-{runId}`, …).
+/// The workflow id of an observation in `window` (`202611290935`, `manual-{id}`; runs recorded
+/// before `lean-run` observed after their apply in `after-{runId}`).
 pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {
     format!("observe/{tenant_id}/{environment_id}/{window}")
 }
