@@ -25,7 +25,11 @@
 //! proposal whose run was started with its search attributes.
 //! `regrant_environment_lock.json` (`./scripts/test --run-ignored only
 //! record_regrant_replay_fixture`) is a lock whose holder asked for it again and was granted
-//! it again (`regrant-to-holder` patch).
+//! it again (`regrant-to-holder` patch). `continued_idle_environment_lock.json` is not a
+//! recording: it was written by hand in the shape of the recorded locks, for a lock that
+//! continued as new while nobody waited and was then asked for and granted (what a lock with
+//! 200 grants behind it does); it replays on the code before `lean-run` (`73f512b`) and guards
+//! the lock's first wait.
 
 use crate::common::Stack;
 use runtime_cloud_workflows::{
@@ -82,6 +86,7 @@ const FIXTURES: &[&str] = &[
     "lean_reconciliation_proposal.json",
     "lean_provisioning_run_reconciliation.json",
     "regrant_environment_lock.json",
+    "continued_idle_environment_lock.json",
 ];
 
 /// Every recorded history replays without a non-determinism error.

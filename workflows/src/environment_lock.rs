@@ -64,6 +64,9 @@ impl LockState {
 pub struct EnvironmentLock {
     state: LockState,
     grants: u32,
+    /// Started by a run as its holder (`LockState::held_by`), not by signal-with-start or
+    /// continue-as-new.
+    started_held: bool,
 }
 
 #[workflow_methods]
@@ -71,7 +74,12 @@ impl EnvironmentLock {
     /// Starts with the state a previous run handed over (empty on first start).
     #[init]
     pub fn new(_ctx: &WorkflowContextView, state: LockState) -> Self {
-        Self { state, grants: 0 }
+        let started_held = state.holder_knows;
+        Self {
+            state,
+            grants: 0,
+            started_held,
+        }
     }
 
     /// Grants the lock in arrival order until nobody holds or wants it.
@@ -80,9 +88,15 @@ impl EnvironmentLock {
     /// and an acquire arriving in the same workflow task from skipping a grant.
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        // Signals that came with the start are handled before this runs: the first `acquire`
-        // of a signal-with-start is queued, and the holder a run started the lock with may
-        // already have released it (then the loop finds nothing to do and the lock ends).
+        // Signals that came with the start are handled before this runs. A lock a run started
+        // as its holder goes straight on: the holder may already have released it, and then the
+        // loop finds nothing to do and the lock ends. Any other start waits for a first
+        // `acquire` (signal-with-start brings one; a lock that continued as new while idle
+        // waits for the next), as every lock recorded before `lean-run` did.
+        if !ctx.state(|s| s.started_held) {
+            ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty())
+                .await?;
+        }
         loop {
             // A holder carried over by continue-as-new is granted again (a run ignores a
             // second grant) unless it knows; otherwise the oldest waiter gets the lock.
@@ -193,8 +207,9 @@ impl EnvironmentLock {
     #[signal]
     pub fn acquire(&mut self, ctx: &mut SyncWorkflowContext<Self>, requester: String) {
         if self.state.holder.as_deref() == Some(requester.as_str()) {
-            // Only ever true for a holder that started the lock; the patch keeps histories
-            // recorded before it, where a holder asking again changed nothing, replaying.
+            // A holder that started the lock and lost the answer, or a granted run whose ask
+            // was retried (a second grant is harmless). The patch keeps histories recorded
+            // before it, where a holder asking again changed nothing, replaying.
             if self.state.holder_knows && ctx.patched(REGRANT) {
                 self.state.holder_knows = false;
             }

@@ -67,7 +67,8 @@ impl ObserveEnvironment {
         // the workflow task that starts the observation, which then ends in one task instead
         // of three (docs/benchmarks.md). Observations recorded before it replay as they ran.
         let outcome = if ctx.patched(LOCAL_OBSERVATION) {
-            observe_locally(ctx, &input.tenant_id, &input.environment_id).await?
+            let target = (input.tenant_id.as_str(), input.environment_id.as_str());
+            observe_locally(ctx, target, local_record_opts()).await?
         } else {
             let request = ObserveRequest {
                 tenant_id: input.tenant_id.clone(),
@@ -92,29 +93,30 @@ impl ObserveEnvironment {
     }
 }
 
-/// Reads the environment's target and records what it shows, both as local activities in
-/// the current workflow task: an `ObserveEnvironment`, and a run observing after its apply.
+/// Reads the environment `(tenant_id, environment_id)`'s target and records what it shows,
+/// both as local activities in the current workflow task, recording with `record`'s retries:
+/// an `ObserveEnvironment`, and a run observing after its apply.
 pub(crate) async fn observe_locally<W>(
     ctx: &WorkflowContext<W>,
-    tenant_id: &str,
-    environment_id: &str,
+    (tenant_id, environment_id): (&str, &str),
+    record: LocalActivityOptions,
 ) -> Result<RecordOutcome, ActivityExecutionError> {
-    let request = ObserveRequest {
+    let read = ObserveRequest {
         tenant_id: tenant_id.to_owned(),
         environment_id: environment_id.to_owned(),
     };
     // An unreachable target is an answer (the environment becomes stale), not an error.
     let observation = ctx
-        .execute_local_activity(InventoryActivities::observe, request, local_observe_opts())
+        .execute_local_activity(InventoryActivities::observe, read, local_observe_opts())
         .await
         .unwrap_or_else(unreachable);
-    let record = RecordRequest {
+    let request = RecordRequest {
         tenant_id: tenant_id.to_owned(),
         environment_id: environment_id.to_owned(),
         observation,
         proposal_id: time_ordered_id(ctx),
     };
-    ctx.execute_local_activity(InventoryActivities::record, record, local_record_opts())
+    ctx.execute_local_activity(InventoryActivities::record, request, record)
         .await
 }
 

@@ -32,6 +32,9 @@ use temporalio_sdk::{
 const OBSERVE_AFTER_APPLY: &str = "observe-after-apply";
 /// Patch id: runs recorded before it ran their quick steps as regular activities.
 const LOCAL_QUICK_STEPS: &str = "local-quick-steps";
+/// Each attempt to record the observation after the apply, and how long to keep trying.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
+const RECORD_BUDGET: Duration = Duration::from_secs(300);
 /// Patch id: runs recorded before it refused an approval that arrived before the plan.
 const HOLD_EARLY_APPROVALS: &str = "hold-early-approvals";
 /// Patch id: runs recorded before it set their search attributes again at start, waited for a
@@ -142,8 +145,13 @@ impl ProvisioningRun {
         );
         if applied && lean {
             // In this workflow task, as local activities: no second workflow per run.
-            let outcome = observe_locally(ctx, &input.tenant_id, &input.environment_id).await?;
-            hand_over(ctx, &outcome.superseded, outcome.new_proposal).await;
+            // Its record is given up after a while: a run is over once applied, and the next
+            // sweep observes the environment within five minutes anyway.
+            let target = (input.tenant_id.as_str(), input.environment_id.as_str());
+            let record = crate::retries::retried_locally_for(RECORD_TIMEOUT, RECORD_BUDGET);
+            if let Ok(outcome) = observe_locally(ctx, target, record).await {
+                hand_over(ctx, &outcome.superseded, outcome.new_proposal).await;
+            }
         } else if applied && ctx.patched(OBSERVE_AFTER_APPLY) {
             let observe = ObserveInput {
                 tenant_id: input.tenant_id.clone(),

@@ -29,3 +29,14 @@ pub(crate) fn must_succeed_locally(timeout: Duration) -> LocalActivityOptions {
         .retry_policy(until_it_succeeds())
         .build()
 }
+
+/// A local activity retried like [`must_succeed_locally`] but given up after `budget`: for a
+/// write that a later step makes anyway (the sweep observes every environment every five
+/// minutes), so a long outage must not hold the workflow.
+pub(crate) fn retried_locally_for(timeout: Duration, budget: Duration) -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(timeout)
+        .schedule_to_close_timeout(budget)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
