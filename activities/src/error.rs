@@ -33,6 +33,9 @@ pub enum Error {
     /// The runner failed the apply; never retried.
     #[error("{0}")]
     ApplyFailed(String),
+    /// The Temporal service refused or lost a call (starting or signalling a lock); retryable.
+    #[error("temporal: {0}")]
+    Temporal(String),
     /// A stored value is not what this version of the code expects.
     #[error("invalid stored data: {0}")]
     Invalid(String),

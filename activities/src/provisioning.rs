@@ -1,6 +1,6 @@
 //! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
 
-use crate::error::activity_error;
+use crate::error::{Error, activity_error};
 use crate::ports::{Runner, Target};
 use crate::store;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
@@ -17,7 +17,6 @@ use temporalio_client::{
     Client, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
 };
 use temporalio_macros::activities;
-use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument as _;
 
@@ -67,8 +66,8 @@ impl ProvisioningActivitiesImpl {
 }
 
 /// A Temporal call that failed: retried by the activity's policy.
-fn temporal_unavailable(e: impl std::error::Error + Send + Sync + 'static) -> ActivityError {
-    ActivityError::application(ApplicationFailure::new(e))
+fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
+    activity_error(Error::Temporal(e.to_string()))
 }
 
 #[activities]

@@ -32,9 +32,6 @@ use temporalio_sdk::{
 const OBSERVE_AFTER_APPLY: &str = "observe-after-apply";
 /// Patch id: runs recorded before it ran their quick steps as regular activities.
 const LOCAL_QUICK_STEPS: &str = "local-quick-steps";
-/// Each attempt to record the observation after the apply, and how long to keep trying.
-const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
-const RECORD_BUDGET: Duration = Duration::from_secs(300);
 /// Patch id: runs recorded before it refused an approval that arrived before the plan.
 const HOLD_EARLY_APPROVALS: &str = "hold-early-approvals";
 /// Patch id: runs recorded before it set their search attributes again at start, waited for a
@@ -43,6 +40,9 @@ const HOLD_EARLY_APPROVALS: &str = "hold-early-approvals";
 /// (docs/benchmarks.md); it also stands for the three patches above, so a new run records one
 /// marker instead of three.
 const LEAN_RUN: &str = "lean-run";
+/// Each attempt to record the observation after the apply, and how long to keep trying.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
+const RECORD_BUDGET: Duration = Duration::from_secs(300);
 
 /// Payload of the `cancel` signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,12 +117,7 @@ impl ProvisioningRun {
         // Whatever happened, let the next run on this environment go. The lock may already be
         // gone (it ends when idle), so a failed release is fine.
         if lean {
-            ctx.execute_local_activity(
-                ProvisioningActivities::release_lock,
-                lock,
-                local_quick_opts(),
-            )
-            .await?;
+            Self::quick_step(ctx, ProvisioningActivities::release_lock, lock).await?;
         } else {
             let me = ctx.workflow_id().to_owned();
             let _ = ctx
@@ -180,13 +175,7 @@ impl ProvisioningRun {
     ) -> WorkflowResult<()> {
         // 1. Wait for our turn on the environment. A free lock is taken at once.
         if ctx.state(|s| s.lean) {
-            let held = ctx
-                .execute_local_activity(
-                    ProvisioningActivities::acquire_lock,
-                    lock,
-                    local_quick_opts(),
-                )
-                .await?;
+            let held = Self::quick_step(ctx, ProvisioningActivities::acquire_lock, lock).await?;
             ctx.state_mut(|s| s.lock_granted |= held);
         } else {
             Self::quick_step(ctx, ProvisioningActivities::request_lock, lock).await?;
@@ -391,7 +380,8 @@ impl ProvisioningRun {
         Ok(())
     }
 
-    /// A quick step: the lock request or a projection, a short idempotent write.
+    /// A quick step: taking, asking for or releasing the lock, or a projection; a short
+    /// idempotent write.
     ///
     /// Quick steps run as local activities, inside the workflow task that needs them: no
     /// activity task to dispatch and no workflow task to wake the run afterwards, which is
