@@ -83,7 +83,7 @@ pub fn run_event(run: &RunInput, status: &RunStatus) -> Option<OutboxEvent> {
                 kind,
                 promotion_id: run.promotion_id.clone(),
                 plan_summary: status
-                    .plan
+                    .plan_receipt
                     .as_ref()
                     .map(|p| p.summary())
                     .unwrap_or_default(),
@@ -164,7 +164,7 @@ pub async fn project_run(
         },
     };
     row.state = Set(status.state.map(|s| s.as_str().to_owned()));
-    row.plan_receipt = Set(to_json(&status.plan)?);
+    row.plan_receipt = Set(to_json(&status.plan_receipt)?);
     row.approval = Set(to_json(&status.approval)?);
     row.apply_receipt = Set(to_json(&status.apply_receipt)?);
     row.reason = Set(status.reason.clone());

@@ -11,6 +11,8 @@
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`events`]: integration event topics and payloads.
+//! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
+//! - [`validation`]: what a valid specification declaration is.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 //! - [`entities`]: sea-orm entities of the read tables.
 //! - [`migration`]: the read-table migrations.
@@ -23,6 +25,8 @@ pub mod observation;
 pub mod options;
 pub mod plan;
 pub mod provisioning;
+pub mod rules;
+pub mod validation;
 
 pub use plan::{PlanChanges, WorkloadChange};
 pub use provisioning::*;

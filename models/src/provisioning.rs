@@ -92,6 +92,55 @@ impl ProvisioningState {
             Self::Applied | Self::Failed | Self::Rejected | Self::Cancelled
         )
     }
+
+    /// Whether a run in `self` may move to `next` (see [`TRANSITIONS`]).
+    pub fn can_move_to(self, next: ProvisioningState) -> bool {
+        can_move(Some(self), next)
+    }
+}
+
+/// The legal moves of a provisioning run: the spec's state diagram, plus the three moves it
+/// leaves implicit. `None` is a run that is not planned yet (waiting for its turn on the
+/// environment, or planning).
+///
+/// ```text
+/// Planned          --> AwaitingApproval : ProductionWithoutApproval
+/// Planned          --> Applying         : ApprovedOrAllowed
+/// AwaitingApproval --> Applying         : ApprovalGranted
+/// AwaitingApproval --> Rejected         : ApprovalRejectedOrExpired
+/// Applying         --> Applied          : RunnerSucceeded
+/// Applying         --> Failed           : RunnerFailed
+/// Planned          --> Cancelled        : Cancel
+/// ```
+///
+/// Beyond the diagram: a run whose plan fails ends `Failed` without a plan; a run cancelled
+/// while it waits for its turn ends `Cancelled` without one; and a cancel is valid until the
+/// apply starts, so also while the run awaits approval.
+pub const TRANSITIONS: &[(Option<ProvisioningState>, ProvisioningState)] = {
+    use ProvisioningState::*;
+    &[
+        (None, Planned),
+        (None, Failed),
+        (None, Cancelled),
+        (Some(Planned), AwaitingApproval),
+        (Some(Planned), Applying),
+        (Some(Planned), Cancelled),
+        (Some(AwaitingApproval), Applying),
+        (Some(AwaitingApproval), Rejected),
+        (Some(AwaitingApproval), Cancelled),
+        (Some(Applying), Applied),
+        (Some(Applying), Failed),
+    ]
+};
+
+/// Whether a run in `from` (`None`: not planned yet) may move to `to`.
+pub fn can_move(from: Option<ProvisioningState>, to: ProvisioningState) -> bool {
+    TRANSITIONS.contains(&(from, to))
+}
+
+/// Whether a run in `state` may still be cancelled: until its apply starts.
+pub fn cancellable(state: Option<ProvisioningState>) -> bool {
+    can_move(state, ProvisioningState::Cancelled)
 }
 
 wire_enum!(
@@ -255,6 +304,78 @@ pub struct Approval {
     pub inputs_hash: String,
 }
 
+wire_enum!(
+    /// Why a run did not count an approval.
+    RefusalReason, "refusal reason" {
+        /// The approval names another plan's `inputsHash`.
+        OtherPlan => "other-plan",
+        /// A decision was already counted for this run.
+        AlreadyDecided => "already-decided",
+        /// The run was not awaiting approval: it did not need one, or no longer does.
+        NotAwaited => "not-awaited",
+    }
+);
+
+/// The approval rule: whether a run counts `approval`.
+///
+/// A run counts the first approval that names its recorded plan while it awaits approval;
+/// anything else is refused, with the reason, and changes nothing. (`awaiting`: the run is
+/// `AwaitingApproval`; `plan`: its recorded plan; `decided`: a decision was already counted.)
+pub fn weigh_approval(
+    awaiting: bool,
+    plan: Option<&PlanReceipt>,
+    decided: bool,
+    approval: &Approval,
+) -> Result<(), RefusalReason> {
+    if !awaiting {
+        Err(RefusalReason::NotAwaited)
+    } else if plan.map(|p| p.inputs_hash.as_str()) != Some(approval.inputs_hash.as_str()) {
+        Err(RefusalReason::OtherPlan)
+    } else if decided {
+        Err(RefusalReason::AlreadyDecided)
+    } else {
+        Ok(())
+    }
+}
+
+/// An approval the run did not count, kept for the audit: who sent it, when, and why it was
+/// refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedApproval {
+    /// Who sent it.
+    pub approver: String,
+    /// Approve or reject.
+    pub decision: ApprovalDecision,
+    /// The inputs hash it named.
+    pub inputs_hash: String,
+    /// The approver's reason.
+    #[serde(default)]
+    pub reason: String,
+    /// When the run received it (workflow time).
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// Why the run refused it.
+    pub why: RefusalReason,
+}
+
+impl RefusedApproval {
+    /// `approval`, received at `received_at`, refused for `why`.
+    pub fn new(
+        approval: Approval,
+        received_at: chrono::DateTime<chrono::Utc>,
+        why: RefusalReason,
+    ) -> Self {
+        Self {
+            approver: approval.approver,
+            decision: approval.decision,
+            inputs_hash: approval.inputs_hash,
+            reason: approval.reason,
+            received_at,
+            why,
+        }
+    }
+}
+
 /// What the workflow recorded about its approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -322,11 +443,115 @@ pub struct RunStatus {
     /// None while the run waits for its turn on the environment or is planning.
     pub state: Option<ProvisioningState>,
     /// The plan, once recorded.
-    pub plan: Option<PlanReceipt>,
+    pub plan_receipt: Option<PlanReceipt>,
     /// The approval, once given, refused or expired.
     pub approval: Option<ApprovalRecord>,
     /// The apply receipt, once the apply ended.
     pub apply_receipt: Option<ApplyReceipt>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,
+    /// Approvals the run did not count, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_approvals: Vec<RefusedApproval>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProvisioningState::*;
+
+    /// The spec's state diagram (001, "ProvisioningRun"), edge for edge, plus the three
+    /// moves it leaves implicit. Changing the table without changing this test fails.
+    #[test]
+    fn transitions_are_the_state_diagram() {
+        let diagram = [
+            (Some(Planned), AwaitingApproval), // ProductionWithoutApproval
+            (Some(Planned), Applying),         // ApprovedOrAllowed
+            (Some(AwaitingApproval), Applying), // ApprovalGranted
+            (Some(AwaitingApproval), Rejected), // ApprovalRejectedOrExpired
+            (Some(Applying), Applied),         // RunnerSucceeded
+            (Some(Applying), Failed),          // RunnerFailed
+            (Some(Planned), Cancelled),        // Cancel
+        ];
+        let implicit = [
+            (None, Planned),                     // the first plan is recorded
+            (None, Failed),                      // the plan itself failed
+            (None, Cancelled),                   // cancelled while waiting for its turn
+            (Some(AwaitingApproval), Cancelled), // a cancel is valid until the apply
+        ];
+        let mut expected: Vec<_> = diagram.iter().chain(&implicit).copied().collect();
+        let mut table = TRANSITIONS.to_vec();
+        let key = |(f, t): &(Option<ProvisioningState>, ProvisioningState)| {
+            (f.map(|s| s.as_str()), t.as_str())
+        };
+        expected.sort_by_key(key);
+        table.sort_by_key(key);
+        assert_eq!(table, expected);
+        for end in [Applied, Failed, Rejected, Cancelled] {
+            assert!(end.is_terminal());
+            for next in ProvisioningState::ALL {
+                assert!(!end.can_move_to(*next), "{end} is terminal, yet moves to {next}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_is_cancellable_until_it_applies() {
+        assert!(cancellable(None));
+        assert!(cancellable(Some(Planned)));
+        assert!(cancellable(Some(AwaitingApproval)));
+        for s in [Applying, Applied, Failed, Rejected, Cancelled] {
+            assert!(!cancellable(Some(s)), "{s}");
+        }
+    }
+
+    fn approval(hash: &str) -> Approval {
+        Approval {
+            decision: ApprovalDecision::Approve,
+            approver: "alice".into(),
+            reason: "CAB-1".into(),
+            inputs_hash: hash.into(),
+        }
+    }
+
+    fn plan(hash: &str) -> PlanReceipt {
+        PlanReceipt {
+            changes: Default::default(),
+            inputs_hash: hash.into(),
+            program_version: "abc".into(),
+        }
+    }
+
+    #[test]
+    fn only_the_first_approval_of_the_awaited_plan_counts() {
+        let p = plan("h1");
+        assert_eq!(weigh_approval(true, Some(&p), false, &approval("h1")), Ok(()));
+        assert_eq!(
+            weigh_approval(true, Some(&p), false, &approval("h2")),
+            Err(RefusalReason::OtherPlan)
+        );
+        assert_eq!(
+            weigh_approval(true, Some(&p), true, &approval("h1")),
+            Err(RefusalReason::AlreadyDecided)
+        );
+        assert_eq!(
+            weigh_approval(false, Some(&p), false, &approval("h1")),
+            Err(RefusalReason::NotAwaited)
+        );
+        assert_eq!(
+            weigh_approval(true, None, false, &approval("h1")),
+            Err(RefusalReason::OtherPlan)
+        );
+    }
+
+    #[test]
+    fn a_refused_approval_keeps_who_when_and_why() {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let refused = RefusedApproval::new(approval("h2"), at, RefusalReason::OtherPlan);
+        let json = serde_json::to_value(&refused).unwrap_or_default();
+        assert_eq!(json["approver"], "alice");
+        assert_eq!(json["why"], "other-plan");
+        assert_eq!(json["inputsHash"], "h2");
+        assert_eq!(json["receivedAt"], "2027-01-15T08:00:00Z");
+    }
 }

@@ -201,7 +201,7 @@ impl ProvisioningRun {
                     .await;
             }
         };
-        ctx.state_mut(|s| s.status.plan = Some(plan.clone()));
+        ctx.state_mut(|s| s.status.plan_receipt = Some(plan.clone()));
         Self::transition(ctx, ProvisioningState::Planned).await?;
 
         // 3. Production without an approval in the request waits for an operator.
@@ -341,7 +341,7 @@ impl ProvisioningRun {
 
     /// Counts `approval` when it names the recorded plan and none was counted yet.
     fn weigh(&mut self, approval: Approval) {
-        let same_plan = self.status.plan.as_ref().map(|p| p.inputs_hash.as_str())
+        let same_plan = self.status.plan_receipt.as_ref().map(|p| p.inputs_hash.as_str())
             == Some(approval.inputs_hash.as_str());
         if same_plan && self.approval.is_none() {
             self.approval = Some(approval);

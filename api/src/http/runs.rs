@@ -23,7 +23,8 @@ use runtime_cloud_models::{
     ProvisioningKind, ProvisioningState, RunInput, RunStatus, run_workflow_id,
 };
 use runtime_cloud_workflows::ProvisioningRun;
-use runtime_cloud_workflows::provisioning_run::{CancelRequest, cancellable};
+use runtime_cloud_models::cancellable;
+use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -491,7 +492,7 @@ async fn live_status(state: &AppState, row: &runs::Model) -> RunStatus {
                 .state
                 .as_deref()
                 .and_then(|s| ProvisioningState::from_str(s).ok()),
-            plan: row
+            plan_receipt: row
                 .plan_receipt
                 .clone()
                 .and_then(|p| serde_json::from_value(p).ok()),
@@ -614,7 +615,7 @@ async fn approve(
         )));
     }
     let planned = status
-        .plan
+        .plan_receipt
         .as_ref()
         .map(|p| p.inputs_hash.as_str())
         .unwrap_or_default();
