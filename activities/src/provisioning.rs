@@ -47,10 +47,7 @@ impl ProvisioningActivitiesImpl {
         let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
             .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
             .build();
-        let idle = LockState {
-            holder_check_secs: Some(self.lock_holder_check_secs),
-            ..LockState::default()
-        };
+        let idle = LockState::idle(self.lock_holder_check_secs);
         self.client
             .signal_with_start_workflow(
                 EnvironmentLock::run,
@@ -72,19 +69,8 @@ fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
 
 #[activities]
 impl ProvisioningActivitiesImpl {
-    /// Signal-with-start of the environment's lock workflow (runs recorded before `lean-run`).
-    #[activity(definition = markers::RequestLock)]
-    pub async fn request_lock(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        req: LockRequest,
-    ) -> Result<(), ActivityError> {
-        let span = tracing::info_span!("request_lock", workflow_id = %req.requester_workflow_id);
-        self.ask_for_lock(req).instrument(span).await
-    }
-
     /// Takes the environment's lock if it is free, by starting the lock workflow with the run
-    /// as its holder (true); otherwise asks for it like `request_lock` (false: the lock will
+    /// as its holder (true); otherwise asks for it with signal-with-start (false: the lock will
     /// signal `lock_granted`).
     ///
     /// The lock's workflow id is unique, so of two runs starting it at once only one succeeds.

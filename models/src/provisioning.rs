@@ -426,16 +426,6 @@ impl RunInput {
     }
 }
 
-/// The workflow id of a provisioning run.
-pub fn run_workflow_id(run_id: &str) -> String {
-    format!("provisioning-run/{run_id}")
-}
-
-/// The workflow id of an environment's lock (one applying run at a time).
-pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> String {
-    format!("environment/{tenant_id}/{environment_id}")
-}
-
 /// The live view of a run, as the `state` query returns it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -465,13 +455,13 @@ mod tests {
     #[test]
     fn transitions_are_the_state_diagram() {
         let diagram = [
-            (Some(Planned), AwaitingApproval), // ProductionWithoutApproval
-            (Some(Planned), Applying),         // ApprovedOrAllowed
+            (Some(Planned), AwaitingApproval),  // ProductionWithoutApproval
+            (Some(Planned), Applying),          // ApprovedOrAllowed
             (Some(AwaitingApproval), Applying), // ApprovalGranted
             (Some(AwaitingApproval), Rejected), // ApprovalRejectedOrExpired
-            (Some(Applying), Applied),         // RunnerSucceeded
-            (Some(Applying), Failed),          // RunnerFailed
-            (Some(Planned), Cancelled),        // Cancel
+            (Some(Applying), Applied),          // RunnerSucceeded
+            (Some(Applying), Failed),           // RunnerFailed
+            (Some(Planned), Cancelled),         // Cancel
         ];
         let implicit = [
             (None, Planned),                     // the first plan is recorded
@@ -490,7 +480,10 @@ mod tests {
         for end in [Applied, Failed, Rejected, Cancelled] {
             assert!(end.is_terminal());
             for next in ProvisioningState::ALL {
-                assert!(!end.can_move_to(*next), "{end} is terminal, yet moves to {next}");
+                assert!(
+                    !end.can_move_to(*next),
+                    "{end} is terminal, yet moves to {next}"
+                );
             }
         }
     }
@@ -525,7 +518,10 @@ mod tests {
     #[test]
     fn only_the_first_approval_of_the_awaited_plan_counts() {
         let p = plan("h1");
-        assert_eq!(weigh_approval(true, Some(&p), false, &approval("h1")), Ok(()));
+        assert_eq!(
+            weigh_approval(true, Some(&p), false, &approval("h1")),
+            Ok(())
+        );
         assert_eq!(
             weigh_approval(true, Some(&p), false, &approval("h2")),
             Err(RefusalReason::OtherPlan)

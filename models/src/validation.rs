@@ -158,7 +158,10 @@ mod tests {
         let mut d = declaration();
         d.secret_refs.insert("db".into(), "hunter2".into());
         let err = d.validate().unwrap_err().to_string();
-        assert!(err.contains("secretRefs.db") && !err.contains("hunter2"), "{err}");
+        assert!(
+            err.contains("secretRefs.db") && !err.contains("hunter2"),
+            "{err}"
+        );
         let mut d = declaration();
         d.workloads.push(workload("api"));
         assert!(d.validate().is_err(), "a workload declared twice");
@@ -166,7 +169,9 @@ mod tests {
         d.program_version = " ".into();
         assert!(d.validate().is_err(), "no program version");
         let mut d = declaration();
-        d.workloads[0].secret_refs.insert("k".into(), "plain value".into());
+        d.workloads[0]
+            .secret_refs
+            .insert("k".into(), "plain value".into());
         assert!(d.validate().is_err(), "a workload's secret value");
     }
 }

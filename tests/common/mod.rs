@@ -801,7 +801,7 @@ impl Api {
     pub async fn wait_observed_after(&self, stack: &Stack, run_id: &str) {
         let client = stack.temporal_client().await;
         let handle = client.get_workflow_handle::<runtime_cloud_workflows::ProvisioningRun>(
-            runtime_cloud_models::run_workflow_id(run_id),
+            runtime_cloud_workflows::ids::run_workflow_id(run_id),
         );
         eventually(30, "the observation after the run", || {
             let handle = &handle;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
 use temporalio_macros::activity_definitions;
 
-/// Take, ask for, or release an environment's lock ([`crate::EnvironmentLock`]).
+/// Take, ask for, or release an environment's lock ([`crate::environment_lock`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockRequest {
@@ -61,12 +61,6 @@ pub struct ProvisioningActivities;
 
 #[activity_definitions]
 impl ProvisioningActivities {
-    /// Ask for the lock with signal-with-start (runs recorded before `lean-run`).
-    #[activity(name = "provisioning.request-lock")]
-    pub fn request_lock(req: LockRequest) -> Result<(), ActivityError> {
-        unimplemented!()
-    }
-
     /// Take the lock if it is free (true), else ask for it (false: `lock_granted` follows).
     #[activity(name = "provisioning.acquire-lock")]
     pub fn acquire_lock(req: LockRequest) -> Result<bool, ActivityError> {
@@ -101,9 +95,7 @@ impl ProvisioningActivities {
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the
 /// implementations.
 pub mod provisioning_markers {
-    pub use super::provisioning_activities::{
-        AcquireLock, Apply, Plan, Project, ReleaseLock, RequestLock,
-    };
+    pub use super::provisioning_activities::{AcquireLock, Apply, Plan, Project, ReleaseLock};
 }
 
 /// Read an environment's target.

@@ -1,16 +1,17 @@
 //! `environment/{tenant}/{env}`: at most one provisioning run holds an environment at a time.
 //!
-//! A run takes a free lock by starting it with itself as the holder (activity
-//! `provisioning.acquire-lock`): the workflow id is unique, so only one start can succeed, and
-//! the run learns from the start's answer that it holds the lock, without a signal back. When
-//! the lock already runs, the run asks with signal-with-start (`acquire`); the lock grants it
-//! to the oldest waiter by signalling `lock_granted` to that run, and waits for its `release`.
-//! A run that ends before its turn releases too, which only drops it from the queue. The lock
-//! ends when nobody holds or waits for it, and continues as new to keep its history short
-//! under a steady stream of runs. (Runs recorded before `lean-run` always asked with
-//! signal-with-start, through `provisioning.request-lock`.)
+//! Callers take it with [`lock`] and give it back with [`Unlock::release`], like
+//! `unlock := mutex.Lock(…)` in Temporal's mutex sample. A free lock is taken by starting it
+//! with the caller as holder (activity `provisioning.acquire-lock`): the workflow id is
+//! unique, so only one start can succeed, and the caller learns from the start's answer that
+//! it holds the lock, without a signal back. When the lock already runs, the caller asks with
+//! signal-with-start (`acquire`); the lock grants it to the oldest waiter by signalling
+//! `lock_granted`, and waits for its `release`. A caller that gives up before its turn
+//! releases too, which only drops it from the queue. The lock ends when nobody holds or waits
+//! for it, and continues as new to keep its history short under a steady stream of runs.
 
-use crate::provisioning_run::ProvisioningRun;
+use crate::contracts::{LockRequest, ProvisioningActivities};
+use crate::messages::LockGranted;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -22,25 +23,80 @@ use temporalio_sdk::{
 
 /// Grants after which the lock continues as new.
 const GRANTS_PER_HISTORY: u32 = 200;
-/// Patch id: locks recorded before it waited for a release without checking the holder.
-const CHECK_HOLDER: &str = "check-lock-holder";
-/// Patch id: locks recorded before it ignored a holder that asked again.
-const REGRANT: &str = "regrant-to-holder";
-/// The holder check interval of a lock started without one (`LockHolderCheckMinutes`).
-const DEFAULT_HOLDER_CHECK: Duration = Duration::from_secs(600);
+/// Each attempt to take or release the lock.
+const LOCK_STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A workflow that can hold an environment's lock: its `lock_granted` signal
+/// ([`LockGranted`]) sets what [`LockHolder::holds_lock`] reads.
+pub trait LockHolder {
+    /// The lock granted this workflow its turn.
+    fn holds_lock(&self) -> bool;
+    /// The workflow no longer wants to wait for its turn (it was cancelled).
+    fn gives_up(&self) -> bool;
+}
+
+/// How waiting for the lock ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// The caller holds the lock.
+    Ours,
+    /// The caller gave up waiting; it holds nothing, but must still release (to leave the
+    /// queue).
+    GaveUp,
+}
+
+/// The caller's side of a lock it asked for. Release it when done, also after giving up.
+#[must_use = "a lock that is never released blocks its environment until the holder ends"]
+pub struct Unlock(LockRequest);
+
+/// Takes the lock `lock_workflow_id` for the calling workflow, waiting for its turn.
+pub async fn lock<W: LockHolder>(
+    ctx: &mut WorkflowContext<W>,
+    lock_workflow_id: String,
+) -> WorkflowResult<(Unlock, Turn)> {
+    let request = LockRequest {
+        lock_workflow_id,
+        requester_workflow_id: ctx.workflow_id().to_owned(),
+    };
+    let opts = crate::options::must_succeed_locally(LOCK_STEP_TIMEOUT);
+    let taken = ctx
+        .execute_local_activity(ProvisioningActivities::acquire_lock, request.clone(), opts)
+        .await?;
+    if !taken {
+        ctx.wait_condition(|s| s.holds_lock() || s.gives_up())
+            .await?;
+    }
+    // Giving up wins over a grant that came with it: nothing has happened under the lock yet.
+    let turn = if ctx.state(|s| s.gives_up()) {
+        Turn::GaveUp
+    } else {
+        Turn::Ours
+    };
+    Ok((Unlock(request), turn))
+}
+
+impl Unlock {
+    /// Lets the next waiter go (or leaves the queue). A lock that has ended has nothing to
+    /// release, which is fine.
+    pub async fn release<W>(self, ctx: &WorkflowContext<W>) -> WorkflowResult<()> {
+        let opts = crate::options::must_succeed_locally(LOCK_STEP_TIMEOUT);
+        ctx.execute_local_activity(ProvisioningActivities::release_lock, self.0, opts)
+            .await?;
+        Ok(())
+    }
+}
 
 /// The lock's durable state, also its continue-as-new input.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockState {
     /// The workflow id that holds the lock.
     pub holder: Option<String>,
     /// Workflow ids waiting, oldest first.
     pub queue: VecDeque<String>,
-    /// While a run waits, how often to check that the holder still exists (seconds).
-    /// Absent in locks started before the check existed: they use the default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder_check_secs: Option<u64>,
+    /// While a run waits, how often to check that the holder still exists (seconds,
+    /// `LockHolderCheckMinutes`).
+    pub holder_check_secs: u64,
     /// The holder knows it holds the lock: it started the lock as its holder, or was granted
     /// it. False again when the holder asks for the lock (its start's answer was lost).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -53,8 +109,18 @@ impl LockState {
         Self {
             holder: Some(holder),
             queue: VecDeque::new(),
-            holder_check_secs: Some(holder_check_secs),
+            holder_check_secs,
             holder_knows: true,
+        }
+    }
+
+    /// The state of a lock started by signal-with-start: the signal brings the first waiter.
+    pub fn idle(holder_check_secs: u64) -> Self {
+        Self {
+            holder: None,
+            queue: VecDeque::new(),
+            holder_check_secs,
+            holder_knows: false,
         }
     }
 }
@@ -64,7 +130,7 @@ impl LockState {
 pub struct EnvironmentLock {
     state: LockState,
     grants: u32,
-    /// Started by a run as its holder (`LockState::held_by`), not by signal-with-start or
+    /// Started by a run as its holder ([`LockState::held_by`]), not by signal-with-start or
     /// continue-as-new.
     started_held: bool,
 }
@@ -92,7 +158,7 @@ impl EnvironmentLock {
         // as its holder goes straight on: the holder may already have released it, and then the
         // loop finds nothing to do and the lock ends. Any other start waits for a first
         // `acquire` (signal-with-start brings one; a lock that continued as new while idle
-        // waits for the next), as every lock recorded before `lean-run` did.
+        // waits for the next).
         if !ctx.state(|s| s.started_held) {
             ctx.wait_condition(|s| s.state.holder.is_some() || !s.state.queue.is_empty())
                 .await?;
@@ -139,11 +205,7 @@ impl EnvironmentLock {
     /// so granting again is also how the lock asks whether its holder still exists.
     async fn grant(ctx: &mut WorkflowContext<Self>, holder: &str) -> bool {
         ctx.external_workflow(holder.to_owned(), None)
-            .signal(
-                ProvisioningRun::lock_granted,
-                (),
-                SignalWorkflowOptions::default(),
-            )
+            .signal(LockGranted, (), SignalWorkflowOptions::default())
             .await
             .is_ok()
     }
@@ -169,28 +231,19 @@ impl EnvironmentLock {
         let wanted = woken.clone();
         ctx.wait_condition(move |s| wanted(s) || !s.state.queue.is_empty())
             .await?;
-        if ctx.state(|s| released(s)) {
-            return Ok(true);
-        }
-        if !ctx.state(|s| s.state.holder_knows) {
-            return Ok(false);
-        }
-        if !ctx.patched(CHECK_HOLDER) {
-            ctx.wait_condition(released).await?;
-            return Ok(true);
-        }
-        let every = ctx
-            .state(|s| s.state.holder_check_secs)
-            .map_or(DEFAULT_HOLDER_CHECK, Duration::from_secs);
+        let every = Duration::from_secs(ctx.state(|s| s.state.holder_check_secs));
         loop {
+            if ctx.state(|s| released(s)) {
+                return Ok(true);
+            }
+            if !ctx.state(|s| s.state.holder_knows) {
+                return Ok(false);
+            }
             let woke = temporalio_sdk::workflows::select! {
                 r = ctx.wait_condition(woken.clone()) => { r?; true }
                 _ = ctx.timer(every) => false,
             };
-            if woke {
-                return Ok(ctx.state(|s| released(s)));
-            }
-            if !Self::grant(ctx, holder).await {
+            if !woke && !Self::grant(ctx, holder).await {
                 ctx.state_mut(|s| {
                     if s.state.holder.as_deref() == Some(holder) {
                         s.state.holder = None;
@@ -205,14 +258,9 @@ impl EnvironmentLock {
     /// means it does not know it holds the lock (the answer to its start was lost), so the
     /// lock tells it again.
     #[signal]
-    pub fn acquire(&mut self, ctx: &mut SyncWorkflowContext<Self>, requester: String) {
+    pub fn acquire(&mut self, _ctx: &mut SyncWorkflowContext<Self>, requester: String) {
         if self.state.holder.as_deref() == Some(requester.as_str()) {
-            // A holder that started the lock and lost the answer, or a granted run whose ask
-            // was retried (a second grant is harmless). The patch keeps histories recorded
-            // before it, where a holder asking again changed nothing, replaying.
-            if self.state.holder_knows && ctx.patched(REGRANT) {
-                self.state.holder_knows = false;
-            }
+            self.state.holder_knows = false;
             return;
         }
         if !self.state.queue.contains(&requester) {

@@ -4,19 +4,17 @@
 //! becomes a proposal. A plan with deletes in production is never applied automatically.
 
 use crate::contracts::{EnvironmentPageRequest, ReplanOutcome, ReplanRequest, ScheduledActivities};
-use crate::ids::time_ordered_id;
-use crate::observe_environment::hand_over;
+use crate::handover::hand_over;
+use crate::ids::{run_workflow_id, time_ordered_id};
+use crate::options::a_few_tries;
 use crate::provisioning_run::ProvisioningRun;
 use crate::search_attributes::run_attributes;
-use runtime_cloud_models::run_workflow_id;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy,
-    WorkflowContext, WorkflowContextView, WorkflowResult,
+    ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
 };
 
 const PAGE: u64 = 100;
@@ -53,7 +51,7 @@ impl GitOpsReconciler {
                     after: totals.after.clone(),
                     limit: PAGE,
                 },
-                quick_opts(),
+                a_few_tries(),
             )
             .await?;
         for env in page.environments {
@@ -70,7 +68,7 @@ impl GitOpsReconciler {
             };
             // One environment that cannot be planned must not stop the pass.
             match ctx
-                .execute_activity(ScheduledActivities::replan, request, quick_opts())
+                .execute_activity(ScheduledActivities::replan, request, a_few_tries())
                 .await
             {
                 Ok(ReplanOutcome::Apply { run }) => {
@@ -97,15 +95,4 @@ impl GitOpsReconciler {
         }
         Ok(totals)
     }
-}
-
-fn quick_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_attempts(5)
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
 }

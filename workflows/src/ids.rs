@@ -1,6 +1,31 @@
-//! Deterministic, time-ordered ids minted inside workflows (replay gives the same id).
+//! Every workflow id, and the deterministic time-ordered ids minted inside workflows.
+//!
+//! A workflow id is its idempotency key: starting an id that exists never creates a second
+//! execution, so each id says what makes a workflow unique.
 
 use temporalio_sdk::WorkflowContext;
+
+/// `provisioning-run/{runId}`: one workflow per run.
+pub fn run_workflow_id(run_id: &str) -> String {
+    format!("provisioning-run/{run_id}")
+}
+
+/// `environment/{tenant}/{env}`: the environment's lock (one applying run at a time).
+pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> String {
+    format!("environment/{tenant_id}/{environment_id}")
+}
+
+/// `observe/{tenant}/{env}/{window}`: an observation in `window` (`202611290935` for a
+/// five-minute window, `manual-{id}` for an operator's), so a sweep and an operator asking in
+/// the same window share one observation.
+pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {
+    format!("observe/{tenant_id}/{environment_id}/{window}")
+}
+
+/// `proposal/{proposalId}`: one workflow per reconciliation proposal.
+pub fn proposal_workflow_id(proposal_id: &str) -> String {
+    format!("proposal/{proposal_id}")
+}
 
 /// A UUIDv7 from the workflow's clock and its seeded random source: time-ordered like the ids
 /// the API mints, and the same on every replay.
@@ -17,4 +42,23 @@ pub fn time_ordered_id<W>(ctx: &WorkflowContext<W>) -> String {
     uuid::Builder::from_unix_timestamp_millis(millis, &bytes)
         .into_uuid()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_name_what_makes_a_workflow_unique() {
+        assert_eq!(run_workflow_id("r1"), "provisioning-run/r1");
+        assert_eq!(
+            environment_lock_workflow_id("acme", "prod"),
+            "environment/acme/prod"
+        );
+        assert_eq!(
+            observe_workflow_id("acme", "prod", "202611290935"),
+            "observe/acme/prod/202611290935"
+        );
+        assert_eq!(proposal_workflow_id("p1"), "proposal/p1");
+    }
 }

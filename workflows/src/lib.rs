@@ -4,28 +4,36 @@
 //! activities through the contracts in [`contracts`]; the implementations live in the
 //! `runtime-cloud-activities` crate and are registered on the worker by `runtime-cloud-temporal`.
 //!
+//! No Temporal patches before the first release: until then a workflow's code is changed in
+//! place and its replay fixtures recorded again (docs/architecture.md, "Changing workflows").
+//!
 //! # Layout
 //!
-//! - [`contracts`]: activity declarations and their request types.
-//! - [`provisioning_run`]: plan → approval when production → apply → receipts.
-//! - [`environment_lock`]: one applying run per environment, the others queue.
+//! - [`provisioning_run`]: plan → approval when production → apply → receipts, stage by stage.
+//! - [`environment_lock`]: one applying run per environment, and [`environment_lock::lock`],
+//!   the caller's side of it.
 //! - [`observe_environment`]: observe → inventory → findings → proposal.
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
-//! - `retries`: the retry rule for writes that must not be lost.
-//! - [`ids`]: deterministic time-ordered ids minted in workflows.
+//! - [`contracts`]: activity declarations and their request types.
+//! - [`messages`]: signals and child starts one workflow sends another, declared by name.
+//! - `handover`: tell replaced proposals, start new ones (four workflows share it).
+//! - `options`: activity options, named by what they mean.
+//! - [`ids`]: every workflow id, and deterministic time-ordered ids minted in workflows.
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
 pub mod contracts;
 pub mod environment_lock;
 pub mod gitops_reconciler;
+mod handover;
 pub mod ids;
+pub mod messages;
 pub mod observation_sweep;
 pub mod observe_environment;
+mod options;
 pub mod provisioning_run;
 pub mod reconciliation_proposal;
-mod retries;
 pub mod search_attributes;
 
 pub use environment_lock::EnvironmentLock;

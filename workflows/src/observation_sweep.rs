@@ -13,25 +13,19 @@ use crate::contracts::{
     BatchEnvironment, EnvironmentKey, EnvironmentPageRequest, InventoryActivities,
     ObserveBatchRequest, ScheduledActivities,
 };
+use crate::handover::hand_over;
 use crate::ids::time_ordered_id;
-use crate::observe_environment::{
-    ObserveEnvironment, ObserveInput, hand_over, observe_workflow_id,
-};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, ContinueAsNewOptions, WorkflowContext,
-    WorkflowContextView, WorkflowResult,
-};
+use temporalio_sdk::{ContinueAsNewOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// Environments per page (per workflow run).
 const PAGE: u64 = 200;
 /// Environments per batch activity; a page's batches run at once (8 in flight).
 const BATCH: usize = 25;
-/// Patch id: sweeps started before batches observed each environment in a child workflow.
-const OBSERVE_IN_BATCHES: &str = "observe-in-batches";
+/// Each attempt of listing a page or marking stale environments.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where a sweep is; also its continue-as-new input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,14 +96,10 @@ impl ObservationSweep {
                     after: input.after.clone(),
                     limit: PAGE,
                 },
-                quick_opts(),
+                crate::options::must_succeed(STEP_TIMEOUT),
             )
             .await?;
-        if ctx.patched(OBSERVE_IN_BATCHES) {
-            Self::observe_in_batches(ctx, &page.environments).await;
-        } else {
-            Self::observe_in_children(ctx, &page.environments, &window).await;
-        }
+        Self::observe_in_batches(ctx, &page.environments).await;
         let observed = input.observed + page.environments.len() as u64;
         if page.next.is_some() {
             let next = SweepInput {
@@ -123,7 +113,7 @@ impl ObservationSweep {
             .execute_activity(
                 ScheduledActivities::mark_stale,
                 window.clone(),
-                quick_opts(),
+                crate::options::must_succeed(STEP_TIMEOUT),
             )
             .await?;
         Ok(SweepOutcome {
@@ -149,7 +139,11 @@ impl ObservationSweep {
         });
         let running: Vec<_> = batches
             .map(|batch| {
-                ctx.execute_activity(InventoryActivities::observe_batch, batch, batch_opts())
+                ctx.execute_activity(
+                    InventoryActivities::observe_batch,
+                    batch,
+                    crate::options::observe_batch(),
+                )
             })
             .collect();
         // A batch that keeps failing must not stop the sweep: its environments go stale.
@@ -161,56 +155,6 @@ impl ObservationSweep {
             hand_over(ctx, &outcome.superseded, outcome.new_proposals).await;
         }
     }
-
-    /// The sweep before `observe-in-batches`: one `ObserveEnvironment` child per environment,
-    /// 25 at a time. Kept so sweeps recorded before it replay.
-    async fn observe_in_children(
-        ctx: &WorkflowContext<Self>,
-        environments: &[EnvironmentKey],
-        window: &str,
-    ) {
-        for chunk in environments.chunks(25) {
-            let mut results = Vec::new();
-            for env in chunk {
-                let id = observe_workflow_id(&env.tenant_id, &env.environment_id, window);
-                let observe = ObserveInput {
-                    tenant_id: env.tenant_id.clone(),
-                    environment_id: env.environment_id.clone(),
-                };
-                // Already observed in this window (a retried page): skip it.
-                if let Ok(started) = ctx
-                    .start_child_workflow(
-                        ObserveEnvironment::run,
-                        observe,
-                        ChildWorkflowOptions::workflow_id(id),
-                    )
-                    .await
-                {
-                    results.push(started.result());
-                }
-            }
-            // One environment's failure must not stop the sweep.
-            let _ = temporalio_sdk::workflows::join_all(results).await;
-        }
-    }
-}
-
-/// A batch reads and records 25 environments; it heartbeats after each, so a lost worker is
-/// noticed in 30 s and the batch retried (recording is idempotent).
-fn batch_opts() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
-        .heartbeat_timeout(Duration::from_secs(30))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_attempts(5)
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
-        .build()
-}
-
-fn quick_opts() -> ActivityOptions {
-    crate::retries::must_succeed(Duration::from_secs(60))
 }
 
 #[cfg(test)]

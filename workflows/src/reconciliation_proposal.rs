@@ -4,19 +4,21 @@
 //! writes to infrastructure itself.
 
 use crate::contracts::{InventoryActivities, PrepareRunRequest, ProposalInput, ProposalProjection};
-use crate::ids::time_ordered_id;
+use crate::ids::{run_workflow_id, time_ordered_id};
 use crate::provisioning_run::ProvisioningRun;
 use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID, run_attributes};
+use runtime_cloud_models::ProvisioningState;
 use runtime_cloud_models::drift::ProposalState;
-use runtime_cloud_models::{ProvisioningState, run_workflow_id};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext,
-    WorkflowContextView, WorkflowResult,
+    ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
 };
+
+/// Each attempt of the proposal's writes (its run's row, its projections).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An operator's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -95,7 +97,11 @@ impl ReconciliationProposal {
             run_id: run_id.clone(),
         };
         let run_input = ctx
-            .execute_activity(InventoryActivities::prepare_run, prepare, quick_opts())
+            .execute_activity(
+                InventoryActivities::prepare_run,
+                prepare,
+                crate::options::must_succeed(WRITE_TIMEOUT),
+            )
             .await?;
         ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
         Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
@@ -132,7 +138,7 @@ impl ReconciliationProposal {
         ctx.execute_activity(
             InventoryActivities::project_proposal,
             projection,
-            quick_opts(),
+            crate::options::must_succeed(WRITE_TIMEOUT),
         )
         .await?;
         Ok(state)
@@ -161,6 +167,16 @@ impl ReconciliationProposal {
     }
 }
 
-fn quick_opts() -> ActivityOptions {
-    crate::retries::must_succeed(Duration::from_secs(30))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{StartProposal, Supersede};
+    use temporalio_common::{SignalDefinition, WorkflowDefinition};
+
+    /// Observations start proposals and supersede them by name; a proposal must answer to it.
+    #[test]
+    fn the_proposal_answers_to_the_names_others_use() {
+        assert_eq!(ReconciliationProposal::run.name(), StartProposal.name());
+        assert_eq!(ReconciliationProposal::supersede.name(), Supersede.name());
+    }
 }

@@ -14,7 +14,8 @@ use runtime_cloud_models::entities::{
 };
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_workflows::ObserveEnvironment;
-use runtime_cloud_workflows::observe_environment::{ObserveInput, observe_workflow_id};
+use runtime_cloud_workflows::ids::observe_workflow_id;
+use runtime_cloud_workflows::observe_environment::ObserveInput;
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::{Deserialize, Serialize};

@@ -14,7 +14,7 @@ use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::drift::{Direction, ProposalState};
 use runtime_cloud_models::entities::reconciliation_proposals as proposals;
 use runtime_cloud_workflows::ReconciliationProposal;
-use runtime_cloud_workflows::observe_environment::proposal_workflow_id;
+use runtime_cloud_workflows::ids::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};

@@ -15,15 +15,16 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, logs_ref};
+use runtime_cloud_models::cancellable;
 use runtime_cloud_models::entities::{
     deployment_specifications as specs, provisioning_runs as runs,
 };
 use runtime_cloud_models::{
     ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, EnvironmentClass, PlanReceipt,
-    ProvisioningKind, ProvisioningState, RunInput, RunStatus, run_workflow_id,
+    ProvisioningKind, ProvisioningState, RunInput, RunStatus,
 };
 use runtime_cloud_workflows::ProvisioningRun;
-use runtime_cloud_models::cancellable;
+use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
 use sea_orm::sea_query::Expr;

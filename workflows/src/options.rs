@@ -1,0 +1,116 @@
+//! Activity options, named by what they mean. Every workflow takes its options from here, so
+//! two steps that mean the same retry the same way.
+//!
+//! Writes to the read DB (projections, records, the lock's start and release) are idempotent:
+//! a read DB outage holds the workflow at that step, retrying at most every 10 s, until the
+//! write goes through. Reads of a target and re-plans get a few tries and then count as failed.
+//! The runner's plan and apply have their own rules.
+
+use crate::contracts::{APPLY_FAILED, PLAN_INVALID};
+use std::time::Duration;
+use temporalio_common::RetryPolicy;
+use temporalio_sdk::{ActivityOptions, LocalActivityOptions};
+
+/// Unlimited attempts, backing off to one every 10 s.
+fn until_it_succeeds() -> RetryPolicy {
+    RetryPolicy::builder()
+        .maximum_interval(Duration::from_secs(10))
+        .build()
+}
+
+/// A write that must not be lost, as a regular activity: retried until it succeeds, each
+/// attempt within `timeout`.
+pub(crate) fn must_succeed(timeout: Duration) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(timeout)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
+
+/// A quick write that must not be lost, as a local activity: run inside the workflow task
+/// that needs it (no activity task to dispatch, no workflow task to wake the workflow after,
+/// which is most of what a run costs the Temporal server; docs/benchmarks.md), and retried in
+/// the worker until it succeeds.
+pub(crate) fn must_succeed_locally(timeout: Duration) -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(timeout)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
+
+/// A local write retried like [`must_succeed_locally`] but given up after `budget`: for a
+/// write a later step makes anyway (the sweep observes every environment every five minutes),
+/// so a long outage must not hold the workflow.
+pub(crate) fn given_up_after(timeout: Duration, budget: Duration) -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(timeout)
+        .schedule_to_close_timeout(budget)
+        .retry_policy(until_it_succeeds())
+        .build()
+}
+
+/// Reading a target as a local activity: three quick tries, then the observation counts as
+/// failed (the environment becomes stale).
+pub(crate) fn read_target() -> LocalActivityOptions {
+    LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(60))
+        .retry_policy(RetryPolicy::builder().maximum_attempts(3).build())
+        .build()
+}
+
+/// One environment's step of a pass over every environment (the GitOps reconciler's
+/// re-plan): five tries, then the pass moves on; the next pass tries again.
+pub(crate) fn a_few_tries() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_attempts(5)
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}
+
+/// A sweep's batch reads and records 25 environments; it heartbeats after each, so a lost
+/// worker is noticed in 30 s and the batch retried (recording is idempotent).
+pub(crate) fn observe_batch() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+        .heartbeat_timeout(Duration::from_secs(30))
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_attempts(5)
+                .maximum_interval(Duration::from_secs(10))
+                .build(),
+        )
+        .build()
+}
+
+/// Planning only reads: exponential retry, but a plan that cannot succeed fails at once.
+pub(crate) fn plan() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_secs(1))
+                .backoff_coefficient(2.0)
+                .maximum_interval(Duration::from_secs(60))
+                .maximum_attempts(8)
+                .non_retryable_error_types([PLAN_INVALID])
+                .build(),
+        )
+        .build()
+}
+
+/// The apply heartbeats; a runner failure is never retried. A lost worker (heartbeat
+/// timeout) is retried: the runner answers a repeated apply of the same run with the receipt
+/// it recorded, so the change is applied once.
+pub(crate) fn apply(timeout_secs: u64) -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout_secs))
+        .heartbeat_timeout(Duration::from_secs(10))
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(Duration::from_secs(1))
+                .maximum_attempts(3)
+                .non_retryable_error_types([APPLY_FAILED])
+                .build(),
+        )
+        .build()
+}
