@@ -646,3 +646,35 @@ async fn specification_versions_count_up_and_are_kept() {
         "1.0.0"
     );
 }
+
+/// An approval the run does not count is not dropped: the run's GET shows it under
+/// `refusedApprovals`, with who sent it, when and why, and the run applies on the approval it
+/// counted.
+#[tokio::test]
+async fn refused_approvals_are_kept_for_the_audit() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    let id = api.plan_run("prod", "baseline").await;
+    api.wait_state(&id, "AwaitingApproval").await;
+    // An approval for another plan, signalled past the API (which answers such a one 409).
+    let other = json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": "sha256:another-plan" } });
+    stack.approve_with_cli(&other, "mallory", "an old ticket");
+    api.decide(&id, "approve").await.expect(202);
+    let run = api.wait_state(&id, "Applied").await;
+    let refused = run["refusedApprovals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(refused.len(), 1, "{run}");
+    assert_eq!(refused[0]["approver"], "mallory");
+    assert_eq!(refused[0]["why"], "other-plan");
+    assert_eq!(refused[0]["inputsHash"], "sha256:another-plan");
+    assert_eq!(refused[0]["reason"], "an old ticket");
+    let received = refused[0]["receivedAt"].as_str().unwrap_or_default();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(received).is_ok(),
+        "receivedAt {received:?}"
+    );
+    assert_eq!(run["approval"]["decision"]["approver"], "tester", "{run}");
+    // The list shows the same refusals as GET.
+    api.list_runs("?environmentId=prod").await;
+}
