@@ -57,30 +57,29 @@ pub(crate) fn read_target() -> LocalActivityOptions {
         .build()
 }
 
+/// Five attempts, at most 10 s apart: for work a later pass does again anyway.
+fn five_tries() -> RetryPolicy {
+    RetryPolicy::builder()
+        .maximum_attempts(5)
+        .maximum_interval(Duration::from_secs(10))
+        .build()
+}
+
 /// One environment's step of a pass over every environment (the GitOps reconciler's
 /// re-plan): five tries, then the pass moves on; the next pass tries again.
 pub(crate) fn a_few_tries() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(120))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_attempts(5)
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
+        .retry_policy(five_tries())
         .build()
 }
 
 /// A sweep's batch reads and records 25 environments; it heartbeats after each, so a lost
-/// worker is noticed in 30 s and the batch retried (recording is idempotent).
+/// worker is noticed in 30 s and the batch retried (recording is idempotent). A batch that
+/// keeps failing leaves its environments to go stale; the next sweep tries them again.
 pub(crate) fn observe_batch() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
         .heartbeat_timeout(Duration::from_secs(30))
-        .retry_policy(
-            RetryPolicy::builder()
-                .maximum_attempts(5)
-                .maximum_interval(Duration::from_secs(10))
-                .build(),
-        )
+        .retry_policy(five_tries())
         .build()
 }
 
