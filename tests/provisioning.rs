@@ -659,11 +659,15 @@ async fn refused_approvals_are_kept_for_the_audit() {
     let id = api.plan_run("prod", "baseline").await;
     api.wait_state(&id, "AwaitingApproval").await;
     // An approval for another plan, signalled past the API (which answers such a one 409).
-    let other = json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": "sha256:another-plan" } });
+    let other =
+        json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": "sha256:another-plan" } });
     stack.approve_with_cli(&other, "mallory", "an old ticket");
     api.decide(&id, "approve").await.expect(202);
     let run = api.wait_state(&id, "Applied").await;
-    let refused = run["refusedApprovals"].as_array().cloned().unwrap_or_default();
+    let refused = run["refusedApprovals"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(refused.len(), 1, "{run}");
     assert_eq!(refused[0]["approver"], "mallory");
     assert_eq!(refused[0]["why"], "other-plan");

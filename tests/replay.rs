@@ -36,6 +36,8 @@ const FIXTURES: &[&str] = &[
     "provisioning_run_reconciliation.json",
     // A sweep over three environments, one drifted.
     "observation_sweep.json",
+    // A GitOps pass over them.
+    "gitops_reconciler.json",
 ];
 
 /// Saves workflow `workflow_id`'s history as the fixture `name`.
@@ -161,4 +163,17 @@ async fn record_replay_fixtures() {
     })
     .await;
     save_fixture(&client, sweep, "observation_sweep.json").await;
+
+    // A GitOps pass once the sweep's reconciliation has applied.
+    crate::common::eventually(60, "the drifted environment to be reconciled", || async {
+        let open = api.drift("stage", Some("open")).await;
+        open.is_empty().then_some(())
+    })
+    .await;
+    stack.trigger_schedule("gitops-reconciler");
+    let pass = crate::common::eventually(60, "the GitOps pass to complete", || {
+        stack.first_workflow("GitOpsReconciler", "ExecutionStatus='Completed'")
+    })
+    .await;
+    save_fixture(&client, pass, "gitops_reconciler.json").await;
 }

@@ -485,8 +485,7 @@ impl Stack {
         self.kill_worker();
         let id = api.plan_run("dev", "baseline").await;
         let lock = format!("environment/{}/dev", api.tenant);
-        let held =
-            json!({ "holder": format!("provisioning-run/{id}"), "queue": [], "holderCheckSecs": 600, "holderKnows": true });
+        let held = json!({ "holder": format!("provisioning-run/{id}"), "queue": [], "holderCheckSecs": 600, "holderKnows": true });
         self.temporal_ok(&[
             "workflow",
             "start",

@@ -15,9 +15,8 @@ pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> St
     format!("environment/{tenant_id}/{environment_id}")
 }
 
-/// `observe/{tenant}/{env}/{window}`: an observation in `window` (`202611290935` for a
-/// five-minute window, `manual-{id}` for an operator's), so a sweep and an operator asking in
-/// the same window share one observation.
+/// `observe/{tenant}/{env}/{window}`: an observation started as its own workflow; the API
+/// starts an operator's as `manual-{id}`, one per request.
 pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {
     format!("observe/{tenant_id}/{environment_id}/{window}")
 }

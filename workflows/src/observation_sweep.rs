@@ -6,8 +6,8 @@
 //! activity (`inventory.observe-batch`) that reads and records its environments: a workflow
 //! per environment cost four Temporal actions per environment and sweep, and the dev server
 //! could not start them fast enough for 10,000 environments in one five-minute window
-//! (docs/benchmarks.md). Operators' and after-apply observations keep their own
-//! `observe/{tenant}/{env}/{window}` workflows.
+//! (docs/benchmarks.md). An operator's observation has its own
+//! `observe/{tenant}/{env}/manual-{id}` workflow; a run observes after its apply inside its own.
 
 use crate::contracts::{
     BatchEnvironment, EnvironmentKey, EnvironmentPageRequest, InventoryActivities,

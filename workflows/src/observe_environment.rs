@@ -1,8 +1,8 @@
 //! `observe/{tenant}/{env}/{window}`: read the target, record the inventory, raise and resolve
 //! findings, and hand a new proposal to its own workflow.
 //!
-//! The id carries the observation window, so a sweep and an operator asking in the same window
-//! share one observation instead of running two.
+//! An operator's observation (`POST …/observe`); the sweep observes in batches and a run
+//! observes after its apply inside its own workflow, both with [`observe_locally`]'s steps.
 
 use crate::contracts::{InventoryActivities, ObserveRequest, RecordOutcome, RecordRequest};
 use crate::handover::hand_over;

@@ -141,6 +141,7 @@ impl ProvisioningRun {
         };
         let ended_in = ending.state;
         Self::end(ctx, ending).await?;
+        let recorded_refusals = ctx.state(|s| s.status.refused_approvals.len());
         unlock.release(ctx).await?;
 
         // After an apply (or a failed one, to capture the partial state) observe the
@@ -150,6 +151,11 @@ impl ProvisioningRun {
             ProvisioningState::Applied | ProvisioningState::Failed
         ) {
             Self::observe_after_apply(ctx, &input).await;
+        }
+        // An approval refused after the last transition (sent while the run was applying,
+        // or observing) is recorded too: the audit misses none.
+        if ctx.state(|s| s.status.refused_approvals.len()) > recorded_refusals {
+            Self::project(ctx).await?;
         }
         Ok(ctx.state(|s| s.status.clone()))
     }
@@ -308,9 +314,13 @@ impl ProvisioningRun {
         Ending::new(ProvisioningState::Cancelled, reason)
     }
 
-    /// Records where the run ended.
+    /// Records where the run ended. Approvals still held (the run ended before it could
+    /// await one) are refused: none is dropped unrecorded.
     async fn end(ctx: &mut WorkflowContext<Self>, ending: Ending) -> WorkflowResult<()> {
-        ctx.state_mut(|s| s.status.reason = ending.reason);
+        ctx.state_mut(|s| {
+            s.status.reason = ending.reason;
+            s.weigh_held(false);
+        });
         Self::transition(ctx, ending.state).await
     }
 
@@ -328,6 +338,11 @@ impl ProvisioningRun {
         );
         ctx.state_mut(|s| s.status.state = Some(state));
         ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
+        Self::project(ctx).await
+    }
+
+    /// Writes the run's status into the read tables, with the event of its state.
+    async fn project(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         let projection = ctx.state(|s| RunProjection {
             run: s.input.clone(),
             status: s.status.clone(),
