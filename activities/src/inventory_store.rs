@@ -10,7 +10,7 @@ use chrono::Utc;
 use runtime_cloud_models::drift::{
     Direction, DriftKind, Finding, ProposalPlan, ProposalState, compare, proposal_plan,
 };
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     drift_findings as findings, environments, observed_workloads as observed_rows,
     provisioning_runs, reconciliation_proposals as proposals, runtime_inventories as inventories,
 };
@@ -558,7 +558,7 @@ pub async fn prepare_run(
         .await?;
     let spec = match &existing {
         Some(run) => {
-            runtime_cloud_models::entities::deployment_specifications::Entity::find_by_id(
+            runtime_cloud_store::entities::deployment_specifications::Entity::find_by_id(
                 run.specification_id.clone(),
             )
             .one(&txn)

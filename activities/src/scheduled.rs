@@ -9,7 +9,7 @@ use crate::store::{
 };
 use chrono::Utc;
 use runtime_cloud_models::drift::{Direction, ProposalPlan, ProposalState};
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     drift_findings as findings, environments, reconciliation_proposals as proposals,
     runtime_inventories as inventories,
 };
@@ -246,7 +246,7 @@ impl ScheduledActivitiesImpl {
 mod tests {
     use super::*;
     use crate::sandbox::Sandbox;
-    use runtime_cloud_models::migration::Migrator;
+    use runtime_cloud_store::migration::Migrator;
     use sea_orm_migration::MigratorTrait;
 
     async fn activities(staleness_minutes: f64) -> ScheduledActivitiesImpl {
@@ -297,7 +297,7 @@ mod tests {
             .map(|r| r.environment_id.as_str())
             .collect();
         assert_eq!(stale, ["old"]);
-        let events = runtime_cloud_models::entities::outbox_events::Entity::find()
+        let events = runtime_cloud_store::entities::outbox_events::Entity::find()
             .all(&a.db)
             .await
             .unwrap();

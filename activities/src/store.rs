@@ -3,7 +3,7 @@
 
 use crate::Error;
 use chrono::Utc;
-use runtime_cloud_models::entities::{deployment_specifications, outbox_events, provisioning_runs};
+use runtime_cloud_store::entities::{deployment_specifications, outbox_events, provisioning_runs};
 use runtime_cloud_models::events::{
     OutboxEvent, ProvisioningApplied, ProvisioningFailed, ProvisioningPlanned,
 };
@@ -337,7 +337,7 @@ pub fn snapshot(
 /// A new `provisioning_runs` row, not yet planned (state null). The caller inserts it.
 pub fn new_run_row(
     run_id: &str,
-    env: &runtime_cloud_models::entities::environments::Model,
+    env: &runtime_cloud_store::entities::environments::Model,
     spec: &SpecificationRow,
     kind: runtime_cloud_models::ProvisioningKind,
     promotion_id: Option<String>,
@@ -372,7 +372,7 @@ pub fn new_run_row(
 /// The input of a run of `spec` on `env`, with the configured timeouts.
 pub fn run_input(
     run_id: &str,
-    env: &runtime_cloud_models::entities::environments::Model,
+    env: &runtime_cloud_store::entities::environments::Model,
     spec: &SpecificationRow,
     kind: runtime_cloud_models::ProvisioningKind,
     promotion_id: Option<String>,

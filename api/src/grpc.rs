@@ -5,7 +5,7 @@
 use crate::auth::{Auth, PROVISIONING_READ, RUNTIME_READ};
 use crate::{AppState, Error};
 use runtime_cloud_models::ProvisioningState;
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     deployment_specifications as specs, environments, provisioning_runs as runs,
     runtime_inventories as inventories,
 };

@@ -421,7 +421,7 @@ impl Stack {
 
     /// The outbox events of a type, oldest first.
     pub async fn events(&self, event_type: &str) -> Vec<Value> {
-        use runtime_cloud_models::entities::outbox_events as ev;
+        use runtime_cloud_store::entities::outbox_events as ev;
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
         ev::Entity::find()
             .filter(ev::Column::EventType.eq(event_type))

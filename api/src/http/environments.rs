@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
-use runtime_cloud_models::entities::environments;
+use runtime_cloud_store::entities::environments;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };

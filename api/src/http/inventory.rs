@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::drift::DriftKind;
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     drift_findings as findings, environments, runtime_inventories as inventories,
 };
 use runtime_cloud_models::observation::ObservedWorkload;

@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use runtime_cloud_models::ProvisioningState;
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     drift_findings as findings, environments, provisioning_runs as runs,
     reconciliation_proposals as proposals, runtime_inventories as inventories,
 };

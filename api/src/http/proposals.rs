@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::drift::{Direction, ProposalState};
-use runtime_cloud_models::entities::reconciliation_proposals as proposals;
+use runtime_cloud_store::entities::reconciliation_proposals as proposals;
 use runtime_cloud_workflows::ReconciliationProposal;
 use runtime_cloud_workflows::observe_environment::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, logs_ref};
-use runtime_cloud_models::entities::{
+use runtime_cloud_store::entities::{
     deployment_specifications as specs, provisioning_runs as runs,
 };
 use runtime_cloud_models::{

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_activities::store::{self, NewSpecification};
-use runtime_cloud_models::entities::deployment_specifications as specs;
+use runtime_cloud_store::entities::deployment_specifications as specs;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
