@@ -12,12 +12,16 @@
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`events`]: integration event topics and payloads.
+//! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
+//! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 
 pub mod drift;
+pub mod environments;
 pub mod events;
+pub mod inventory;
 pub mod observation;
 pub mod options;
 pub mod plan;
