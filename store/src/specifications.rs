@@ -1,0 +1,236 @@
+//! `deployment_specifications`: every declared version of an environment's desired state.
+//! Rows are only ever inserted: a version never changes.
+
+use crate::decode::{At, to_json};
+use crate::entities::deployment_specifications as rows;
+use crate::{Error, Page, outbox};
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::events::SpecificationDeclared;
+use runtime_cloud_models::validation::Declaration;
+use runtime_cloud_models::{Refs, SpecificationKind, SpecificationSnapshot, Workload};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+};
+use uuid::Uuid;
+
+/// One declared specification version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Specification {
+    pub specification_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub kind: SpecificationKind,
+    /// Repository + path of the IaC program.
+    pub program_ref: String,
+    /// Commit of the program.
+    pub program_version: String,
+    pub release_id: Option<String>,
+    pub strategy: Option<String>,
+    /// Config Platform keys by reference.
+    pub config_refs: Refs,
+    /// Secret references; never values.
+    pub secret_refs: Refs,
+    /// The desired workloads (references only).
+    pub workloads: Vec<Workload>,
+    /// Counts up per environment from 1.
+    pub version: i32,
+    pub declared_at: DateTime<Utc>,
+}
+
+impl Specification {
+    /// The snapshot a run carries.
+    pub fn snapshot(&self) -> SpecificationSnapshot {
+        SpecificationSnapshot {
+            specification_id: self.specification_id.clone(),
+            version: self.version,
+            program_ref: self.program_ref.clone(),
+            program_version: self.program_version.clone(),
+            config_refs: self.config_refs.clone(),
+            secret_refs: self.secret_refs.clone(),
+            workloads: self.workloads.clone(),
+        }
+    }
+
+    fn read(m: rows::Model) -> Result<Self, Error> {
+        let at = At {
+            table: "deployment_specifications",
+            row: &m.specification_id,
+        };
+        Ok(Self {
+            kind: at.wire("kind", &m.kind)?,
+            config_refs: at.json("config_refs", &m.config_refs)?,
+            secret_refs: at.json("secret_refs", &m.secret_refs)?,
+            workloads: at.json("workloads", &m.workloads)?,
+            specification_id: m.specification_id,
+            tenant_id: m.tenant_id,
+            project_id: m.project_id,
+            environment_id: m.environment_id,
+            program_ref: m.program_ref,
+            program_version: m.program_version,
+            release_id: m.release_id,
+            strategy: m.strategy,
+            version: m.version,
+            declared_at: m.declared_at,
+        })
+    }
+}
+
+/// Declares the next version of an environment's specification with its
+/// `SpecificationDeclared` event, in one transaction, after checking it against the
+/// declaration rule ([`Declaration::validate`]; [`Error::Invalid`] when refused). Two
+/// declarations racing for a version meet the unique index; the loser takes the next version.
+pub async fn declare(db: &DatabaseConnection, d: &Declaration) -> Result<Specification, Error> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let txn = db.begin().await?;
+        match declare_in(&txn, d).await {
+            Ok(spec) => {
+                txn.commit().await?;
+                return Ok(spec);
+            }
+            Err(Error::Db(e)) if attempts < 8 && retryable_conflict(&e) => {
+                txn.rollback().await?;
+                // SQLite refuses a read-then-write transaction that meets another writer at
+                // once instead of waiting; a short pause lets the other commit.
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A conflict that a retry of the whole transaction resolves: another declaration took the
+/// version, or (SQLite) another writer held the database.
+fn retryable_conflict(e: &sea_orm::DbErr) -> bool {
+    matches!(
+        e.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    ) || e.to_string().contains("database is locked")
+}
+
+/// Validates `d` and inserts it as the next version with its event, on `db` (the caller's
+/// transaction). Every declaration goes through here: the API's and a proposal's that adopts
+/// what was observed.
+pub(crate) async fn declare_in(
+    db: &impl ConnectionTrait,
+    d: &Declaration,
+) -> Result<Specification, Error> {
+    d.validate()?;
+    let version = latest_version(db, &d.tenant_id, &d.environment_id)
+        .await?
+        .map_or(1, |v| v + 1);
+    let now = Utc::now();
+    let row = rows::ActiveModel {
+        specification_id: Set(Uuid::now_v7().to_string()),
+        tenant_id: Set(d.tenant_id.clone()),
+        project_id: Set(d.project_id.clone()),
+        environment_id: Set(d.environment_id.clone()),
+        kind: Set(d.kind.as_str().to_owned()),
+        program_ref: Set(d.program_ref.clone()),
+        program_version: Set(d.program_version.clone()),
+        release_id: Set(d.release_id.clone()),
+        strategy: Set(d.strategy.clone()),
+        config_refs: Set(to_json(&d.config_refs)?),
+        secret_refs: Set(to_json(&d.secret_refs)?),
+        workloads: Set(to_json(&d.workloads)?),
+        version: Set(version),
+        declared_at: Set(now),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    let spec = Specification::read(row)?;
+    let event = SpecificationDeclared {
+        specification_id: spec.specification_id.clone(),
+        tenant_id: spec.tenant_id.clone(),
+        environment_id: spec.environment_id.clone(),
+        kind: spec.kind.as_str().to_owned(),
+        version: spec.version,
+        program_version: spec.program_version.clone(),
+    };
+    let id = outbox::event_id(&spec.specification_id, "SpecificationDeclared");
+    outbox::append(db, &spec.tenant_id, event.into(), id).await?;
+    Ok(spec)
+}
+
+/// The latest version number of an environment's specification.
+async fn latest_version(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<i32>, Error> {
+    Ok(rows::Entity::find()
+        .select_only()
+        .column(rows::Column::Version)
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .order_by_desc(rows::Column::Version)
+        .into_tuple::<i32>()
+        .one(db)
+        .await?)
+}
+
+/// The latest declared specification of an environment.
+pub async fn latest(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<Specification>, Error> {
+    version(db, tenant_id, environment_id, None).await
+}
+
+/// Version `version` of an environment's specification, or the latest when `None`.
+pub async fn version(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    version: Option<i32>,
+) -> Result<Option<Specification>, Error> {
+    let mut select = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id));
+    if let Some(v) = version {
+        select = select.filter(rows::Column::Version.eq(v));
+    }
+    select
+        .order_by_desc(rows::Column::Version)
+        .one(db)
+        .await?
+        .map(Specification::read)
+        .transpose()
+}
+
+/// A specification by id.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    specification_id: &str,
+) -> Result<Option<Specification>, Error> {
+    rows::Entity::find_by_id(specification_id.to_owned())
+        .one(db)
+        .await?
+        .map(Specification::read)
+        .transpose()
+}
+
+/// A page of the tenant's versions (of one environment, when given), newest first.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: Option<&str>,
+    page: &Page,
+) -> Result<Vec<Specification>, Error> {
+    let mut select = rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id));
+    if let Some(env) = environment_id {
+        select = select.filter(rows::Column::EnvironmentId.eq(env));
+    }
+    page.apply(select, rows::Column::SpecificationId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Specification::read)
+        .collect()
+}
