@@ -86,7 +86,8 @@ impl ScheduledActivitiesImpl {
             destructive,
             plan_summary: plan.summary(),
         };
-        let raised = proposals::raise_for_replan(&self.db, &env, &req.proposal_id, &proposal).await?;
+        let raised =
+            proposals::raise_for_replan(&self.db, &env, &req.proposal_id, &proposal).await?;
         Ok(match raised {
             Some(proposal) => ReplanOutcome::Propose {
                 proposal,

@@ -59,7 +59,9 @@ impl At<'_> {
         value: Option<String>,
     ) -> Result<Option<Box<serde_json::value::RawValue>>, Error> {
         value
-            .map(|v| serde_json::value::RawValue::from_string(v).map_err(|e| self.corrupt(column, e)))
+            .map(|v| {
+                serde_json::value::RawValue::from_string(v).map_err(|e| self.corrupt(column, e))
+            })
             .transpose()
     }
 }

@@ -64,7 +64,10 @@ pub struct NewEnvironment {
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
-pub async fn register(db: &impl ConnectionTrait, new: NewEnvironment) -> Result<Environment, Error> {
+pub async fn register(
+    db: &impl ConnectionTrait,
+    new: NewEnvironment,
+) -> Result<Environment, Error> {
     let now = Utc::now();
     let row = rows::ActiveModel {
         id: Set(uuid::Uuid::now_v7().to_string()),

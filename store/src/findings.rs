@@ -125,8 +125,14 @@ pub(crate) async fn sync(
             still_open.push(f);
         } else {
             rows::Entity::update_many()
-                .col_expr(rows::Column::ResolvedAt, sea_orm::sea_query::Expr::value(now))
-                .col_expr(rows::Column::UpdatedAt, sea_orm::sea_query::Expr::value(now))
+                .col_expr(
+                    rows::Column::ResolvedAt,
+                    sea_orm::sea_query::Expr::value(now),
+                )
+                .col_expr(
+                    rows::Column::UpdatedAt,
+                    sea_orm::sea_query::Expr::value(now),
+                )
                 .filter(rows::Column::FindingId.eq(&f.finding_id))
                 .exec(db)
                 .await?;

@@ -182,15 +182,8 @@ pub async fn record(
         None => Vec::new(),
     };
     let synced = findings::sync(&txn, &req.tenant_id, &req.environment_id, &found, now).await?;
-    let (new_proposal, superseded) = proposals::sync(
-        &txn,
-        &env,
-        &req.proposal_id,
-        &synced.open,
-        acceptance,
-        now,
-    )
-    .await?;
+    let (new_proposal, superseded) =
+        proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?;
     txn.commit().await?;
     Ok(RecordOutcome {
         changed,

@@ -41,4 +41,3 @@ pub use migration::Migrator;
 pub use page::Page;
 /// The connection every function here takes; re-exported so callers need no sea-orm import.
 pub use sea_orm::DatabaseConnection;
-

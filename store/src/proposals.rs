@@ -109,7 +109,10 @@ fn observed_input(p: &Proposal, production: bool, acceptance: Acceptance) -> Pro
     p.input(production, auto_accept)
 }
 
-async fn find_by_id(db: &impl ConnectionTrait, proposal_id: &str) -> Result<Option<Proposal>, Error> {
+async fn find_by_id(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+) -> Result<Option<Proposal>, Error> {
     rows::Entity::find_by_id(proposal_id.to_owned())
         .one(db)
         .await?
@@ -176,7 +179,10 @@ pub(crate) async fn sync(
     }
     // Open proposals that no longer match what is observed are superseded.
     let mut superseded = Vec::new();
-    for p in live.into_iter().filter(|p| p.state == ProposalState::Proposed) {
+    for p in live
+        .into_iter()
+        .filter(|p| p.state == ProposalState::Proposed)
+    {
         set_state(db, &p.proposal_id, ProposalState::Superseded, now).await?;
         superseded.push(p.proposal_id);
     }
@@ -185,8 +191,20 @@ pub(crate) async fn sync(
     }
     let drift: Vec<_> = open.iter().map(Finding::as_drift).collect();
     let plan = proposal_plan(&drift);
-    let row = insert(db, proposal_id, tenant_id, environment_id, &open_ids, &plan, now).await?;
-    Ok((Some(observed_input(&row, production, acceptance)), superseded))
+    let row = insert(
+        db,
+        proposal_id,
+        tenant_id,
+        environment_id,
+        &open_ids,
+        &plan,
+        now,
+    )
+    .await?;
+    Ok((
+        Some(observed_input(&row, production, acceptance)),
+        superseded,
+    ))
 }
 
 async fn set_state(
@@ -290,7 +308,16 @@ pub async fn raise_for_replan(
         return Ok((p.proposal_id == proposal_id).then(|| p.input(env.production(), false)));
     }
     let open = findings::open_ids(&txn, tenant_id, environment_id).await?;
-    let row = insert(&txn, proposal_id, tenant_id, environment_id, &open, plan, Utc::now()).await?;
+    let row = insert(
+        &txn,
+        proposal_id,
+        tenant_id,
+        environment_id,
+        &open,
+        plan,
+        Utc::now(),
+    )
+    .await?;
     txn.commit().await?;
     Ok(Some(row.input(env.production(), false)))
 }

@@ -476,7 +476,11 @@ pub async fn last_applied(
     use rows::Column as C;
     let row: Option<(String, String, i32)> = rows::Entity::find()
         .select_only()
-        .columns([C::ProvisioningRunId, C::SpecificationId, C::SpecificationVersion])
+        .columns([
+            C::ProvisioningRunId,
+            C::SpecificationId,
+            C::SpecificationVersion,
+        ])
         .filter(C::TenantId.eq(tenant_id))
         .filter(C::EnvironmentId.eq(environment_id))
         .filter(C::State.eq(ProvisioningState::Applied.as_str()))
@@ -529,7 +533,11 @@ pub async fn ended(
                 table: TABLE,
                 row: &id,
             };
-            Ok((tenant, at.wire("kind", &kind)?, at.wire_opt("state", state.as_deref())?))
+            Ok((
+                tenant,
+                at.wire("kind", &kind)?,
+                at.wire_opt("state", state.as_deref())?,
+            ))
         })
         .collect()
 }

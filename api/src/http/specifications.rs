@@ -152,7 +152,9 @@ async fn list(
     let specs =
         specifications::list(&state.db, auth.tenant(), q.environment_id.as_deref(), &rows).await?;
     let views = specs.into_iter().map(SpecificationView::from).collect();
-    Ok(axum::Json(Paged::from_rows(views, limit, |s: &SpecificationView| {
-        &s.specification_id
-    })))
+    Ok(axum::Json(Paged::from_rows(
+        views,
+        limit,
+        |s: &SpecificationView| &s.specification_id,
+    )))
 }
