@@ -54,9 +54,9 @@ pub struct InventoryView {
 }
 
 /// What the environment was last observed to run, and whether that is stale.
-#[utoipa::path(operation_id = "getInventory", get, path = "/factory/environments/{environment_id}/inventory", tag = "inventory",
+#[utoipa::path(operation_id = "getInventory", get, path = "/factory/environments/{environmentId}/inventory", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
-    params(("environment_id" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id")),
     responses(
         (status = 200, description = "The inventory (empty and stale before the first observation)", body = InventoryView),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -143,9 +143,9 @@ impl From<Finding> for FindingView {
 }
 
 /// The environment's drift findings, newest first.
-#[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environment_id}/drift", tag = "inventory",
+#[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environmentId}/drift", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
-    params(("environment_id" = String, Path, description = "The environment id"), DriftQuery),
+    params(("environmentId" = String, Path, description = "The environment id"), DriftQuery),
     responses(
         (status = 200, description = "Findings", body = Items<FindingView>),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -189,9 +189,9 @@ pub struct ObservationStarted {
 
 /// Observes the environment now (workflow `observe/…`): inventory, drift findings and, when
 /// anything drifted, a reconciliation proposal.
-#[utoipa::path(operation_id = "observeEnvironment", post, path = "/factory/environments/{environment_id}/observe", tag = "inventory",
+#[utoipa::path(operation_id = "observeEnvironment", post, path = "/factory/environments/{environmentId}/observe", tag = "inventory",
     security(("bearer" = ["factory.runtime.operate"])),
-    params(("environment_id" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id")),
     responses(
         (status = 202, description = "Started", body = ObservationStarted),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>, Problems<503>,

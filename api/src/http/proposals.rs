@@ -121,9 +121,11 @@ async fn list(
     )
     .await?;
     let views = proposals.into_iter().map(ProposalView::from).collect();
-    Ok(axum::Json(Paged::from_rows(views, limit, |p: &ProposalView| {
-        &p.proposal_id
-    })))
+    Ok(axum::Json(Paged::from_rows(
+        views,
+        limit,
+        |p: &ProposalView| &p.proposal_id,
+    )))
 }
 
 /// `POST …/decide`: `{"decision":"accept"|"reject","reason":"…"}`; the decider is the token's
@@ -148,9 +150,9 @@ struct DecisionSignalled {
 /// Accepts or rejects a proposed reconciliation (signal `decide`). Accepting a production
 /// proposal needs the `Operator` or `PlatformAdmin` role too; acceptance starts the
 /// reconciliation run.
-#[utoipa::path(operation_id = "decideProposal", post, path = "/factory/reconciliation/proposals/{proposal_id}/decide", tag = "proposals",
+#[utoipa::path(operation_id = "decideProposal", post, path = "/factory/reconciliation/proposals/{proposalId}/decide", tag = "proposals",
     security(("bearer" = ["factory.runtime.operate"])),
-    params(("proposal_id" = String, Path, description = "The proposal id")),
+    params(("proposalId" = String, Path, description = "The proposal id")),
     request_body = DecideBody,
     responses(
         (status = 202, description = "Signalled", body = DecisionSignalled),

@@ -1,6 +1,6 @@
 //! `/factory/provisioning/runs`: plan, list, read, approve and cancel provisioning runs.
 //!
-//! Commands go to the run's workflow (`provisioning-run/{id}`); reads come from the
+//! Commands go to the run's workflow (`provisioning-run/{provisioningRunId}`); reads come from the
 //! `provisioning_runs` read table, which every workflow transition updates.
 
 use super::pagination::{Page, Paged};
@@ -76,7 +76,7 @@ pub struct RunView {
     pub state: Option<ProvisioningState>,
     /// The plan receipt, once planned.
     #[schema(value_type = Option<PlanReceipt>)]
-    pub plan: Option<Box<RawValue>>,
+    pub plan_receipt: Option<Box<RawValue>>,
     /// What the workflow recorded about its approval.
     #[schema(value_type = Option<ApprovalRecord>)]
     pub approval: Option<Box<RawValue>>,
@@ -105,7 +105,7 @@ impl From<Run> for RunView {
             promotion_id: m.promotion_id,
             approval_id: m.approval_id,
             state: m.state,
-            plan: m.plan_receipt,
+            plan_receipt: m.plan_receipt,
             approval: m.approval,
             apply_receipt: m.apply_receipt,
             reason: m.reason,
@@ -315,8 +315,18 @@ async fn list(
     let bad = |e: runtime_cloud_models::UnknownVariant| Error::BadRequest(e.to_string());
     let filter = RunFilter {
         environment_id: q.environment_id,
-        kind: q.kind.as_deref().map(ProvisioningKind::from_str).transpose().map_err(bad)?,
-        state: q.state.as_deref().map(ProvisioningState::from_str).transpose().map_err(bad)?,
+        kind: q
+            .kind
+            .as_deref()
+            .map(ProvisioningKind::from_str)
+            .transpose()
+            .map_err(bad)?,
+        state: q
+            .state
+            .as_deref()
+            .map(ProvisioningState::from_str)
+            .transpose()
+            .map_err(bad)?,
     };
     let page = Page {
         cursor: q.cursor,
@@ -330,9 +340,9 @@ async fn list(
 }
 
 /// One run with its receipts.
-#[utoipa::path(operation_id = "getRun", get, path = "/factory/provisioning/runs/{id}", tag = "runs",
+#[utoipa::path(operation_id = "getRun", get, path = "/factory/provisioning/runs/{provisioningRunId}", tag = "runs",
     security(("bearer" = ["factory.provisioning.read"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     responses(
         (status = 200, description = "The run", body = RunView),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -363,7 +373,7 @@ async fn live_status(state: &AppState, row: &Run) -> Result<RunStatus, Error> {
     }
 }
 
-/// `POST …/runs/{id}/cancel`: `{"reason": "…"}` (optional).
+/// `POST …/runs/{provisioningRunId}/cancel`: `{"reason": "…"}` (optional).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CancelBody {
@@ -390,9 +400,9 @@ struct ApprovalSignalled {
 
 /// Cancels a run that has not started applying (signal `cancel`); it ends `Cancelled` and
 /// releases the environment.
-#[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{id}/cancel", tag = "runs",
+#[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/cancel", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body(content = Option<CancelBody>, description = "Optional"),
     responses(
         (status = 202, description = "Signalled", body = CancelRequested),
@@ -436,7 +446,7 @@ async fn cancel(
     ))
 }
 
-/// `POST …/runs/{id}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
+/// `POST …/runs/{provisioningRunId}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
 /// The approver is the token's subject.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -451,9 +461,9 @@ struct ApprovalBody {
 
 /// Approves or rejects a production run's plan (signal `approval`). Needs the `Operator` or
 /// `PlatformAdmin` role too; the approver is the token's subject.
-#[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{id}/approval", tag = "runs",
+#[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/approval", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body = ApprovalBody,
     responses(
         (status = 202, description = "Signalled", body = ApprovalSignalled),
