@@ -112,6 +112,7 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
         plan_receipt: Set(None),
         approval: Set(None),
         apply_receipt: Set(None),
+        refused_approvals: Set(None),
         state: Set(None),
         reason: Set(None),
         logs_ref: Set(Some(logs_ref(new.run_id))),
@@ -228,6 +229,7 @@ pub async fn project(
     row.plan_receipt = Set(opt_json(&status.plan_receipt)?);
     row.approval = Set(opt_json(&status.approval)?);
     row.apply_receipt = Set(opt_json(&status.apply_receipt)?);
+    row.refused_approvals = Set(Some(to_json(&status.refused_approvals)?));
     row.reason = Set(status.reason.clone());
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
@@ -272,6 +274,9 @@ pub struct Run {
     pub approval: Option<Box<RawValue>>,
     /// An `ApplyReceipt`, once applied or failed.
     pub apply_receipt: Option<Box<RawValue>>,
+    /// The `RefusedApproval`s, oldest first; `[]` when none was refused (or the run was
+    /// recorded before the column existed).
+    pub refused_approvals: Box<RawValue>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,
     pub logs_ref: Option<String>,
@@ -314,6 +319,7 @@ struct RunRow {
     plan_receipt: Option<String>,
     approval: Option<String>,
     apply_receipt: Option<String>,
+    refused_approvals: Option<String>,
     reason: Option<String>,
     logs_ref: Option<String>,
     request_hash: Option<String>,
@@ -348,6 +354,7 @@ impl RunRow {
             .column_as(text(C::PlanReceipt), "plan_receipt")
             .column_as(text(C::Approval), "approval")
             .column_as(text(C::ApplyReceipt), "apply_receipt")
+            .column_as(text(C::RefusedApprovals), "refused_approvals")
             .into_model::<Self>()
     }
 
@@ -356,12 +363,17 @@ impl RunRow {
             table: TABLE,
             row: &self.provisioning_run_id,
         };
+        let none_refused = || RawValue::from_string("[]".to_owned()).map_err(Error::Json);
         Ok(Run {
             kind: at.wire("kind", &self.kind)?,
             state: at.wire_opt("state", self.state.as_deref())?,
             plan_receipt: at.raw("plan_receipt", self.plan_receipt)?,
             approval: at.raw("approval", self.approval)?,
             apply_receipt: at.raw("apply_receipt", self.apply_receipt)?,
+            refused_approvals: match at.raw("refused_approvals", self.refused_approvals)? {
+                Some(raw) => raw,
+                None => none_refused()?,
+            },
             provisioning_run_id: self.provisioning_run_id,
             tenant_id: self.tenant_id,
             project_id: self.project_id,

@@ -17,7 +17,7 @@ use chrono::Utc;
 use runtime_cloud_models::cancellable;
 use runtime_cloud_models::{
     ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt, ProvisioningKind,
-    ProvisioningState, RunInput, RunStatus, run_workflow_id,
+    ProvisioningState, RefusedApproval, RunInput, RunStatus, run_workflow_id,
 };
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
 use runtime_cloud_store::specifications;
@@ -80,6 +80,11 @@ pub struct RunView {
     /// What the workflow recorded about its approval.
     #[schema(value_type = Option<ApprovalRecord>)]
     pub approval: Option<Box<RawValue>>,
+    /// Approvals the run did not count (another plan's inputs hash, a second decision, sent
+    /// when the run was not awaiting one): who sent each, when, and why it was refused; oldest
+    /// first, `[]` when none.
+    #[schema(value_type = Vec<RefusedApproval>)]
+    pub refused_approvals: Box<RawValue>,
     /// The immutable apply receipt, once applied or failed.
     #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<Box<RawValue>>,
@@ -107,6 +112,7 @@ impl From<Run> for RunView {
             state: m.state,
             plan_receipt: m.plan_receipt,
             approval: m.approval,
+            refused_approvals: m.refused_approvals,
             apply_receipt: m.apply_receipt,
             reason: m.reason,
             logs_ref: m.logs_ref,
