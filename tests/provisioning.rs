@@ -36,7 +36,11 @@ async fn non_production_run_applies_on(db: Db) {
         serde_json::Value::Null,
         "no approval for non-production"
     );
-    assert_eq!(run["refusedApprovals"], json!([]), "no approval was refused");
+    assert_eq!(
+        run["refusedApprovals"],
+        json!([]),
+        "no approval was refused"
+    );
 
     // The list passes the stored receipts through as text: it shows exactly what GET shows.
     let listed = api.list_runs("?environmentId=dev-1").await;

@@ -146,3 +146,79 @@ pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Er
         .all(db)
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[tokio::test]
+    async fn environments_page_in_a_stable_order() {
+        let db = fixtures::sqlite().await;
+        for i in 0..5 {
+            fixtures::environment(&db, &format!("env-{i}"), EnvironmentClass::NonProduction).await;
+        }
+        let first = page(&db, None, 2).await.unwrap();
+        let second = page(&db, first.next.as_deref(), 2).await.unwrap();
+        let third = page(&db, second.next.as_deref(), 2).await.unwrap();
+        let names: Vec<_> = [&first, &second, &third]
+            .iter()
+            .flat_map(|p| p.environments.iter().map(|e| e.environment_id.clone()))
+            .collect();
+        assert_eq!(names, ["env-0", "env-1", "env-2", "env-3", "env-4"]);
+        assert_eq!(third.next, None);
+    }
+
+    #[tokio::test]
+    async fn a_second_registration_of_an_id_is_a_duplicate() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let again = NewEnvironment {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            project_id: "other".into(),
+            class: EnvironmentClass::Production,
+            target: "sandbox".into(),
+        };
+        let err = register(&db, again).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Duplicate {
+                    table: "environments"
+                }
+            ),
+            "{err:?}"
+        );
+        let env = find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(
+            (env.project_id.as_str(), env.class),
+            ("shop", EnvironmentClass::NonProduction)
+        );
+        assert_eq!(
+            find(&db, "someone-else", "dev").await.unwrap(),
+            None,
+            "tenants are apart"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_class_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        fixtures::execute(&db, "UPDATE environments SET class = 'prod'").await;
+        let err = find(&db, "acme", "dev").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: "environments",
+                    column: "class",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(list(&db, "acme").await.is_err());
+    }
+}

@@ -266,3 +266,38 @@ pub async fn open_kinds(db: &impl ConnectionTrait) -> Result<Vec<(String, DriftK
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[tokio::test]
+    async fn an_unknown_kind_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        let found = [drift::Finding {
+            kind: DriftKind::Replica,
+            resource: "deployment/api".into(),
+            declared: Some(2.into()),
+            observed: Some(3.into()),
+        }];
+        let synced = sync(&db, "acme", "dev", &found, Utc::now()).await.unwrap();
+        assert_eq!((synced.raised, synced.open.len()), (1, 1));
+        fixtures::execute(&db, "UPDATE drift_findings SET kind = 'vibes'").await;
+        let err = list(&db, "acme", "dev", None, None).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "kind",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // Nor is a bad row silently treated as another kind when an observation compares.
+        assert!(sync(&db, "acme", "dev", &found, Utc::now()).await.is_err());
+        assert!(open_kinds(&db).await.is_err());
+    }
+}

@@ -294,3 +294,249 @@ pub async fn freshness(
         .all(db)
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::{self, Status};
+    use crate::fixtures::{self, declaration, observed, workload};
+    use crate::{proposals, specifications};
+    use runtime_cloud_models::EnvironmentClass;
+    use runtime_cloud_models::drift::{Direction, DriftKind, ProposalState};
+
+    fn observation(
+        env: &str,
+        proposal_id: &str,
+        workloads: Vec<ObservedWorkload>,
+    ) -> RecordRequest {
+        RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: env.into(),
+            observation: Observation::Observed { workloads },
+            proposal_id: proposal_id.into(),
+        }
+    }
+
+    const ALLOWED: Acceptance = Acceptance {
+        option: true,
+        policy_allows: true,
+    };
+
+    async fn an_observation_raises_and_resolves_findings_on(db: DatabaseConnection) {
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+
+        // The first observation: another version runs.
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let req = observation("dev", "p1", vec![drifted.clone()]);
+        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        assert!(outcome.changed && !outcome.stale);
+        assert_eq!((outcome.new_findings, outcome.resolved_findings), (1, 0));
+        let proposal = outcome.new_proposal.clone().unwrap();
+        assert_eq!(proposal.proposal_id, "p1");
+        assert_eq!(proposal.direction, Direction::ApplyDeclared);
+        assert!(
+            proposal.auto_accept,
+            "non-destructive, outside production, allowed"
+        );
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(
+            (open[0].kind, open[0].proposal_id.as_deref()),
+            (DriftKind::Version, Some("p1"))
+        );
+        let inventory = find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(inventory.workloads, [drifted.clone()]);
+        assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationProposed").await.len(),
+            1
+        );
+
+        // A retried record answers the same and writes nothing twice.
+        assert_eq!(
+            record(&db, &req, ALLOWED).await.unwrap().new_proposal,
+            Some(proposal)
+        );
+        assert_eq!(fixtures::events(&db, "ObservedStateChanged").await.len(), 1);
+
+        // The same drift again: no new finding, no new proposal.
+        let same = record(&db, &observation("dev", "p2", vec![drifted]), ALLOWED)
+            .await
+            .unwrap();
+        assert!(!same.changed);
+        assert_eq!((same.new_findings, same.new_proposal), (0, None));
+
+        // Converged: the finding is resolved, the open proposal superseded.
+        let fixed = record(
+            &db,
+            &observation("dev", "p3", vec![observed(&api)]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        assert_eq!((fixed.new_findings, fixed.resolved_findings), (0, 1));
+        assert_eq!(fixed.superseded, ["p1"]);
+        assert_eq!(fixed.new_proposal, None);
+        assert!(
+            findings::list(&db, "acme", "dev", Some(Status::Open), None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p1.state, ProposalState::Superseded);
+
+        // Something unmanaged appears: destructive to remove, so an operator decides.
+        let mut stray = observed(&workload("debug-shell", "0.1", 1));
+        stray.kind = "pod".into();
+        let stray = record(
+            &db,
+            &observation("dev", "p4", vec![observed(&api), stray]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        let p4 = stray.new_proposal.unwrap();
+        assert_eq!(
+            p4.direction,
+            Direction::AdoptObserved,
+            "only unmanaged: adopt it"
+        );
+        assert!(!p4.destructive && p4.auto_accept);
+        let refused = record(
+            &db,
+            &observation("dev", "p4", vec![observed(&api)]),
+            Acceptance {
+                option: true,
+                policy_allows: false,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            !refused.new_proposal.unwrap().auto_accept,
+            "the policy decides on a retry too"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_observation_raises_and_resolves_findings_and_a_proposal_sqlite() {
+        an_observation_raises_and_resolves_findings_on(fixtures::sqlite().await).await;
+    }
+
+    /// The one-open-finding-per-resource index is a partial index, written in SQL.
+    #[tokio::test]
+    async fn an_observation_raises_and_resolves_findings_and_a_proposal_postgres() {
+        an_observation_raises_and_resolves_findings_on(fixtures::postgres().await).await;
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_target_marks_stale_and_raises_nothing() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::Production).await;
+        specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
+            .await
+            .unwrap();
+        let req = RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            observation: Observation::Unreachable {
+                reason: "target unreachable".into(),
+            },
+            proposal_id: "p1".into(),
+        };
+        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        assert!(outcome.changed && outcome.stale);
+        assert_eq!((outcome.new_findings, outcome.new_proposal), (0, None));
+        let inventory = find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert!(inventory.stale && inventory.observed_at.is_none());
+        assert_eq!(inventory.last_error.as_deref(), Some("target unreachable"));
+        // Unreachable again: already stale, nothing to announce.
+        let again = RecordRequest {
+            proposal_id: "p2".into(),
+            ..req
+        };
+        assert!(!record(&db, &again, ALLOWED).await.unwrap().changed);
+    }
+
+    #[tokio::test]
+    async fn stored_workloads_that_do_not_read_are_an_error_not_an_empty_list() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        record(&db, &observation("dev", "p1", vec![]), ALLOWED)
+            .await
+            .unwrap();
+        fixtures::execute(
+            &db,
+            "UPDATE runtime_inventories SET workloads = '{\"api\": 1}'",
+        )
+        .await;
+        let err = find(&db, "acme", "dev").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "workloads",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            record(&db, &observation("dev", "p2", vec![]), ALLOWED)
+                .await
+                .is_err()
+        );
+    }
+
+    async fn stale_inventory(db: &DatabaseConnection, env: &str, observed_minutes_ago: i64) {
+        let now = Utc::now();
+        rows::ActiveModel {
+            id: Set(format!("inv-{env}")),
+            tenant_id: Set("acme".into()),
+            environment_id: Set(env.into()),
+            project_id: Set("shop".into()),
+            workloads: Set(serde_json::json!([])),
+            current_release_id: Set(None),
+            specification_version: Set(None),
+            observed_at: Set(Some(now - chrono::Duration::minutes(observed_minutes_ago))),
+            stale: Set(false),
+            last_error: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(db)
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn mark_stale_marks_only_old_observations_once() {
+        let db = fixtures::sqlite().await;
+        stale_inventory(&db, "old", 20).await;
+        stale_inventory(&db, "fresh", 5).await;
+        let cutoff = Utc::now() - chrono::Duration::minutes(15);
+        assert_eq!(mark_stale(&db, "w1", cutoff).await.unwrap(), 1);
+        let rows = rows::Entity::find().all(&db).await.unwrap();
+        let stale: Vec<_> = rows
+            .iter()
+            .filter(|r| r.stale)
+            .map(|r| r.environment_id.as_str())
+            .collect();
+        assert_eq!(stale, ["old"]);
+        let events = fixtures::events(&db, "ObservedStateChanged").await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].payload["stale"], true);
+        // Already stale: not marked (nor announced) again.
+        assert_eq!(mark_stale(&db, "w2", cutoff).await.unwrap(), 0);
+        assert_eq!(fixtures::events(&db, "ObservedStateChanged").await.len(), 1);
+    }
+}

@@ -35,6 +35,8 @@ pub mod runs;
 pub mod specifications;
 
 mod decode;
+#[cfg(test)]
+mod fixtures;
 
 pub use error::Error;
 pub use migration::Migrator;

@@ -505,3 +505,180 @@ pub async fn tally(db: &impl ConnectionTrait) -> Result<Vec<(String, bool, Propo
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, declaration, observed, workload};
+    use runtime_cloud_models::EnvironmentClass;
+    use runtime_cloud_models::inventory::RecordRequest;
+    use runtime_cloud_models::observation::Observation;
+
+    /// An environment `dev` declaring `api`, observed running `api` and an unmanaged `extra`:
+    /// proposal `p1` adopts what is observed.
+    async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalInput {
+        fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let req = RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            observation: Observation::Observed {
+                workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
+            },
+            proposal_id: "p1".into(),
+        };
+        let outcome = inventory::record(db, &req, Acceptance::default())
+            .await
+            .unwrap();
+        let proposal = outcome.new_proposal.unwrap();
+        assert_eq!(proposal.direction, Direction::AdoptObserved);
+        assert!(!proposal.auto_accept, "the option is off");
+        proposal
+    }
+
+    #[tokio::test]
+    async fn an_adopting_run_declares_what_was_observed_once() {
+        let db = fixtures::sqlite().await;
+        let proposal = adoptable(&db, "cache").await;
+        let options = ProvisioningOptions::default();
+        let run = prepare_run(&db, &proposal, "r1", &options).await.unwrap();
+        assert_eq!(run.kind, ProvisioningKind::Reconciliation);
+        assert_eq!(
+            run.approval_id.as_deref(),
+            Some("p1"),
+            "the proposal is its approval"
+        );
+        assert_eq!(run.specification.version, 2);
+        let names: Vec<_> = run
+            .specification
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect();
+        assert_eq!(names, ["api", "cache"]);
+        // A retry prepares the same run and declares nothing more.
+        assert_eq!(
+            prepare_run(&db, &proposal, "r1", &options).await.unwrap(),
+            run
+        );
+        assert_eq!(
+            fixtures::events(&db, "SpecificationDeclared").await.len(),
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn an_adopted_declaration_is_validated_like_every_other() {
+        let db = fixtures::sqlite().await;
+        // A name the declaration rule refuses (not usable in a path).
+        let proposal = adoptable(&db, "../escape").await;
+        let err = prepare_run(&db, &proposal, "r1", &ProvisioningOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+        assert_eq!(
+            specifications::latest(&db, "acme", "dev")
+                .await
+                .unwrap()
+                .unwrap()
+                .version,
+            1,
+            "nothing declared"
+        );
+        assert!(!runs::exists(&db, "r1").await.unwrap(), "no run");
+    }
+
+    #[tokio::test]
+    async fn a_decision_is_recorded_with_its_event() {
+        let db = fixtures::sqlite().await;
+        adoptable(&db, "cache").await;
+        let decision = ProposalProjection {
+            proposal_id: "p1".into(),
+            state: ProposalState::Rejected,
+            decided_by: Some("alice".into()),
+            reason: Some("keep it off".into()),
+            provisioning_run_id: None,
+        };
+        project(&db, &decision).await.unwrap();
+        project(&db, &decision).await.unwrap();
+        let p = find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p.state, ProposalState::Rejected);
+        assert_eq!(p.decided_by.as_deref(), Some("alice"));
+        assert!(p.decided_at.is_some());
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationDecided").await.len(),
+            1
+        );
+        let missing = ProposalProjection {
+            proposal_id: "nope".into(),
+            ..decision
+        };
+        assert!(matches!(
+            project(&db, &missing).await.unwrap_err(),
+            Error::Missing {
+                what: "proposal",
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_reconcilers_proposal_is_raised_once_and_never_auto_accepted() {
+        let db = fixtures::sqlite().await;
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let plan = ProposalPlan {
+            direction: Direction::ApplyDeclared,
+            destructive: false,
+            plan_summary: serde_json::json!({ "adds": 1, "changes": 0, "deletes": 0 }),
+        };
+        let raised = raise_for_replan(&db, &env, "g1", &plan)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!raised.auto_accept);
+        // Its retry answers it again; another re-plan while it is open raises nothing.
+        assert_eq!(
+            raise_for_replan(&db, &env, "g1", &plan).await.unwrap(),
+            Some(raised)
+        );
+        assert_eq!(
+            raise_for_replan(&db, &env, "g2", &plan).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationProposed").await.len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_direction_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        adoptable(&db, "cache").await;
+        fixtures::execute(
+            &db,
+            "UPDATE reconciliation_proposals SET direction = 'sideways'",
+        )
+        .await;
+        let err = find(&db, "acme", "p1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "direction",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let page = Page {
+            before: None,
+            rows: 10,
+        };
+        assert!(list(&db, "acme", None, None, &page).await.is_err());
+    }
+}

@@ -596,3 +596,226 @@ pub(crate) async fn specification_id(
         .one(db)
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, declaration, workload};
+    use crate::specifications;
+    use runtime_cloud_models::{
+        ApplyResult, Approval, ApprovalDecision, EnvironmentClass, PlanChanges, RefusalReason,
+        RefusedApproval,
+    };
+
+    fn plan() -> PlanReceipt {
+        PlanReceipt {
+            changes: PlanChanges::default(),
+            inputs_hash: "sha256:h1".into(),
+            program_version: "a1b2c3d4".into(),
+        }
+    }
+
+    fn refused() -> RefusedApproval {
+        let approval = Approval {
+            decision: ApprovalDecision::Approve,
+            approver: "mallory".into(),
+            reason: "looks fine".into(),
+            inputs_hash: "sha256:other".into(),
+        };
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        RefusedApproval::new(approval, at, RefusalReason::OtherPlan)
+    }
+
+    async fn a_run_is_created_and_projected_idempotently_on(db: DatabaseConnection) {
+        let env = fixtures::environment(&db, "prod", EnvironmentClass::Production).await;
+        let spec =
+            specifications::declare(&db, &declaration("prod", vec![workload("api", "1.0.0", 2)]))
+                .await
+                .unwrap();
+        let new = NewRun {
+            run_id: "0190f000-0000-7000-8000-000000000001",
+            environment: &env,
+            specification: &spec,
+            kind: ProvisioningKind::Baseline,
+            promotion_id: None,
+            approval_id: None,
+            idempotency_key: Some("deploy-1".into()),
+            request_hash: Some("hash-1".into()),
+        };
+        let options = ProvisioningOptions::default();
+        let input = create(&db, &new, &options).await.unwrap();
+        assert_eq!(input.environment_class, EnvironmentClass::Production);
+        assert_eq!(input.specification, spec.snapshot());
+        assert!(input.needs_approval());
+        // The same Idempotency-Key again is the caller's to answer.
+        let again = NewRun {
+            run_id: "0190f000-0000-7000-8000-000000000002",
+            ..new.clone()
+        };
+        let err = create(&db, &again, &options).await.unwrap_err();
+        assert!(matches!(err, Error::Duplicate { table: TABLE }), "{err:?}");
+
+        let created = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert_eq!(created.state, None);
+        assert_eq!(created.refused_approvals.get(), "[]", "none refused yet");
+        assert_eq!(
+            created.logs_ref.as_deref(),
+            Some(logs_ref(new.run_id).as_str())
+        );
+
+        let status = RunStatus {
+            state: Some(ProvisioningState::AwaitingApproval),
+            plan_receipt: Some(plan()),
+            refused_approvals: vec![refused()],
+            ..Default::default()
+        };
+        let planned = RunStatus {
+            state: Some(ProvisioningState::Planned),
+            plan_receipt: Some(plan()),
+            ..Default::default()
+        };
+        project(&db, &input, &planned).await.unwrap();
+        project(&db, &input, &planned).await.unwrap();
+        assert_eq!(
+            fixtures::events(&db, "ProvisioningPlanned").await.len(),
+            1,
+            "one event"
+        );
+        project(&db, &input, &status).await.unwrap();
+        let first = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        project(&db, &input, &status).await.unwrap();
+        let second = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert_eq!(format!("{first:?}"), format!("{second:?}"), "the same row");
+        assert_eq!(first.state, Some(ProvisioningState::AwaitingApproval));
+        assert_eq!(first.plan().unwrap(), Some(plan()));
+        let shown: Vec<RefusedApproval> =
+            serde_json::from_str(first.refused_approvals.get()).unwrap();
+        assert_eq!(shown, [refused()]);
+        assert_eq!(fixtures::events(&db, "ProvisioningPlanned").await.len(), 1);
+
+        let applied = RunStatus {
+            state: Some(ProvisioningState::Applied),
+            plan_receipt: Some(plan()),
+            apply_receipt: Some(ApplyReceipt {
+                outputs: serde_json::json!({ "versions": { "api": "1.0.0" } }),
+                duration_ms: 1500,
+                result: ApplyResult::Succeeded,
+                runner_version: "sandbox/1".into(),
+                reason: None,
+            }),
+            ..status.clone()
+        };
+        project(&db, &input, &applied).await.unwrap();
+        let done = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert!(done.completed_at.is_some());
+        assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 1);
+        let last = last_applied(&db, "acme", "prod").await.unwrap().unwrap();
+        assert_eq!(last.specification_version, spec.version);
+
+        // The list reads a run exactly as `find` does.
+        let listed = list(
+            &db,
+            "acme",
+            &RunFilter::default(),
+            &Page {
+                before: None,
+                rows: 10,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(format!("{:?}", listed), format!("{:?}", [done]));
+        let by_state = RunFilter {
+            state: Some(ProvisioningState::Failed),
+            ..Default::default()
+        };
+        let none = list(
+            &db,
+            "acme",
+            &by_state,
+            &Page {
+                before: None,
+                rows: 10,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(none.is_empty());
+        let metrics = apply_receipts(&db).await.unwrap();
+        assert_eq!(metrics[0].1.as_ref().map(|r| r.duration_ms), Some(1500));
+    }
+
+    #[tokio::test]
+    async fn a_run_is_created_and_projected_idempotently_sqlite() {
+        a_run_is_created_and_projected_idempotently_on(fixtures::sqlite().await).await;
+    }
+
+    /// The receipts are read as text (`CAST(… AS TEXT)`), which PostgreSQL and SQLite spell
+    /// differently for a JSON column.
+    #[tokio::test]
+    async fn a_run_is_created_and_projected_idempotently_postgres() {
+        a_run_is_created_and_projected_idempotently_on(fixtures::postgres().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_bad_state_or_kind_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let spec = specifications::declare(&db, &declaration("dev", vec![]))
+            .await
+            .unwrap();
+        let new = NewRun {
+            run_id: "r1",
+            environment: &env,
+            specification: &spec,
+            kind: ProvisioningKind::Baseline,
+            promotion_id: None,
+            approval_id: None,
+            idempotency_key: None,
+            request_hash: None,
+        };
+        create(&db, &new, &ProvisioningOptions::default())
+            .await
+            .unwrap();
+        fixtures::execute(&db, "UPDATE provisioning_runs SET state = 'Exploded'").await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "state",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(state(&db, "r1").await.is_err());
+        fixtures::execute(
+            &db,
+            "UPDATE provisioning_runs SET state = NULL, kind = 'teardown'",
+        )
+        .await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt { column: "kind", .. }),
+            "{err:?}"
+        );
+        fixtures::execute(
+            &db,
+            "UPDATE provisioning_runs SET kind = 'baseline', plan_receipt = '{\"adds\":'",
+        )
+        .await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    column: "plan_receipt",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

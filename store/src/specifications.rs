@@ -234,3 +234,84 @@ pub async fn list(
         .map(Specification::read)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, declaration, workload};
+
+    async fn versions_count_up_on(db: DatabaseConnection) {
+        let d = declaration("dev", vec![workload("api", "1.0.0", 2)]);
+        let first = declare(&db, &d).await.unwrap();
+        let second = declare(&db, &d).await.unwrap();
+        assert_eq!((first.version, second.version), (1, 2));
+        assert_eq!(second.workloads, d.workloads, "read back as declared");
+        let newest = latest(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(newest, second);
+        assert_eq!(
+            version(&db, "acme", "dev", Some(1)).await.unwrap(),
+            Some(first)
+        );
+        assert_eq!(latest(&db, "other-tenant", "dev").await.unwrap(), None);
+        assert_eq!(
+            fixtures::events(&db, "SpecificationDeclared").await.len(),
+            2
+        );
+
+        // Racing declarations meet the unique index; each loser takes the next version.
+        let racing = futures::future::join_all((0..6).map(|_| declare(&db, &d))).await;
+        let mut won: Vec<i32> = racing.into_iter().map(|r| r.unwrap().version).collect();
+        won.sort_unstable();
+        assert_eq!(won, [3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            fixtures::events(&db, "SpecificationDeclared").await.len(),
+            8
+        );
+    }
+
+    #[tokio::test]
+    async fn versions_count_up_and_racing_declarations_get_consecutive_ones_sqlite() {
+        versions_count_up_on(fixtures::sqlite().await).await;
+    }
+
+    #[tokio::test]
+    async fn versions_count_up_and_racing_declarations_get_consecutive_ones_postgres() {
+        versions_count_up_on(fixtures::postgres().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_declaration_the_rule_refuses_writes_nothing() {
+        let db = fixtures::sqlite().await;
+        let mut d = declaration("dev", vec![workload("api", "1.0.0", 1)]);
+        d.secret_refs.insert("db".into(), "hunter2".into());
+        let err = declare(&db, &d).await.unwrap_err();
+        assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert_eq!(latest(&db, "acme", "dev").await.unwrap(), None);
+        assert!(
+            fixtures::events(&db, "SpecificationDeclared")
+                .await
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_kind_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        let spec = declare(&db, &declaration("dev", vec![])).await.unwrap();
+        fixtures::execute(&db, "UPDATE deployment_specifications SET kind = 'cluster'").await;
+        let err = find(&db, &spec.specification_id).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: "deployment_specifications",
+                    column: "kind",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("cluster"), "{err}");
+    }
+}
