@@ -132,15 +132,16 @@ impl Provisioning for Service {
                     run.provisioning_run_id
                 ))
             })?;
+        let d = spec.declaration;
         Ok(Response::new(proto::CurrentSpecification {
             specification_id: spec.specification_id,
-            environment_id: spec.environment_id,
+            environment_id: d.environment_id,
             version: spec.version,
-            program_ref: spec.program_ref,
-            program_version: spec.program_version,
-            config_refs: spec.config_refs.into_iter().collect(),
-            secret_refs: spec.secret_refs.into_iter().collect(),
-            workloads: spec
+            program_ref: d.program_ref,
+            program_version: d.program_version,
+            config_refs: d.config_refs.into_iter().collect(),
+            secret_refs: d.secret_refs.into_iter().collect(),
+            workloads: d
                 .workloads
                 .into_iter()
                 .map(|w| proto::Workload {

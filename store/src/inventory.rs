@@ -160,7 +160,7 @@ pub async fn record(
     let spec = specifications::latest(&txn, &req.tenant_id, &req.environment_id).await?;
     let diff = changes(&previous, workloads);
     let changed = existing.is_none() || was_stale || diff.as_array().is_some_and(|a| !a.is_empty());
-    let release = spec.as_ref().and_then(|s| s.release_id.clone());
+    let release = spec.as_ref().and_then(|s| s.declaration.release_id.clone());
     let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
     row.workloads = Set(to_json(workloads)?);
     row.observed_at = Set(Some(now));
@@ -178,7 +178,7 @@ pub async fn record(
 
     // Compare with the declared specification; without one there is nothing to drift from.
     let found = match &spec {
-        Some(spec) => compare(&spec.workloads, workloads),
+        Some(spec) => compare(&spec.declaration.workloads, workloads),
         None => Vec::new(),
     };
     let synced = findings::sync(&txn, &req.tenant_id, &req.environment_id, &found, now).await?;

@@ -395,18 +395,13 @@ pub async fn prepare_run(
                         .await?
                         .map(|i| i.workloads)
                         .unwrap_or_default();
+                    // The latest declaration, but for its workloads: what runs.
                     let adopted = Declaration {
                         tenant_id: tenant_id.clone(),
                         project_id: env.project_id.clone(),
                         environment_id: environment_id.clone(),
-                        kind: latest.kind,
-                        program_ref: latest.program_ref,
-                        program_version: latest.program_version,
-                        release_id: latest.release_id,
-                        strategy: latest.strategy,
-                        config_refs: latest.config_refs,
-                        secret_refs: latest.secret_refs,
                         workloads: observed.iter().map(adopt).collect(),
+                        ..latest.declaration
                     };
                     Some(specifications::declare_in(&txn, &adopted).await?)
                 }

@@ -5,51 +5,39 @@ use crate::decode::{At, to_json};
 use crate::entities::deployment_specifications as rows;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
+use runtime_cloud_models::SpecificationSnapshot;
 use runtime_cloud_models::events::SpecificationDeclared;
 use runtime_cloud_models::validation::Declaration;
-use runtime_cloud_models::{Refs, SpecificationKind, SpecificationSnapshot, Workload};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
 };
 use uuid::Uuid;
 
-/// One declared specification version.
+/// One declared specification version: a [`Declaration`] the store accepted, numbered and
+/// dated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Specification {
     pub specification_id: String,
-    pub tenant_id: String,
-    pub project_id: String,
-    pub environment_id: String,
-    pub kind: SpecificationKind,
-    /// Repository + path of the IaC program.
-    pub program_ref: String,
-    /// Commit of the program.
-    pub program_version: String,
-    pub release_id: Option<String>,
-    pub strategy: Option<String>,
-    /// Config Platform keys by reference.
-    pub config_refs: Refs,
-    /// Secret references; never values.
-    pub secret_refs: Refs,
-    /// The desired workloads (references only).
-    pub workloads: Vec<Workload>,
     /// Counts up per environment from 1.
     pub version: i32,
     pub declared_at: DateTime<Utc>,
+    /// What was declared.
+    pub declaration: Declaration,
 }
 
 impl Specification {
     /// The snapshot a run carries.
     pub fn snapshot(&self) -> SpecificationSnapshot {
+        let d = &self.declaration;
         SpecificationSnapshot {
             specification_id: self.specification_id.clone(),
             version: self.version,
-            program_ref: self.program_ref.clone(),
-            program_version: self.program_version.clone(),
-            config_refs: self.config_refs.clone(),
-            secret_refs: self.secret_refs.clone(),
-            workloads: self.workloads.clone(),
+            program_ref: d.program_ref.clone(),
+            program_version: d.program_version.clone(),
+            config_refs: d.config_refs.clone(),
+            secret_refs: d.secret_refs.clone(),
+            workloads: d.workloads.clone(),
         }
     }
 
@@ -58,12 +46,11 @@ impl Specification {
             table: "deployment_specifications",
             row: &m.specification_id,
         };
-        Ok(Self {
+        let declaration = Declaration {
             kind: at.wire("kind", &m.kind)?,
             config_refs: at.json("config_refs", &m.config_refs)?,
             secret_refs: at.json("secret_refs", &m.secret_refs)?,
             workloads: at.json("workloads", &m.workloads)?,
-            specification_id: m.specification_id,
             tenant_id: m.tenant_id,
             project_id: m.project_id,
             environment_id: m.environment_id,
@@ -71,8 +58,12 @@ impl Specification {
             program_version: m.program_version,
             release_id: m.release_id,
             strategy: m.strategy,
+        };
+        Ok(Self {
+            specification_id: m.specification_id,
             version: m.version,
             declared_at: m.declared_at,
+            declaration,
         })
     }
 }
@@ -146,14 +137,14 @@ pub(crate) async fn declare_in(
     let spec = Specification::read(row)?;
     let event = SpecificationDeclared {
         specification_id: spec.specification_id.clone(),
-        tenant_id: spec.tenant_id.clone(),
-        environment_id: spec.environment_id.clone(),
-        kind: spec.kind.as_str().to_owned(),
+        tenant_id: d.tenant_id.clone(),
+        environment_id: d.environment_id.clone(),
+        kind: d.kind.as_str().to_owned(),
         version: spec.version,
-        program_version: spec.program_version.clone(),
+        program_version: d.program_version.clone(),
     };
     let id = outbox::event_id(&spec.specification_id, "SpecificationDeclared");
-    outbox::append(db, &spec.tenant_id, event.into(), id).await?;
+    outbox::append(db, &d.tenant_id, event.into(), id).await?;
     Ok(spec)
 }
 
@@ -245,7 +236,7 @@ mod tests {
         let first = declare(&db, &d).await.unwrap();
         let second = declare(&db, &d).await.unwrap();
         assert_eq!((first.version, second.version), (1, 2));
-        assert_eq!(second.workloads, d.workloads, "read back as declared");
+        assert_eq!(second.declaration, d, "read back as declared");
         let newest = latest(&db, "acme", "dev").await.unwrap().unwrap();
         assert_eq!(newest, second);
         assert_eq!(

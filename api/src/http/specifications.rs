@@ -62,19 +62,20 @@ pub struct SpecificationView {
 
 impl From<Specification> for SpecificationView {
     fn from(m: Specification) -> Self {
+        let d = m.declaration;
         Self {
             specification_id: m.specification_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            environment_id: m.environment_id,
-            kind: m.kind,
-            program_ref: m.program_ref,
-            program_version: m.program_version,
-            release_id: m.release_id,
-            strategy: m.strategy,
-            config_refs: m.config_refs,
-            secret_refs: m.secret_refs,
-            workloads: m.workloads,
+            tenant_id: d.tenant_id,
+            project_id: d.project_id,
+            environment_id: d.environment_id,
+            kind: d.kind,
+            program_ref: d.program_ref,
+            program_version: d.program_version,
+            release_id: d.release_id,
+            strategy: d.strategy,
+            config_refs: d.config_refs,
+            secret_refs: d.secret_refs,
+            workloads: d.workloads,
             version: m.version,
             declared_at: m.declared_at,
         }
