@@ -19,6 +19,8 @@
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
 //! - [`error`]: this crate's error type.
+//! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
+//! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
 //! - [`entities`]: the sea-orm entities, one per table.
 //! - [`migration`]: the migrations (never edited once landed).
 
