@@ -7,7 +7,7 @@ use runtime_cloud_activities::ports::ConfiguredPolicy;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
-use runtime_cloud_models::migration::Migrator;
+use runtime_cloud_store::migration::Migrator;
 use runtime_cloud_temporal::worker::WorkerDeps;
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
 use sea_orm_migration::MigratorTrait;

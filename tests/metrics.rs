@@ -119,7 +119,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
     );
     // Request durations are labelled by route template, never by raw ids.
     assert!(
-        text.contains("route=\"/factory/provisioning/runs/{id}\""),
+        text.contains("route=\"/factory/provisioning/runs/{provisioningRunId}\""),
         "{text}"
     );
     assert!(!text.contains(&applied), "a run id leaked into a label");

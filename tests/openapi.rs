@@ -35,7 +35,7 @@ fn operations(doc: &Value) -> Vec<(Method, String, Vec<String>)> {
     ops
 }
 
-/// `/factory/runs/{id}` → `/factory/runs/x`.
+/// `/factory/runs/{provisioningRunId}` → `/factory/runs/x`.
 fn concrete(path: &str) -> String {
     path.split('/')
         .map(|seg| if seg.starts_with('{') { "x" } else { seg })
@@ -144,16 +144,22 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/factory/provisioning/specifications"),
         ("GET", "/factory/provisioning/runs"),
         ("POST", "/factory/provisioning/runs"),
-        ("GET", "/factory/provisioning/runs/{id}"),
-        ("POST", "/factory/provisioning/runs/{id}/cancel"),
-        ("POST", "/factory/provisioning/runs/{id}/approval"),
-        ("GET", "/factory/environments/{environment_id}/inventory"),
-        ("GET", "/factory/environments/{environment_id}/drift"),
-        ("POST", "/factory/environments/{environment_id}/observe"),
+        ("GET", "/factory/provisioning/runs/{provisioningRunId}"),
+        (
+            "POST",
+            "/factory/provisioning/runs/{provisioningRunId}/cancel",
+        ),
+        (
+            "POST",
+            "/factory/provisioning/runs/{provisioningRunId}/approval",
+        ),
+        ("GET", "/factory/environments/{environmentId}/inventory"),
+        ("GET", "/factory/environments/{environmentId}/drift"),
+        ("POST", "/factory/environments/{environmentId}/observe"),
         ("GET", "/factory/reconciliation/proposals"),
         (
             "POST",
-            "/factory/reconciliation/proposals/{proposal_id}/decide",
+            "/factory/reconciliation/proposals/{proposalId}/decide",
         ),
         ("GET", "/healthz"),
         ("GET", "/readyz"),

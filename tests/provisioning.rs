@@ -18,12 +18,12 @@ async fn non_production_run_applies_on(db: Db) {
     let run = api.wait_state(&id, "Applied").await;
 
     assert_eq!(
-        run["plan"]["adds"].as_array().map(Vec::len),
+        run["planReceipt"]["adds"].as_array().map(Vec::len),
         Some(2),
         "{run}"
     );
     assert!(
-        run["plan"]["inputsHash"]
+        run["planReceipt"]["inputsHash"]
             .as_str()
             .unwrap_or_default()
             .starts_with("sha256:")
@@ -35,6 +35,11 @@ async fn non_production_run_applies_on(db: Db) {
         run["approval"],
         serde_json::Value::Null,
         "no approval for non-production"
+    );
+    assert_eq!(
+        run["refusedApprovals"],
+        json!([]),
+        "no approval was refused"
     );
 
     // The list passes the stored receipts through as text: it shows exactly what GET shows.
@@ -136,7 +141,7 @@ async fn production_run_waits_for_approval_on(db: Db) {
     assert_eq!(run_after["approval"]["decision"]["approver"], "tester");
     assert_eq!(
         run_after["approval"]["decision"]["inputsHash"],
-        run["plan"]["inputsHash"]
+        run["planReceipt"]["inputsHash"]
     );
     assert_eq!(stack.sandbox("acme", "prod")["workloads"][0]["replicas"], 3);
 
@@ -363,12 +368,12 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     let second_run = api.wait_state(&second, "AwaitingApproval").await;
     // Planned against 1.0.0 as the first run left it: one change (version), no add.
     assert_eq!(
-        second_run["plan"]["adds"].as_array().map(Vec::len),
+        second_run["planReceipt"]["adds"].as_array().map(Vec::len),
         Some(0),
         "{second_run}"
     );
     assert_eq!(
-        second_run["plan"]["changes"][0]["fields"],
+        second_run["planReceipt"]["changes"][0]["fields"],
         json!(["version"])
     );
     api.decide(&second, "approve").await.expect(202);
@@ -526,7 +531,7 @@ async fn approval_signalled_before_the_worker_sees_the_plan_is_counted() {
     let mut stack = Stack::start().await;
     let (api, id, hash) = stack.run_approved_before_its_plan().await;
     let run = api.wait_state(&id, "Applied").await;
-    assert_eq!(run["plan"]["inputsHash"], hash);
+    assert_eq!(run["planReceipt"]["inputsHash"], hash);
     assert_eq!(run["approval"]["decision"]["approver"], "ops-lead", "{run}");
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
     // Both runs, with an approval record, a rejection reason and receipts, list as GET shows them.

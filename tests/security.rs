@@ -105,7 +105,7 @@ async fn other_tenants_see_nothing() {
     globex
         .post(
             &format!("/factory/provisioning/runs/{id}/approval"),
-            json!({ "decision": "approve", "inputsHash": run["plan"]["inputsHash"] }),
+            json!({ "decision": "approve", "inputsHash": run["planReceipt"]["inputsHash"] }),
         )
         .await
         .expect_problem(404);

@@ -7,9 +7,13 @@ use temporalio_sdk::activities::ActivityError;
 /// What can go wrong in an adapter or a projection.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The read DB refused or lost the statement; retryable.
+    /// The read DB refused or lost the statement (the outbox relay's own queries); retryable.
     #[error("read database: {0}")]
     Db(#[from] sea_orm::DbErr),
+    /// A read or write of the read tables failed; retryable (a lost connection comes back, a
+    /// row another writer holds is released, a missing row may be written by then).
+    #[error(transparent)]
+    Store(#[from] runtime_cloud_store::Error),
     /// The sandbox document could not be read or written; retryable.
     #[error("sandbox target {path}: {source}")]
     SandboxIo {

@@ -2,11 +2,11 @@
 
 use crate::Error;
 use crate::error::activity_error;
-use crate::inventory_store;
 use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_store::{inventory, proposals};
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
     BatchOutcome, ObserveBatchRequest, ObserveRequest, PrepareRunRequest, ProposalProjection,
@@ -63,13 +63,15 @@ impl InventoryActivitiesImpl {
     }
 
     async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
-        let enabled = self
-            .inventory
-            .auto_accept_non_destructive_outside_production;
-        let policy = self.policy.clone();
-        let allows =
-            move |tenant: &str, env: &str| enabled && policy.allows_auto_accept(tenant, env);
-        inventory_store::record(&self.db, req, &allows).await
+        let acceptance = proposals::Acceptance {
+            option: self
+                .inventory
+                .auto_accept_non_destructive_outside_production,
+            policy_allows: self
+                .policy
+                .allows_auto_accept(&req.tenant_id, &req.environment_id),
+        };
+        Ok(inventory::record(&self.db, req, acceptance).await?)
     }
 }
 
@@ -162,9 +164,9 @@ impl InventoryActivitiesImpl {
         let span =
             tracing::info_span!("project_proposal", proposal_id = %p.proposal_id, state = %p.state);
         async move {
-            inventory_store::project_proposal(&self.db, &p)
+            proposals::project(&self.db, &p)
                 .await
-                .map_err(activity_error)
+                .map_err(|e| activity_error(e.into()))
         }
         .instrument(span)
         .await
@@ -179,9 +181,9 @@ impl InventoryActivitiesImpl {
     ) -> Result<RunInput, ActivityError> {
         let span = tracing::info_span!("prepare_run", proposal_id = %req.proposal.proposal_id, run_id = %req.run_id);
         async move {
-            inventory_store::prepare_run(&self.db, &req, &self.provisioning)
+            proposals::prepare_run(&self.db, &req.proposal, &req.run_id, &self.provisioning)
                 .await
-                .map_err(activity_error)
+                .map_err(|e| activity_error(e.into()))
         }
         .instrument(span)
         .await

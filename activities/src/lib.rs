@@ -1,15 +1,13 @@
 //! Activities of Runtime Cloud, the ports they call and the adapters behind them.
 //!
 //! Activities are the only place workflows reach the outside world. Each is idempotent,
-//! keyed by its run id, so a retry after a lost worker changes nothing twice.
+//! keyed by its run id, so a retry after a lost worker changes nothing twice. Every read and
+//! write of the read tables goes through `runtime-cloud-store`.
 //!
 //! # Layout
 //!
 //! - [`ports`]: the Runner, Observer and Policy ports.
 //! - [`sandbox`]: the embedded Runner: a simulated target, one JSON document per environment.
-//! - [`store`]: read-table writes (specifications, runs) with their outbox events, one
-//!   transaction each.
-//! - [`inventory_store`]: observations, findings and proposals with their events.
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
 //! - [`scheduled`]: the observation sweep's and GitOps reconciler's activities.
@@ -18,13 +16,11 @@
 
 pub mod error;
 pub mod inventory;
-pub mod inventory_store;
 pub mod outbox_relay;
 pub mod ports;
 pub mod provisioning;
 pub mod sandbox;
 pub mod scheduled;
-pub mod store;
 
 pub use error::Error;
 pub use inventory::InventoryActivitiesImpl;

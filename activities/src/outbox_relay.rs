@@ -12,7 +12,7 @@
 
 use crate::Error;
 use chrono::Utc;
-use runtime_cloud_models::entities::outbox_events as outbox;
+use runtime_cloud_store::entities::outbox_events as outbox;
 use sea_orm::sea_query::LockBehavior;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend,

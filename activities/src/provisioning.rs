@@ -2,8 +2,8 @@
 
 use crate::error::{Error, activity_error};
 use crate::ports::{Runner, Target};
-use crate::store;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
+use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, LockRequest, PlanRequest, RunProjection, provisioning_markers as markers,
@@ -203,9 +203,9 @@ impl ProvisioningActivitiesImpl {
         let span =
             tracing::info_span!("project_run", run_id = %p.run.run_id, state = ?p.status.state);
         async move {
-            store::project_run(&self.db, &p.run, &p.status)
+            runs::project(&self.db, &p.run, &p.status)
                 .await
-                .map_err(activity_error)?;
+                .map_err(|e| activity_error(e.into()))?;
             Ok(())
         }
         .instrument(span)

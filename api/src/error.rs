@@ -63,9 +63,21 @@ impl Error {
     }
 }
 
-impl From<sea_orm::DbErr> for Error {
-    fn from(e: sea_orm::DbErr) -> Self {
-        Error::Internal(e.into())
+/// A store failure is a 500 (logged, never shown), but for a declaration the validation rule
+/// refuses: 422 with the rule's message (which never repeats a secret value).
+impl From<runtime_cloud_store::Error> for Error {
+    fn from(e: runtime_cloud_store::Error) -> Self {
+        match e {
+            runtime_cloud_store::Error::Invalid(invalid) => invalid.into(),
+            e => Error::Internal(e.into()),
+        }
+    }
+}
+
+/// 422: an id or a declaration the validation rules refuse.
+impl From<runtime_cloud_models::validation::Invalid> for Error {
+    fn from(e: runtime_cloud_models::validation::Invalid) -> Self {
+        Error::Unprocessable(e.to_string())
     }
 }
 

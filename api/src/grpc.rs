@@ -3,14 +3,10 @@
 //! map to gRPC codes through [`Error`]'s `From` impl.
 
 use crate::auth::{Auth, PROVISIONING_READ, RUNTIME_READ};
+use crate::tenancy::require_environment;
 use crate::{AppState, Error};
-use runtime_cloud_models::ProvisioningState;
-use runtime_cloud_models::entities::{
-    deployment_specifications as specs, environments, provisioning_runs as runs,
-    runtime_inventories as inventories,
-};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
-use std::collections::HashMap;
+use runtime_cloud_store::environments::Environment;
+use runtime_cloud_store::{inventory, runs, specifications};
 use tonic::{Request, Response, Status};
 
 /// The generated messages, servers and clients.
@@ -51,16 +47,12 @@ impl Service {
         Ok(auth)
     }
 
-    async fn environment(&self, auth: &Auth, id: &str) -> Result<environments::Model, Status> {
+    async fn environment(&self, auth: &Auth, id: &str) -> Result<Environment, Status> {
         if id.is_empty() {
             return Err(Error::BadRequest("environment_id is required".into()).into());
         }
-        Ok(crate::http::environments::require(&self.0, auth.tenant(), id).await?)
+        Ok(require_environment(&self.0.db, auth.tenant(), id).await?)
     }
-}
-
-fn refs(v: &serde_json::Value) -> HashMap<String, String> {
-    serde_json::from_value(v.clone()).unwrap_or_default()
 }
 
 #[tonic::async_trait]
@@ -73,10 +65,7 @@ impl Inventory for Service {
         let env = self
             .environment(&auth, &req.get_ref().environment_id)
             .await?;
-        let row = inventories::Entity::find()
-            .filter(inventories::Column::TenantId.eq(auth.tenant()))
-            .filter(inventories::Column::EnvironmentId.eq(&env.environment_id))
-            .one(&self.0.db)
+        let row = inventory::find(&self.0.db, auth.tenant(), &env.environment_id)
             .await
             .map_err(Error::from)?;
         let Some(row) = row else {
@@ -86,11 +75,10 @@ impl Inventory for Service {
                 ..Default::default()
             }));
         };
-        let workloads: Vec<runtime_cloud_models::observation::ObservedWorkload> =
-            serde_json::from_value(row.workloads.clone()).unwrap_or_default();
         Ok(Response::new(proto::ObservedState {
             environment_id: row.environment_id,
-            workloads: workloads
+            workloads: row
+                .workloads
                 .into_iter()
                 .map(|w| proto::ObservedWorkload {
                     name: w.name,
@@ -126,12 +114,7 @@ impl Provisioning for Service {
             .environment(&auth, &req.get_ref().environment_id)
             .await?;
         let db = &self.0.db;
-        let run = runs::Entity::find()
-            .filter(runs::Column::TenantId.eq(auth.tenant()))
-            .filter(runs::Column::EnvironmentId.eq(&env.environment_id))
-            .filter(runs::Column::State.eq(ProvisioningState::Applied.as_str()))
-            .order_by_desc(runs::Column::CompletedAt)
-            .one(db)
+        let run = runs::last_applied(db, auth.tenant(), &env.environment_id)
             .await
             .map_err(Error::from)?
             .ok_or_else(|| {
@@ -140,8 +123,7 @@ impl Provisioning for Service {
                     env.environment_id
                 ))
             })?;
-        let spec = specs::Entity::find_by_id(run.specification_id.clone())
-            .one(db)
+        let spec = specifications::find(db, &run.specification_id)
             .await
             .map_err(Error::from)?
             .ok_or_else(|| {
@@ -150,17 +132,17 @@ impl Provisioning for Service {
                     run.provisioning_run_id
                 ))
             })?;
-        let workloads: Vec<runtime_cloud_models::Workload> =
-            serde_json::from_value(spec.workloads.clone()).unwrap_or_default();
+        let d = spec.declaration;
         Ok(Response::new(proto::CurrentSpecification {
             specification_id: spec.specification_id,
-            environment_id: spec.environment_id,
+            environment_id: d.environment_id,
             version: spec.version,
-            program_ref: spec.program_ref,
-            program_version: spec.program_version,
-            config_refs: refs(&spec.config_refs),
-            secret_refs: refs(&spec.secret_refs),
-            workloads: workloads
+            program_ref: d.program_ref,
+            program_version: d.program_version,
+            config_refs: d.config_refs.into_iter().collect(),
+            secret_refs: d.secret_refs.into_iter().collect(),
+            workloads: d
+                .workloads
                 .into_iter()
                 .map(|w| proto::Workload {
                     name: w.name,

@@ -1,14 +1,17 @@
 //! The HTTP API of Runtime Cloud: a thin axum layer that starts and signals workflows and
-//! answers reads from the read tables.
+//! answers reads from the read tables, through `runtime-cloud-store`.
 //!
 //! # Layout
 //!
 //! - [`error`]: the one `Error`, rendered as RFC 7807 problem JSON.
 //! - [`auth`]: bearer JWTs (mint and verify), the `Auth` extractor, scopes.
 //! - [`json`]: a JSON body extractor whose rejections are problem JSON too.
+//! - [`query`]: a query-string extractor whose rejections are problem JSON too.
+//! - [`tenancy`]: the caller's environment or 404, for HTTP and gRPC alike.
 //! - [`http`]: one module per resource, each with its own `router()`.
 //! - [`grpc`]: the tonic services, served on the same port.
-//! - [`openapi`]: the OpenAPI 3.1 document (`/openapi.json`) and its page (`/docs`).
+//! - [`openapi`]: the OpenAPI 3.1 document's frame, and the routes that serve the document
+//!   [`http`] builds (`/openapi.json`) and its page (`/docs`).
 
 pub mod auth;
 pub mod error;
@@ -17,12 +20,13 @@ pub mod http;
 pub mod json;
 pub mod openapi;
 pub mod query;
+pub mod tenancy;
 
 pub use error::Error;
 pub use http::{router, serve};
 
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use sea_orm::DatabaseConnection;
+use runtime_cloud_store::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_client::Client;
 

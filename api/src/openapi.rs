@@ -1,15 +1,19 @@
-//! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations, and
-//! the routes that serve it: `/openapi.json` and a browsable page at `/docs`.
+//! The OpenAPI 3.1 document's frame (title, security scheme, tags, the problem schema), and
+//! the routes that serve the document: `/openapi.json` and a browsable page at `/docs`.
 //!
-//! The router and the document come from the same `OpenApiRouter`, so a route cannot be served
-//! without being documented (the e2e test `openapi_document_is_valid_and_covers_every_route`
-//! checks both directions against the running server).
+//! The document itself is generated from the handlers' `#[utoipa::path]` annotations by
+//! `http::router`, which builds the router and the document from the same
+//! `OpenApiRouter` (so a route cannot be served without being documented; the e2e test
+//! `openapi_document_is_valid_and_covers_every_route` checks both directions against the
+//! running server) and hands the document here as a [`Document`]. This module knows nothing
+//! of the routes.
 
 use crate::auth::{PROVISIONING_APPLY, PROVISIONING_READ, RUNTIME_OPERATE, RUNTIME_READ};
+use axum::Extension;
+use axum::body::Bytes;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
@@ -106,10 +110,18 @@ impl<const S: u16> IntoResponses for Problems<S> {
     }
 }
 
-/// The document, built once.
-pub fn document() -> &'static utoipa::openapi::OpenApi {
-    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    DOC.get_or_init(|| crate::http::api_router().into_openapi())
+/// The document `/openapi.json` serves, rendered once when the router is built (an axum
+/// extension of every request).
+#[derive(Debug, Clone)]
+pub struct Document(Bytes);
+
+impl Document {
+    /// Renders `document` as pretty JSON.
+    pub fn new(document: &utoipa::openapi::OpenApi) -> Self {
+        // Serialising a document of plain strings and maps cannot fail; an empty body would be
+        // refused by any client reading it, never mistaken for a document.
+        Self(Bytes::from(document.to_pretty_json().unwrap_or_default()))
+    }
 }
 
 /// This document.
@@ -119,10 +131,8 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     tag = "operations",
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json"))
 )]
-pub async fn openapi_json() -> impl IntoResponse {
-    static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| document().to_pretty_json().unwrap_or_default());
-    ([(header::CONTENT_TYPE, "application/json")], body.as_str())
+pub async fn openapi_json(Extension(document): Extension<Document>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], document.0)
 }
 
 /// A browsable page of this document (Scalar, whose script loads from a CDN; without it the

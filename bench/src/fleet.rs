@@ -21,7 +21,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use runtime_cloud_activities::ports::Target;
 use runtime_cloud_activities::sandbox::{Sandbox, SandboxDocument};
-use runtime_cloud_models::entities::{drift_findings as findings, runtime_inventories as inv};
+use runtime_cloud_store::entities::{drift_findings as findings, runtime_inventories as inv};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

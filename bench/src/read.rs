@@ -13,7 +13,7 @@ use crate::stack::{Db, Stack, poll};
 use crate::stats::{ms, ratio};
 use crate::table::{Table, ratio_cell, verdict};
 use anyhow::Context;
-use runtime_cloud_models::entities::{provisioning_runs as runs, runtime_inventories as inv};
+use runtime_cloud_store::entities::{provisioning_runs as runs, runtime_inventories as inv};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use std::sync::Arc;
 use std::time::Duration;

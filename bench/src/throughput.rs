@@ -18,7 +18,7 @@ use crate::stack::{self, Db, Stack, poll};
 use crate::stats::{Summary, ms, rate, ratio, summarize};
 use crate::table::{Table, ratio_cell, verdict};
 use anyhow::{Context, bail};
-use runtime_cloud_models::entities::provisioning_runs as runs;
+use runtime_cloud_store::entities::provisioning_runs as runs;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

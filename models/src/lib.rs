@@ -2,7 +2,8 @@
 //!
 //! Everything a workflow carries in its payloads, everything an activity projects into a read
 //! table and every business rule that needs no I/O lives here, so it can be unit-tested on its
-//! own and shared by the workflow, activity and API crates.
+//! own and shared by the workflow, store, activity and API crates. No database crate: the read
+//! tables live in `runtime-cloud-store`.
 //!
 //! # Layout
 //!
@@ -11,16 +12,16 @@
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`events`]: integration event topics and payloads.
+//! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
+//! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
-//! - [`entities`]: sea-orm entities of the read tables.
-//! - [`migration`]: the read-table migrations.
 
 pub mod drift;
-pub mod entities;
+pub mod environments;
 pub mod events;
-pub mod migration;
+pub mod inventory;
 pub mod observation;
 pub mod options;
 pub mod plan;

@@ -421,7 +421,7 @@ impl Stack {
 
     /// The outbox events of a type, oldest first.
     pub async fn events(&self, event_type: &str) -> Vec<Value> {
-        use runtime_cloud_models::entities::outbox_events as ev;
+        use runtime_cloud_store::entities::outbox_events as ev;
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
         ev::Entity::find()
             .filter(ev::Column::EventType.eq(event_type))
@@ -439,7 +439,7 @@ impl Stack {
     pub fn approve_with_cli(&self, run: &Value, approver: &str, reason: &str) {
         let id = run["provisioningRunId"].as_str().expect("run id");
         let payload = json!({ "decision": "approve", "approver": approver, "reason": reason,
-                              "inputsHash": run["plan"]["inputsHash"] })
+                              "inputsHash": run["planReceipt"]["inputsHash"] })
         .to_string();
         self.temporal_ok(&[
             "workflow",
@@ -462,13 +462,14 @@ impl Stack {
         api.environment("prod", "production").await;
         api.declare("prod", &[("api", "1.0.0", 2)]).await;
         let first = api.plan_run("prod", "baseline").await;
-        let hash = api.wait_state(&first, "AwaitingApproval").await["plan"]["inputsHash"].clone();
+        let hash =
+            api.wait_state(&first, "AwaitingApproval").await["planReceipt"]["inputsHash"].clone();
         api.decide(&first, "reject").await.expect(202);
         api.wait_state(&first, "Rejected").await;
 
         self.kill_worker();
         let id = api.plan_run("prod", "baseline").await;
-        let early = json!({ "provisioningRunId": id, "plan": { "inputsHash": hash } });
+        let early = json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": hash } });
         self.approve_with_cli(&early, "ops-lead", "approved from the change board");
         self.start_worker();
         (api, id, hash)
@@ -852,7 +853,7 @@ impl Api {
     /// Approves (or rejects) the run's recorded plan.
     pub async fn decide(&self, id: &str, decision: &str) -> Res {
         let run = self.run(id).await;
-        let hash = run["plan"]["inputsHash"]
+        let hash = run["planReceipt"]["inputsHash"]
             .as_str()
             .expect("plan hash")
             .to_owned();

@@ -4,7 +4,6 @@
 
 #![allow(clippy::unimplemented)] // `#[activity_definitions]` requires `unimplemented!()` bodies.
 
-use runtime_cloud_models::drift::{Direction, ProposalState};
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, RunInput, RunStatus, SpecificationSnapshot};
 use serde::{Deserialize, Serialize};
@@ -106,32 +105,9 @@ pub struct ObserveRequest {
     pub environment_id: String,
 }
 
-/// Record an observation: inventory, findings, and (with `proposal_id`) a new proposal when
-/// the open findings changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecordRequest {
-    pub tenant_id: String,
-    pub environment_id: String,
-    pub observation: Observation,
-    /// The id a new proposal gets, chosen by the workflow so a retried record raises the same one.
-    pub proposal_id: String,
-}
+pub use runtime_cloud_models::inventory::RecordRequest;
 
-/// What recording an observation did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecordOutcome {
-    /// The observation changed the inventory (`ObservedStateChanged` was written).
-    pub changed: bool,
-    pub stale: bool,
-    pub new_findings: u32,
-    pub resolved_findings: u32,
-    /// A proposal raised by this observation: its workflow must be started.
-    pub new_proposal: Option<ProposalInput>,
-    /// Open proposals this observation replaced: their workflows must be told.
-    pub superseded: Vec<String>,
-}
+pub use runtime_cloud_models::inventory::RecordOutcome;
 
 /// Observe and record a batch of environments in one activity: the observation sweep's unit
 /// of work. One workflow per environment would cost four Temporal actions per environment
@@ -166,30 +142,9 @@ pub struct BatchOutcome {
     pub superseded: Vec<String>,
 }
 
-/// Everything a ReconciliationProposal workflow needs, fixed at start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProposalInput {
-    pub proposal_id: String,
-    pub tenant_id: String,
-    pub environment_id: String,
-    pub production: bool,
-    pub direction: Direction,
-    pub destructive: bool,
-    /// Non-destructive, outside production, enabled and allowed by policy.
-    pub auto_accept: bool,
-}
+pub use runtime_cloud_models::inventory::ProposalInput;
 
-/// Project a proposal's state (and `ReconciliationDecided` on a decision).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProposalProjection {
-    pub proposal_id: String,
-    pub state: ProposalState,
-    pub decided_by: Option<String>,
-    pub reason: Option<String>,
-    pub provisioning_run_id: Option<String>,
-}
+pub use runtime_cloud_models::inventory::ProposalProjection;
 
 /// Prepare the reconciliation run of an accepted proposal: for `adopt-observed` first declare
 /// a specification matching what was observed; record the run row.
@@ -253,21 +208,9 @@ pub struct EnvironmentPageRequest {
     pub limit: u64,
 }
 
-/// An environment key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvironmentKey {
-    pub tenant_id: String,
-    pub environment_id: String,
-}
+pub use runtime_cloud_models::environments::EnvironmentKey;
 
-/// A page of environments and where the next one starts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvironmentPage {
-    pub environments: Vec<EnvironmentKey>,
-    pub next: Option<String>,
-}
+pub use runtime_cloud_models::environments::EnvironmentPage;
 
 /// What the GitOps reconciler does about one environment after re-planning it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

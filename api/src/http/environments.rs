@@ -9,10 +9,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
-use runtime_cloud_models::entities::environments;
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
-};
+use runtime_cloud_models::validation::check_id;
+use runtime_cloud_store::environments::{self, Environment, NewEnvironment};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -43,14 +41,13 @@ pub struct EnvironmentView {
     pub environment_id: String,
     pub tenant_id: String,
     pub project_id: String,
-    #[schema(value_type = EnvironmentClass)]
-    pub class: String,
+    pub class: EnvironmentClass,
     pub target: String,
     pub created_at: chrono::DateTime<Utc>,
 }
 
-impl From<environments::Model> for EnvironmentView {
-    fn from(m: environments::Model) -> Self {
+impl From<Environment> for EnvironmentView {
+    fn from(m: Environment) -> Self {
         Self {
             environment_id: m.environment_id,
             tenant_id: m.tenant_id,
@@ -62,21 +59,8 @@ impl From<environments::Model> for EnvironmentView {
     }
 }
 
-/// Checks an id used in paths and file names: 1–63 of `[A-Za-z0-9._-]`, not starting with a dot.
-pub fn valid_id(what: &str, id: &str) -> Result<(), Error> {
-    let ok = !id.is_empty()
-        && id.len() <= 63
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Unprocessable(format!(
-            "{what} must be 1-63 characters of [A-Za-z0-9._-]"
-        )))
-    }
+fn already_exists(environment_id: &str) -> Error {
+    Error::Conflict(format!("environment `{environment_id}` already exists"))
 }
 
 /// Registers an environment in the caller's tenant.
@@ -92,44 +76,36 @@ async fn register(
     auth: Scoped<ProvisioningApply>,
     Json(body): Json<RegisterEnvironment>,
 ) -> Result<(StatusCode, axum::Json<EnvironmentView>), Error> {
-    valid_id("environmentId", &body.environment_id)?;
-    valid_id("projectId", &body.project_id)?;
+    check_id("environmentId", &body.environment_id)?;
+    check_id("projectId", &body.project_id)?;
     let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
     if target != "sandbox" {
         return Err(Error::Unprocessable(format!(
             "target `{target}` is not available; use `sandbox`"
         )));
     }
-    if find(&state, auth.tenant(), &body.environment_id)
+    if environments::find(&state.db, auth.tenant(), &body.environment_id)
         .await?
         .is_some()
     {
-        return Err(Error::Conflict(format!(
-            "environment `{}` already exists",
-            body.environment_id
-        )));
+        return Err(already_exists(&body.environment_id));
     }
-    let now = Utc::now();
-    let row = environments::ActiveModel {
-        id: Set(uuid::Uuid::now_v7().to_string()),
-        tenant_id: Set(auth.tenant().to_owned()),
-        environment_id: Set(body.environment_id.clone()),
-        project_id: Set(body.project_id),
-        class: Set(body.class.as_str().to_owned()),
-        target: Set(target),
-        created_at: Set(now),
-        updated_at: Set(now),
-    }
-    .insert(&state.db)
-    .await
-    .map_err(|e| match e.sql_err() {
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => Error::Conflict(format!(
-            "environment `{}` already exists",
-            body.environment_id
-        )),
-        _ => Error::from(e),
-    })?;
-    Ok((StatusCode::CREATED, axum::Json(row.into())))
+    let new = NewEnvironment {
+        tenant_id: auth.tenant().to_owned(),
+        environment_id: body.environment_id.clone(),
+        project_id: body.project_id,
+        class: body.class,
+        target,
+    };
+    let env = match environments::register(&state.db, new).await {
+        Ok(env) => env,
+        // Another request registered it since the check above.
+        Err(runtime_cloud_store::Error::Duplicate { .. }) => {
+            return Err(already_exists(&body.environment_id));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok((StatusCode::CREATED, axum::Json(env.into())))
 }
 
 /// The caller's environments, by id.
@@ -143,35 +119,7 @@ async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
 ) -> Result<axum::Json<Items<EnvironmentView>>, Error> {
-    let rows = environments::Entity::find()
-        .filter(environments::Column::TenantId.eq(auth.tenant()))
-        .order_by_asc(environments::Column::EnvironmentId)
-        .all(&state.db)
-        .await?;
+    let rows = environments::list(&state.db, auth.tenant()).await?;
     let items = rows.into_iter().map(Into::into).collect();
     Ok(axum::Json(Items { items }))
-}
-
-/// The caller's environment, if it exists in their tenant.
-pub async fn find(
-    state: &AppState,
-    tenant: &str,
-    environment_id: &str,
-) -> Result<Option<environments::Model>, Error> {
-    Ok(environments::Entity::find()
-        .filter(environments::Column::TenantId.eq(tenant))
-        .filter(environments::Column::EnvironmentId.eq(environment_id))
-        .one(&state.db)
-        .await?)
-}
-
-/// The caller's environment, or 404 (also for another tenant's: never confirm it exists).
-pub async fn require(
-    state: &AppState,
-    tenant: &str,
-    environment_id: &str,
-) -> Result<environments::Model, Error> {
-    find(state, tenant, environment_id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("environment `{environment_id}` not found")))
 }

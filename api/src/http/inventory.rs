@@ -4,20 +4,20 @@ use super::pagination::Items;
 use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
 use crate::openapi::Problems;
 use crate::query::Query;
+use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::drift::DriftKind;
-use runtime_cloud_models::entities::{
-    drift_findings as findings, environments, runtime_inventories as inventories,
-};
 use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_store::environments::Environment;
+use runtime_cloud_store::findings::{self, Finding};
+use runtime_cloud_store::inventory;
 use runtime_cloud_workflows::ObserveEnvironment;
 use runtime_cloud_workflows::ids::observe_workflow_id;
 use runtime_cloud_workflows::observe_environment::ObserveInput;
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
@@ -32,12 +32,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(observe))
 }
 
-async fn environment(
-    state: &AppState,
-    auth: &Auth,
-    id: &str,
-) -> Result<environments::Model, Error> {
-    super::environments::require(state, auth.tenant(), id).await
+async fn environment(state: &AppState, auth: &Auth, id: &str) -> Result<Environment, Error> {
+    require_environment(&state.db, auth.tenant(), id).await
 }
 
 /// The observed state of an environment.
@@ -48,8 +44,7 @@ pub struct InventoryView {
     pub tenant_id: String,
     pub project_id: String,
     /// What the target reports it runs; references only, never secret values.
-    #[schema(value_type = Vec<ObservedWorkload>)]
-    pub workloads: serde_json::Value,
+    pub workloads: Vec<ObservedWorkload>,
     pub current_release_id: Option<String>,
     pub specification_version: Option<i32>,
     /// Null until the first successful observation.
@@ -60,9 +55,9 @@ pub struct InventoryView {
 }
 
 /// What the environment was last observed to run, and whether that is stale.
-#[utoipa::path(operation_id = "getInventory", get, path = "/factory/environments/{environment_id}/inventory", tag = "inventory",
+#[utoipa::path(operation_id = "getInventory", get, path = "/factory/environments/{environmentId}/inventory", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
-    params(("environment_id" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id")),
     responses(
         (status = 200, description = "The inventory (empty and stale before the first observation)", body = InventoryView),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -74,11 +69,7 @@ async fn inventory(
 ) -> Result<axum::Json<InventoryView>, Error> {
     // One query when the environment has been observed (the common case): an inventory row
     // exists only for a registered environment, and environments are never removed.
-    let row = inventories::Entity::find()
-        .filter(inventories::Column::TenantId.eq(auth.tenant()))
-        .filter(inventories::Column::EnvironmentId.eq(&environment_id))
-        .one(&state.db)
-        .await?;
+    let row = inventory::find(&state.db, auth.tenant(), &environment_id).await?;
     let view = match row {
         None => {
             let env = environment(&state, &auth, &environment_id).await?;
@@ -86,7 +77,7 @@ async fn inventory(
                 environment_id,
                 tenant_id: env.tenant_id,
                 project_id: env.project_id,
-                workloads: serde_json::json!([]),
+                workloads: Vec::new(),
                 current_release_id: None,
                 specification_version: None,
                 observed_at: None,
@@ -126,8 +117,7 @@ pub struct FindingView {
     pub finding_id: String,
     pub tenant_id: String,
     pub environment_id: String,
-    #[schema(value_type = DriftKind)]
-    pub kind: String,
+    pub kind: DriftKind,
     pub resource: String,
     pub declared: Option<serde_json::Value>,
     pub observed: Option<serde_json::Value>,
@@ -136,8 +126,8 @@ pub struct FindingView {
     pub resolved_at: Option<chrono::DateTime<Utc>>,
 }
 
-impl From<findings::Model> for FindingView {
-    fn from(f: findings::Model) -> Self {
+impl From<Finding> for FindingView {
+    fn from(f: Finding) -> Self {
         Self {
             finding_id: f.finding_id,
             tenant_id: f.tenant_id,
@@ -154,9 +144,9 @@ impl From<findings::Model> for FindingView {
 }
 
 /// The environment's drift findings, newest first.
-#[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environment_id}/drift", tag = "inventory",
+#[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environmentId}/drift", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
-    params(("environment_id" = String, Path, description = "The environment id"), DriftQuery),
+    params(("environmentId" = String, Path, description = "The environment id"), DriftQuery),
     responses(
         (status = 200, description = "Findings", body = Items<FindingView>),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -168,27 +158,23 @@ async fn drift(
     Query(q): Query<DriftQuery>,
 ) -> Result<axum::Json<Items<FindingView>>, Error> {
     environment(&state, &auth, &environment_id).await?;
-    let mut select = findings::Entity::find()
-        .filter(findings::Column::TenantId.eq(auth.tenant()))
-        .filter(findings::Column::EnvironmentId.eq(&environment_id));
-    match q.state.as_deref() {
-        None => {}
-        Some("open") => select = select.filter(findings::Column::ResolvedAt.is_null()),
-        Some("resolved") => select = select.filter(findings::Column::ResolvedAt.is_not_null()),
+    let status = match q.state.as_deref() {
+        None => None,
+        Some("open") => Some(findings::Status::Open),
+        Some("resolved") => Some(findings::Status::Resolved),
         Some(other) => {
             return Err(Error::BadRequest(format!(
                 "state must be `open` or `resolved`, not `{other}`"
             )));
         }
-    }
-    if let Some(kind) = &q.kind {
-        let kind = DriftKind::from_str(kind).map_err(|e| Error::BadRequest(e.to_string()))?;
-        select = select.filter(findings::Column::Kind.eq(kind.as_str()));
-    }
-    let rows = select
-        .order_by_desc(findings::Column::FindingId)
-        .all(&state.db)
-        .await?;
+    };
+    let kind = q
+        .kind
+        .as_deref()
+        .map(DriftKind::from_str)
+        .transpose()
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let rows = findings::list(&state.db, auth.tenant(), &environment_id, status, kind).await?;
     let items = rows.into_iter().map(Into::into).collect();
     Ok(axum::Json(Items { items }))
 }
@@ -204,9 +190,9 @@ pub struct ObservationStarted {
 
 /// Observes the environment now (workflow `observe/…`): inventory, drift findings and, when
 /// anything drifted, a reconciliation proposal.
-#[utoipa::path(operation_id = "observeEnvironment", post, path = "/factory/environments/{environment_id}/observe", tag = "inventory",
+#[utoipa::path(operation_id = "observeEnvironment", post, path = "/factory/environments/{environmentId}/observe", tag = "inventory",
     security(("bearer" = ["factory.runtime.operate"])),
-    params(("environment_id" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id")),
     responses(
         (status = 202, description = "Started", body = ObservationStarted),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>, Problems<503>,

@@ -11,12 +11,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use runtime_cloud_models::ProvisioningState;
-use runtime_cloud_models::entities::{
-    drift_findings as findings, environments, provisioning_runs as runs,
-    reconciliation_proposals as proposals, runtime_inventories as inventories,
-};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use runtime_cloud_store::{environments, findings, inventory, proposals, runs};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -131,22 +126,10 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "counter",
         "Provisioning runs by kind and outcome.",
     );
-    let ended: Vec<(String, String, Option<String>)> = runs::Entity::find()
-        .select_only()
-        .columns([
-            runs::Column::TenantId,
-            runs::Column::Kind,
-            runs::Column::State,
-        ])
-        .filter(runs::Column::CompletedAt.is_not_null())
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut counts: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    for (tenant, kind, st) in ended {
-        *counts
-            .entry((tenant, kind, st.unwrap_or_default()))
-            .or_default() += 1;
+    let mut counts: BTreeMap<(String, &str, &str), u64> = BTreeMap::new();
+    for (tenant, kind, st) in runs::ended(db).await? {
+        let st = st.map_or("", |s| s.as_str());
+        *counts.entry((tenant, kind.as_str(), st)).or_default() += 1;
     }
     for ((tenant, kind, st), n) in &counts {
         let _ = writeln!(
@@ -165,23 +148,13 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "histogram",
         "Apply duration.",
     );
-    let receipts: Vec<(String, Option<serde_json::Value>)> = runs::Entity::find()
-        .select_only()
-        .columns([runs::Column::Kind, runs::Column::ApplyReceipt])
-        .filter(runs::Column::State.is_in([
-            ProvisioningState::Applied.as_str(),
-            ProvisioningState::Failed.as_str(),
-        ]))
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut durations: BTreeMap<String, Histogram> = BTreeMap::new();
-    for (kind, receipt) in receipts {
-        if let Some(ms) = receipt.as_ref().and_then(|r| r["durationMs"].as_u64()) {
+    let mut durations: BTreeMap<&str, Histogram> = BTreeMap::new();
+    for (kind, receipt) in runs::apply_receipts(db).await? {
+        if let Some(receipt) = receipt {
             durations
-                .entry(kind)
+                .entry(kind.as_str())
                 .or_default()
-                .observe(ms as f64 / 1000.0);
+                .observe(receipt.duration_ms as f64 / 1000.0);
         }
     }
     for (kind, h) in &durations {
@@ -193,16 +166,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     }
 
     // Differences found by reconciliation: proposals raised, by tenant and destructiveness.
-    let raised: Vec<(String, bool, String)> = proposals::Entity::find()
-        .select_only()
-        .columns([
-            proposals::Column::TenantId,
-            proposals::Column::Destructive,
-            proposals::Column::State,
-        ])
-        .into_tuple()
-        .all(db)
-        .await?;
+    let raised = proposals::tally(db).await?;
     header(
         &mut out,
         "connectsoft_factory_provisioning_reconciliation_diffs_total",
@@ -210,10 +174,12 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "Differences found by reconciliation.",
     );
     let mut diffs: BTreeMap<(String, bool), u64> = BTreeMap::new();
-    let mut by_state: BTreeMap<(String, String, bool), u64> = BTreeMap::new();
+    let mut by_state: BTreeMap<(String, &str, bool), u64> = BTreeMap::new();
     for (tenant, destructive, st) in raised {
         *diffs.entry((tenant.clone(), destructive)).or_default() += 1;
-        *by_state.entry((tenant, st, destructive)).or_default() += 1;
+        *by_state
+            .entry((tenant, st.as_str(), destructive))
+            .or_default() += 1;
     }
     for ((tenant, destructive), n) in &diffs {
         let _ = writeln!(
@@ -230,20 +196,11 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Environments without a fresh observation.",
     );
-    let envs: Vec<(String, String)> = environments::Entity::find()
-        .select_only()
-        .columns([
-            environments::Column::TenantId,
-            environments::Column::EnvironmentId,
-        ])
-        .into_tuple()
-        .all(db)
-        .await?;
-    let observed: HashMap<EnvKey, Freshness> = inventories::Entity::find()
-        .all(db)
+    let envs = environments::keys(db).await?;
+    let observed: HashMap<EnvKey, Freshness> = inventory::freshness(db)
         .await?
         .into_iter()
-        .map(|i| ((i.tenant_id, i.environment_id), (i.stale, i.observed_at)))
+        .map(|(tenant, env, stale, at)| ((tenant, env), (stale, at)))
         .collect();
     let mut stale: BTreeMap<String, u64> = BTreeMap::new();
     for (tenant, env) in envs {
@@ -270,16 +227,9 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Open drift findings.",
     );
-    let open: Vec<(String, String)> = findings::Entity::find()
-        .select_only()
-        .columns([findings::Column::TenantId, findings::Column::Kind])
-        .filter(findings::Column::ResolvedAt.is_null())
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut drift: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for key in open {
-        *drift.entry(key).or_default() += 1;
+    let mut drift: BTreeMap<(String, &str), u64> = BTreeMap::new();
+    for (tenant, kind) in findings::open_kinds(db).await? {
+        *drift.entry((tenant, kind.as_str())).or_default() += 1;
     }
     for ((tenant, kind), n) in &drift {
         let _ = writeln!(

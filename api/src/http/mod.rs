@@ -2,9 +2,9 @@
 //!
 //! Every HTTP route is registered through `utoipa_axum`'s `routes!`, which adds the handler's
 //! `#[utoipa::path]` to the OpenAPI document in the same step: served and documented routes
-//! cannot diverge.
+//! cannot diverge. [`router`] splits the two and hands the document to [`openapi`] to serve.
 
-pub(crate) mod environments;
+mod environments;
 mod health;
 mod inventory;
 pub mod metrics;
@@ -16,8 +16,8 @@ mod specifications;
 use crate::AppState;
 use crate::error::problem_fallback;
 use crate::openapi::{self, ApiDoc};
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::{Extension, Router};
 use std::future::Future;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
@@ -29,7 +29,7 @@ use utoipa_axum::routes;
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Every HTTP route with its documentation.
-pub(crate) fn api_router() -> OpenApiRouter<AppState> {
+fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(environments::router())
@@ -44,10 +44,11 @@ pub(crate) fn api_router() -> OpenApiRouter<AppState> {
 
 /// Every route of the API: HTTP and gRPC on one port.
 pub fn router(state: AppState) -> Router {
-    let (http, _document) = api_router().split_for_parts();
+    let (http, document) = api_router().split_for_parts();
     Router::new()
         .merge(crate::grpc::routes(state.clone()).with_state(()))
         .merge(http)
+        .layer(Extension(openapi::Document::new(&document)))
         .fallback(problem_fallback)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

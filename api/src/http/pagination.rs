@@ -3,9 +3,6 @@
 use crate::Error;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
-};
 use serde::Deserialize;
 
 /// Default and maximum page sizes.
@@ -20,38 +17,16 @@ pub struct Page {
 }
 
 impl Page {
-    /// Fetches one page of `select`, newest first by `id` (ids are UUIDv7, so time-ordered),
-    /// and shows each row with `view`.
-    pub async fn fetch<E, V>(
-        &self,
-        db: &DatabaseConnection,
-        select: Select<E>,
-        id: E::Column,
-        view: impl Fn(E::Model) -> V,
-        id_of: impl Fn(&V) -> &str,
-    ) -> Result<Paged<V>, Error>
-    where
-        E: EntityTrait,
-    {
-        let (select, limit) = self.bound(select, id)?;
-        let rows = select.all(db).await?;
-        let views = rows.into_iter().map(view).collect();
-        Ok(Paged::from_rows(views, limit, id_of))
-    }
-
-    /// Narrows `select` to this page, newest first by `id`, one row more than the page size
-    /// (it only says there is a next page); also returns the page size.
-    pub fn bound<E: EntityTrait>(
-        &self,
-        select: Select<E>,
-        id: E::Column,
-    ) -> Result<(Select<E>, u64), Error> {
+    /// The rows to ask the store for: after the cursor, newest first by id (ids are UUIDv7,
+    /// so time-ordered), one row more than the page size (it only says there is a next page);
+    /// also returns the page size.
+    pub fn rows(&self) -> Result<(runtime_cloud_store::Page, u64), Error> {
         let limit = self.limit()?;
-        let mut select = select;
-        if let Some(after) = self.after()? {
-            select = select.filter(id.lt(after));
-        }
-        Ok((select.order_by_desc(id).limit(limit + 1), limit))
+        let rows = runtime_cloud_store::Page {
+            before: self.after()?,
+            rows: limit + 1,
+        };
+        Ok((rows, limit))
     }
 
     /// The page size, within bounds.

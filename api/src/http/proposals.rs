@@ -1,6 +1,5 @@
 //! `/factory/reconciliation/proposals`: reviewable reconciliations and their decisions.
 
-use super::environments::find as find_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
@@ -10,13 +9,12 @@ use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
-use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::drift::{Direction, ProposalState};
-use runtime_cloud_models::entities::reconciliation_proposals as proposals;
+use runtime_cloud_store::environments;
+use runtime_cloud_store::proposals::{self, Proposal};
 use runtime_cloud_workflows::ReconciliationProposal;
 use runtime_cloud_workflows::ids::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use temporalio_client::WorkflowSignalOptions;
@@ -38,17 +36,14 @@ pub struct ProposalView {
     pub tenant_id: String,
     pub environment_id: String,
     /// The findings this proposal reconciles.
-    #[schema(value_type = Vec<String>)]
-    pub finding_ids: serde_json::Value,
-    #[schema(value_type = Direction)]
-    pub direction: String,
+    pub finding_ids: Vec<String>,
+    pub direction: Direction,
     /// Counts of adds, changes and deletes, and the resources.
     #[schema(value_type = Object)]
     pub plan_summary: serde_json::Value,
     /// It deletes something: never auto-accepted.
     pub destructive: bool,
-    #[schema(value_type = ProposalState)]
-    pub state: String,
+    pub state: ProposalState,
     pub decided_by: Option<String>,
     pub decision_reason: Option<String>,
     pub provisioning_run_id: Option<String>,
@@ -56,8 +51,8 @@ pub struct ProposalView {
     pub decided_at: Option<chrono::DateTime<Utc>>,
 }
 
-impl From<proposals::Model> for ProposalView {
-    fn from(p: proposals::Model) -> Self {
+impl From<Proposal> for ProposalView {
+    fn from(p: Proposal) -> Self {
         Self {
             workflow_id: proposal_workflow_id(&p.proposal_id),
             proposal_id: p.proposal_id,
@@ -106,29 +101,31 @@ async fn list(
     auth: Scoped<RuntimeRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<ProposalView>>, Error> {
-    let mut select =
-        proposals::Entity::find().filter(proposals::Column::TenantId.eq(auth.tenant()));
-    if let Some(env) = &q.environment_id {
-        select = select.filter(proposals::Column::EnvironmentId.eq(env));
-    }
-    if let Some(s) = &q.state {
-        let s = ProposalState::from_str(s).map_err(|e| Error::BadRequest(e.to_string()))?;
-        select = select.filter(proposals::Column::State.eq(s.as_str()));
-    }
+    let proposal_state = q
+        .state
+        .as_deref()
+        .map(ProposalState::from_str)
+        .transpose()
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,
     };
-    let paged = page
-        .fetch(
-            &state.db,
-            select,
-            proposals::Column::ProposalId,
-            ProposalView::from,
-            |p| &p.proposal_id,
-        )
-        .await?;
-    Ok(axum::Json(paged))
+    let (rows, limit) = page.rows()?;
+    let proposals = proposals::list(
+        &state.db,
+        auth.tenant(),
+        q.environment_id.as_deref(),
+        proposal_state,
+        &rows,
+    )
+    .await?;
+    let views = proposals.into_iter().map(ProposalView::from).collect();
+    Ok(axum::Json(Paged::from_rows(
+        views,
+        limit,
+        |p: &ProposalView| &p.proposal_id,
+    )))
 }
 
 /// `POST …/decide`: `{"decision":"accept"|"reject","reason":"…"}`; the decider is the token's
@@ -153,9 +150,9 @@ struct DecisionSignalled {
 /// Accepts or rejects a proposed reconciliation (signal `decide`). Accepting a production
 /// proposal needs the `Operator` or `PlatformAdmin` role too; acceptance starts the
 /// reconciliation run.
-#[utoipa::path(operation_id = "decideProposal", post, path = "/factory/reconciliation/proposals/{proposal_id}/decide", tag = "proposals",
+#[utoipa::path(operation_id = "decideProposal", post, path = "/factory/reconciliation/proposals/{proposalId}/decide", tag = "proposals",
     security(("bearer" = ["factory.runtime.operate"])),
-    params(("proposal_id" = String, Path, description = "The proposal id")),
+    params(("proposalId" = String, Path, description = "The proposal id")),
     request_body = DecideBody,
     responses(
         (status = 202, description = "Signalled", body = DecisionSignalled),
@@ -168,20 +165,18 @@ async fn decide(
     Path(proposal_id): Path<String>,
     Json(body): Json<DecideBody>,
 ) -> Result<(StatusCode, axum::Json<DecisionSignalled>), Error> {
-    let row = proposals::Entity::find_by_id(proposal_id.clone())
-        .filter(proposals::Column::TenantId.eq(auth.tenant()))
-        .one(&state.db)
+    let row = proposals::find(&state.db, auth.tenant(), &proposal_id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("proposal `{proposal_id}` not found")))?;
-    if row.state != ProposalState::Proposed.as_str() {
+    if row.state != ProposalState::Proposed {
         return Err(Error::Conflict(format!(
             "proposal `{proposal_id}` is {}, not Proposed",
             row.state
         )));
     }
-    let production = find_environment(&state, auth.tenant(), &row.environment_id)
+    let production = environments::find(&state.db, auth.tenant(), &row.environment_id)
         .await?
-        .is_some_and(|e| e.class == EnvironmentClass::Production.as_str());
+        .is_some_and(|e| e.production());
     if production && body.decision == Verdict::Accept {
         // Accepting a production proposal is a production change: Operators only.
         auth.require_role(PRODUCTION_DECIDERS)?;

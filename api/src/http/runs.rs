@@ -1,37 +1,30 @@
 //! `/factory/provisioning/runs`: plan, list, read, approve and cancel provisioning runs.
 //!
-//! Commands go to the run's workflow (`provisioning-run/{id}`); reads come from the
+//! Commands go to the run's workflow (`provisioning-run/{provisioningRunId}`); reads come from the
 //! `provisioning_runs` read table, which every workflow transition updates.
 
-use super::environments::require as require_environment;
 use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
+use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use runtime_cloud_activities::store::{self, logs_ref};
 use runtime_cloud_models::cancellable;
-use runtime_cloud_models::entities::{
-    deployment_specifications as specs, provisioning_runs as runs,
-};
 use runtime_cloud_models::{
-    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, EnvironmentClass, PlanReceipt,
-    ProvisioningKind, ProvisioningState, RunInput, RunStatus,
+    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt, ProvisioningKind,
+    ProvisioningState, RefusedApproval, RunInput, RunStatus,
 };
+use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
+use runtime_cloud_store::specifications;
 use runtime_cloud_workflows::ProvisioningRun;
 use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
-use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, FromQueryResult, ModelTrait,
-    QueryFilter, QueryOrder, QuerySelect, SelectModel,
-};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -77,19 +70,22 @@ pub struct RunView {
     pub environment_id: String,
     pub specification_id: String,
     pub specification_version: i32,
-    #[schema(value_type = ProvisioningKind)]
-    pub kind: String,
+    pub kind: ProvisioningKind,
     pub promotion_id: Option<String>,
     pub approval_id: Option<String>,
     /// Null while the run waits for its turn on the environment or plans.
-    #[schema(value_type = Option<ProvisioningState>)]
-    pub state: Option<String>,
+    pub state: Option<ProvisioningState>,
     /// The plan receipt, once planned.
     #[schema(value_type = Option<PlanReceipt>)]
-    pub plan: Option<Box<RawValue>>,
+    pub plan_receipt: Option<Box<RawValue>>,
     /// What the workflow recorded about its approval.
     #[schema(value_type = Option<ApprovalRecord>)]
     pub approval: Option<Box<RawValue>>,
+    /// Approvals the run did not count (another plan's inputs hash, a second decision, sent
+    /// when the run was not awaiting one): who sent each, when, and why it was refused; oldest
+    /// first, `[]` when none.
+    #[schema(value_type = Vec<RefusedApproval>)]
+    pub refused_approvals: Box<RawValue>,
     /// The immutable apply receipt, once applied or failed.
     #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<Box<RawValue>>,
@@ -99,65 +95,10 @@ pub struct RunView {
     pub completed_at: Option<chrono::DateTime<Utc>>,
 }
 
-/// A run as every read answers it (the list, GET, a plan's 202): the receipts as the stored
-/// JSON text, which the response passes through instead of parsing and re-serialising every
-/// receipt of a page (the list's cost, measured in docs/benchmarks.md).
-#[derive(Debug, FromQueryResult)]
-struct RunRow {
-    provisioning_run_id: String,
-    tenant_id: String,
-    project_id: String,
-    environment_id: String,
-    specification_id: String,
-    specification_version: i32,
-    kind: String,
-    promotion_id: Option<String>,
-    approval_id: Option<String>,
-    state: Option<String>,
-    plan_receipt: Option<String>,
-    approval: Option<String>,
-    apply_receipt: Option<String>,
-    reason: Option<String>,
-    logs_ref: Option<String>,
-    started_at: chrono::DateTime<Utc>,
-    completed_at: Option<chrono::DateTime<Utc>>,
-}
-
-impl RunRow {
-    /// Selects a row of `runs` with the receipts cast to text.
-    fn select(select: sea_orm::Select<runs::Entity>) -> sea_orm::Selector<SelectModel<Self>> {
-        use runs::Column as C;
-        let text = |c: C| Expr::col(c).cast_as("TEXT");
-        select
-            .select_only()
-            .columns([
-                C::ProvisioningRunId,
-                C::TenantId,
-                C::ProjectId,
-                C::EnvironmentId,
-                C::SpecificationId,
-                C::SpecificationVersion,
-                C::Kind,
-                C::PromotionId,
-                C::ApprovalId,
-                C::State,
-                C::Reason,
-                C::LogsRef,
-                C::StartedAt,
-                C::CompletedAt,
-            ])
-            .column_as(text(C::PlanReceipt), "plan_receipt")
-            .column_as(text(C::Approval), "approval")
-            .column_as(text(C::ApplyReceipt), "apply_receipt")
-            .into_model::<Self>()
-    }
-}
-
-impl From<RunRow> for RunView {
-    fn from(m: RunRow) -> Self {
-        // The column holds JSON written by the worker; a row that is somehow not JSON shows
-        // as null rather than failing the whole page.
-        let raw = |v: Option<String>| v.and_then(|v| RawValue::from_string(v).ok());
+/// Every read (the list, GET, a plan's 202) shows a run the same way: the receipts as the
+/// stored JSON text, passed through (see [`Run`]).
+impl From<Run> for RunView {
+    fn from(m: Run) -> Self {
         Self {
             workflow_id: run_workflow_id(&m.provisioning_run_id),
             provisioning_run_id: m.provisioning_run_id,
@@ -170,9 +111,10 @@ impl From<RunRow> for RunView {
             promotion_id: m.promotion_id,
             approval_id: m.approval_id,
             state: m.state,
-            plan: raw(m.plan_receipt),
-            approval: raw(m.approval),
-            apply_receipt: raw(m.apply_receipt),
+            plan_receipt: m.plan_receipt,
+            approval: m.approval,
+            refused_approvals: m.refused_approvals,
+            apply_receipt: m.apply_receipt,
             reason: m.reason,
             logs_ref: m.logs_ref,
             started_at: m.started_at,
@@ -209,29 +151,20 @@ fn accepted(run: RunView, status: StatusCode) -> Response {
     (status, [(header::LOCATION, location)], axum::Json(run)).into_response()
 }
 
-fn one_run(tenant: &str, id: &str) -> sea_orm::Select<runs::Entity> {
-    runs::Entity::find_by_id(id.to_owned()).filter(runs::Column::TenantId.eq(tenant))
-}
-
 fn not_found(id: &str) -> Error {
     Error::NotFound(format!("provisioning run `{id}` not found"))
 }
 
-/// The tenant's run, whole (commands check its state).
-async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<runs::Model, Error> {
-    one_run(tenant, id)
-        .one(&state.db)
+/// The tenant's run (commands check its state).
+async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<Run, Error> {
+    runs::find(&state.db, tenant, id)
         .await?
         .ok_or_else(|| not_found(id))
 }
 
 /// The tenant's run as the API shows it, read the way the list reads it.
 async fn find_view(state: &AppState, tenant: &str, id: &str) -> Result<RunView, Error> {
-    RunRow::select(one_run(tenant, id))
-        .one(&state.db)
-        .await?
-        .map(RunView::from)
-        .ok_or_else(|| not_found(id))
+    Ok(find_run(state, tenant, id).await?.into())
 }
 
 /// Plans a run: starts workflow `provisioning-run/{id}`, which takes the environment's lock,
@@ -261,93 +194,55 @@ async fn plan(
     if let Some(key) = &key
         && let Some(existing) = find_by_key(&state, auth.tenant(), key).await?
     {
-        return replay(&state, auth.tenant(), existing, &hash).await;
+        return replay(existing, &hash);
     }
 
-    let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
-    let mut select = specs::Entity::find()
-        .filter(specs::Column::TenantId.eq(auth.tenant()))
-        .filter(specs::Column::EnvironmentId.eq(&body.environment_id));
-    if let Some(v) = body.specification_version {
-        select = select.filter(specs::Column::Version.eq(v));
-    }
-    let spec = select
-        .order_by_desc(specs::Column::Version)
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| match body.specification_version {
-            Some(v) => Error::NotFound(format!(
-                "specification version {v} of `{}` not found",
-                body.environment_id
-            )),
-            None => Error::Conflict(format!(
-                "environment `{}` has no specification yet; declare one first",
-                body.environment_id
-            )),
-        })?;
-    let snapshot = store::snapshot(&spec).map_err(Error::internal)?;
+    let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
+    let spec = specifications::version(
+        &state.db,
+        auth.tenant(),
+        &body.environment_id,
+        body.specification_version,
+    )
+    .await?
+    .ok_or_else(|| match body.specification_version {
+        Some(v) => Error::NotFound(format!(
+            "specification version {v} of `{}` not found",
+            body.environment_id
+        )),
+        None => Error::Conflict(format!(
+            "environment `{}` has no specification yet; declare one first",
+            body.environment_id
+        )),
+    })?;
 
     let run_id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("run_id", &run_id);
-    let now = Utc::now();
-    let row = runs::ActiveModel {
-        provisioning_run_id: Set(run_id.clone()),
-        tenant_id: Set(auth.tenant().to_owned()),
-        project_id: Set(env.project_id.clone()),
-        environment_id: Set(env.environment_id.clone()),
-        specification_id: Set(spec.specification_id.clone()),
-        specification_version: Set(spec.version),
-        kind: Set(body.kind.as_str().to_owned()),
-        promotion_id: Set(body.promotion_id.map(|u| u.to_string())),
-        approval_id: Set(body.approval_id.map(|u| u.to_string())),
-        plan_receipt: Set(None),
-        approval: Set(None),
-        apply_receipt: Set(None),
-        state: Set(None),
-        reason: Set(None),
-        logs_ref: Set(Some(logs_ref(&run_id))),
-        idempotency_key: Set(key.clone()),
-        request_hash: Set(Some(hash.clone())),
-        started_at: Set(now),
-        completed_at: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
+    let new = NewRun {
+        run_id: &run_id,
+        environment: &env,
+        specification: &spec,
+        kind: body.kind,
+        promotion_id: body.promotion_id.map(|u| u.to_string()),
+        approval_id: body.approval_id.map(|u| u.to_string()),
+        idempotency_key: key.clone(),
+        request_hash: Some(hash.clone()),
     };
-    let row = match row.insert(&state.db).await {
-        Ok(row) => row,
+    let input = match runs::create(&state.db, &new, &state.options).await {
+        Ok(input) => input,
         // Another request with the same key won the race: answer as it did.
-        Err(e)
-            if matches!(
-                e.sql_err(),
-                Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-            ) =>
-        {
+        Err(runtime_cloud_store::Error::Duplicate { .. }) if key.is_some() => {
             let key = key.as_deref().unwrap_or_default();
             let existing = find_by_key(&state, auth.tenant(), key)
                 .await?
-                .ok_or_else(|| Error::internal(e))?;
-            return replay(&state, auth.tenant(), existing, &hash).await;
+                .ok_or_else(|| Error::internal(anyhow::anyhow!("run with key {key} vanished")))?;
+            return replay(existing, &hash);
         }
         Err(e) => return Err(e.into()),
     };
-
-    let class = EnvironmentClass::from_str(&env.class).map_err(Error::internal)?;
-    let input = RunInput {
-        run_id: run_id.clone(),
-        tenant_id: auth.tenant().to_owned(),
-        project_id: env.project_id,
-        environment_id: env.environment_id,
-        environment_class: class,
-        kind: body.kind,
-        promotion_id: row.promotion_id.clone(),
-        approval_id: row.approval_id.clone(),
-        specification: snapshot,
-        approval_timeout_secs: state.options.approval_timeout_secs(),
-        apply_timeout_secs: state.options.apply_timeout_secs(),
-    };
     if let Err(e) = start(&state, input).await {
         // Nothing half-written: without its workflow the run must not exist.
-        let _ = row.delete(&state.db).await;
+        let _ = runs::delete(&state.db, auth.tenant(), &run_id).await;
         return Err(e);
     }
     tracing::info!(run_id = %run_id, environment_id = %body.environment_id, "provisioning run started");
@@ -355,32 +250,18 @@ async fn plan(
     Ok(accepted(view, StatusCode::ACCEPTED))
 }
 
-async fn find_by_key(
-    state: &AppState,
-    tenant: &str,
-    key: &str,
-) -> Result<Option<runs::Model>, Error> {
-    Ok(runs::Entity::find()
-        .filter(runs::Column::TenantId.eq(tenant))
-        .filter(runs::Column::IdempotencyKey.eq(key))
-        .one(&state.db)
-        .await?)
+async fn find_by_key(state: &AppState, tenant: &str, key: &str) -> Result<Option<Run>, Error> {
+    Ok(runs::by_idempotency_key(&state.db, tenant, key).await?)
 }
 
 /// The same key again: the same run for the same body, 422 for another body.
-async fn replay(
-    state: &AppState,
-    tenant: &str,
-    existing: runs::Model,
-    hash: &str,
-) -> Result<Response, Error> {
+fn replay(existing: Run, hash: &str) -> Result<Response, Error> {
     if existing.request_hash.as_deref() != Some(hash) {
         return Err(Error::Unprocessable(
             "this Idempotency-Key was used with a different request body".into(),
         ));
     }
-    let view = find_view(state, tenant, &existing.provisioning_run_id).await?;
-    Ok(accepted(view, StatusCode::OK))
+    Ok(accepted(existing.into(), StatusCode::OK))
 }
 
 /// Starts the run's workflow. The id is the idempotency key on the Temporal side: a start
@@ -438,34 +319,37 @@ async fn list(
     auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
-    let mut select = runs::Entity::find().filter(runs::Column::TenantId.eq(auth.tenant()));
-    if let Some(env) = &q.environment_id {
-        select = select.filter(runs::Column::EnvironmentId.eq(env));
-    }
-    if let Some(kind) = &q.kind {
-        let kind =
-            ProvisioningKind::from_str(kind).map_err(|e| Error::BadRequest(e.to_string()))?;
-        select = select.filter(runs::Column::Kind.eq(kind.as_str()));
-    }
-    if let Some(s) = &q.state {
-        let s = ProvisioningState::from_str(s).map_err(|e| Error::BadRequest(e.to_string()))?;
-        select = select.filter(runs::Column::State.eq(s.as_str()));
-    }
+    let bad = |e: runtime_cloud_models::UnknownVariant| Error::BadRequest(e.to_string());
+    let filter = RunFilter {
+        environment_id: q.environment_id,
+        kind: q
+            .kind
+            .as_deref()
+            .map(ProvisioningKind::from_str)
+            .transpose()
+            .map_err(bad)?,
+        state: q
+            .state
+            .as_deref()
+            .map(ProvisioningState::from_str)
+            .transpose()
+            .map_err(bad)?,
+    };
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,
     };
-    let (select, limit) = page.bound(select, runs::Column::ProvisioningRunId)?;
-    let rows = RunRow::select(select).all(&state.db).await?;
-    let views = rows.into_iter().map(RunView::from).collect();
+    let (rows, limit) = page.rows()?;
+    let runs = runs::list(&state.db, auth.tenant(), &filter, &rows).await?;
+    let views = runs.into_iter().map(RunView::from).collect();
     let paged = Paged::from_rows(views, limit, |r: &RunView| &r.provisioning_run_id);
     Ok(axum::Json(paged))
 }
 
 /// One run with its receipts.
-#[utoipa::path(operation_id = "getRun", get, path = "/factory/provisioning/runs/{id}", tag = "runs",
+#[utoipa::path(operation_id = "getRun", get, path = "/factory/provisioning/runs/{provisioningRunId}", tag = "runs",
     security(("bearer" = ["factory.provisioning.read"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     responses(
         (status = 200, description = "The run", body = RunView),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
@@ -481,28 +365,22 @@ async fn read(
 
 /// The run's live status from its workflow; the read row when the workflow cannot answer
 /// (no worker polling), which may lag a transition behind.
-async fn live_status(state: &AppState, row: &runs::Model) -> RunStatus {
+async fn live_status(state: &AppState, row: &Run) -> Result<RunStatus, Error> {
     let handle = state
         .temporal
         .get_workflow_handle::<ProvisioningRun>(run_workflow_id(&row.provisioning_run_id));
     let query = handle.query(ProvisioningRun::state, (), WorkflowQueryOptions::default());
     match tokio::time::timeout(std::time::Duration::from_secs(5), query).await {
-        Ok(Ok(status)) => status,
-        _ => RunStatus {
-            state: row
-                .state
-                .as_deref()
-                .and_then(|s| ProvisioningState::from_str(s).ok()),
-            plan_receipt: row
-                .plan_receipt
-                .clone()
-                .and_then(|p| serde_json::from_value(p).ok()),
+        Ok(Ok(status)) => Ok(status),
+        _ => Ok(RunStatus {
+            state: row.state,
+            plan_receipt: row.plan()?,
             ..Default::default()
-        },
+        }),
     }
 }
 
-/// `POST …/runs/{id}/cancel`: `{"reason": "…"}` (optional).
+/// `POST …/runs/{provisioningRunId}/cancel`: `{"reason": "…"}` (optional).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CancelBody {
@@ -529,9 +407,9 @@ struct ApprovalSignalled {
 
 /// Cancels a run that has not started applying (signal `cancel`); it ends `Cancelled` and
 /// releases the environment.
-#[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{id}/cancel", tag = "runs",
+#[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/cancel", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body(content = Option<CancelBody>, description = "Optional"),
     responses(
         (status = 202, description = "Signalled", body = CancelRequested),
@@ -545,7 +423,7 @@ async fn cancel(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, axum::Json<CancelRequested>), Error> {
     let row = find_run(&state, auth.tenant(), &id).await?;
-    let status = live_status(&state, &row).await;
+    let status = live_status(&state, &row).await?;
     if !cancellable(status.state) {
         return Err(Error::Conflict(format!(
             "run `{id}` is {} and can no longer be cancelled",
@@ -575,7 +453,7 @@ async fn cancel(
     ))
 }
 
-/// `POST …/runs/{id}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
+/// `POST …/runs/{provisioningRunId}/approval`: `{"decision":"approve"|"reject","reason":"…","inputsHash":"…"}`.
 /// The approver is the token's subject.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -590,9 +468,9 @@ struct ApprovalBody {
 
 /// Approves or rejects a production run's plan (signal `approval`). Needs the `Operator` or
 /// `PlatformAdmin` role too; the approver is the token's subject.
-#[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{id}/approval", tag = "runs",
+#[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/approval", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
-    params(("id" = String, Path, description = "The provisioning run id")),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body = ApprovalBody,
     responses(
         (status = 202, description = "Signalled", body = ApprovalSignalled),
@@ -608,7 +486,7 @@ async fn approve(
     let row = find_run(&state, auth.tenant(), &id).await?;
     // Only production runs wait for approval, and a production approval is an Operator's.
     auth.require_role(PRODUCTION_DECIDERS)?;
-    let status = live_status(&state, &row).await;
+    let status = live_status(&state, &row).await?;
     if status.state != Some(ProvisioningState::AwaitingApproval) {
         return Err(Error::Conflict(format!(
             "run `{id}` is {}, not AwaitingApproval",

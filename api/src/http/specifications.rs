@@ -1,21 +1,19 @@
 //! `/factory/provisioning/specifications`: declare and list desired-state versions.
 
-use super::environments::{require as require_environment, valid_id};
 use super::pagination::{Page, Paged};
 use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
+use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::Utc;
-use runtime_cloud_activities::store::{self, NewSpecification};
-use runtime_cloud_models::entities::deployment_specifications as specs;
+use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use runtime_cloud_store::specifications::{self, Specification};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -49,100 +47,39 @@ pub struct SpecificationView {
     pub tenant_id: String,
     pub project_id: String,
     pub environment_id: String,
-    #[schema(value_type = SpecificationKind)]
-    pub kind: String,
+    pub kind: SpecificationKind,
     pub program_ref: String,
     pub program_version: String,
     pub release_id: Option<String>,
     pub strategy: Option<String>,
-    #[schema(value_type = BTreeMap<String, String>)]
-    pub config_refs: serde_json::Value,
-    #[schema(value_type = BTreeMap<String, String>)]
-    pub secret_refs: serde_json::Value,
-    #[schema(value_type = Vec<Workload>)]
-    pub workloads: serde_json::Value,
+    pub config_refs: Refs,
+    pub secret_refs: Refs,
+    pub workloads: Vec<Workload>,
     /// 1, 2, 3 … per environment; a version never changes.
     pub version: i32,
     pub declared_at: chrono::DateTime<Utc>,
 }
 
-impl From<specs::Model> for SpecificationView {
-    fn from(m: specs::Model) -> Self {
+impl From<Specification> for SpecificationView {
+    fn from(m: Specification) -> Self {
+        let d = m.declaration;
         Self {
             specification_id: m.specification_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            environment_id: m.environment_id,
-            kind: m.kind,
-            program_ref: m.program_ref,
-            program_version: m.program_version,
-            release_id: m.release_id,
-            strategy: m.strategy,
-            config_refs: m.config_refs,
-            secret_refs: m.secret_refs,
-            workloads: m.workloads,
+            tenant_id: d.tenant_id,
+            project_id: d.project_id,
+            environment_id: d.environment_id,
+            kind: d.kind,
+            program_ref: d.program_ref,
+            program_version: d.program_version,
+            release_id: d.release_id,
+            strategy: d.strategy,
+            config_refs: d.config_refs,
+            secret_refs: d.secret_refs,
+            workloads: d.workloads,
             version: m.version,
             declared_at: m.declared_at,
         }
     }
-}
-
-/// A secret reference names where the value lives (`secretbroker://payments/db-password`),
-/// never the value itself. Anything that does not look like a reference is refused, and the
-/// error never repeats it.
-fn is_reference(v: &str) -> bool {
-    match v.split_once("://") {
-        Some((scheme, rest)) => {
-            !scheme.is_empty()
-                && scheme.chars().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.')
-                })
-                && !rest.is_empty()
-                && !rest.chars().any(char::is_whitespace)
-        }
-        None => false,
-    }
-}
-
-fn check_refs(what: &str, refs: &Refs) -> Result<(), Error> {
-    for (name, reference) in refs {
-        if !is_reference(reference) {
-            return Err(Error::Unprocessable(format!(
-                "{what}.{name} must be a reference such as `secretbroker://path/key`; values are never accepted"
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn validate(body: &DeclareSpecification) -> Result<(), Error> {
-    valid_id("environmentId", &body.environment_id)?;
-    if body.program_ref.trim().is_empty() || body.program_version.trim().is_empty() {
-        return Err(Error::Unprocessable(
-            "programRef and programVersion are required".into(),
-        ));
-    }
-    check_refs("configRefs", &body.config_refs)?;
-    check_refs("secretRefs", &body.secret_refs)?;
-    let mut names = BTreeSet::new();
-    for w in &body.workloads {
-        valid_id("workloads[].name", &w.name)?;
-        if !names.insert(w.name.as_str()) {
-            return Err(Error::Unprocessable(format!(
-                "workload `{}` is declared twice",
-                w.name
-            )));
-        }
-        if w.kind.trim().is_empty() || w.version.trim().is_empty() {
-            return Err(Error::Unprocessable(format!(
-                "workload `{}` needs a kind and a version",
-                w.name
-            )));
-        }
-        check_refs(&format!("workloads.{}.configRefs", w.name), &w.config_refs)?;
-        check_refs(&format!("workloads.{}.secretRefs", w.name), &w.secret_refs)?;
-    }
-    Ok(())
 }
 
 /// Declares the next specification version of an environment.
@@ -158,27 +95,27 @@ async fn declare(
     auth: Scoped<ProvisioningApply>,
     Json(body): Json<DeclareSpecification>,
 ) -> Result<(StatusCode, axum::Json<SpecificationView>), Error> {
-    validate(&body)?;
-    let env = require_environment(&state, auth.tenant(), &body.environment_id).await?;
-    let row = store::declare_specification(
-        &state.db,
-        NewSpecification {
-            tenant_id: auth.tenant().to_owned(),
-            project_id: env.project_id,
-            environment_id: body.environment_id,
-            kind: body.kind,
-            program_ref: body.program_ref,
-            program_version: body.program_version,
-            release_id: body.release_id.map(|u| u.to_string()),
-            strategy: body.strategy,
-            config_refs: body.config_refs,
-            secret_refs: body.secret_refs,
-            workloads: body.workloads,
-        },
-    )
-    .await
-    .map_err(Error::internal)?;
-    Ok((StatusCode::CREATED, axum::Json(row.into())))
+    let mut declaration = Declaration {
+        tenant_id: auth.tenant().to_owned(),
+        // Known once the environment is found, below.
+        project_id: String::new(),
+        environment_id: body.environment_id,
+        kind: body.kind,
+        program_ref: body.program_ref,
+        program_version: body.program_version,
+        release_id: body.release_id.map(|u| u.to_string()),
+        strategy: body.strategy,
+        config_refs: body.config_refs,
+        secret_refs: body.secret_refs,
+        workloads: body.workloads,
+    };
+    // The store checks every declaration; checking here first answers an invalid body with
+    // 422 whether or not its environment exists.
+    declaration.validate()?;
+    let env = require_environment(&state.db, auth.tenant(), &declaration.environment_id).await?;
+    declaration.project_id = env.project_id;
+    let spec = specifications::declare(&state.db, &declaration).await?;
+    Ok((StatusCode::CREATED, axum::Json(spec.into())))
 }
 
 /// `?environmentId=…&cursor=…&limit=…`.
@@ -208,36 +145,17 @@ async fn list(
     auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
-    let mut select = specs::Entity::find().filter(specs::Column::TenantId.eq(auth.tenant()));
-    if let Some(env) = &q.environment_id {
-        select = select.filter(specs::Column::EnvironmentId.eq(env));
-    }
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,
     };
-    let paged = page
-        .fetch(
-            &state.db,
-            select,
-            specs::Column::SpecificationId,
-            SpecificationView::from,
-            |s| &s.specification_id,
-        )
-        .await?;
-    Ok(axum::Json(paged))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_reference;
-
-    #[test]
-    fn references_are_uris_and_values_are_not() {
-        assert!(is_reference("secretbroker://payments/db-password"));
-        assert!(is_reference("kv://vault-1/app#key"));
-        assert!(!is_reference("hunter2"));
-        assert!(!is_reference("postgres password with spaces://x"));
-        assert!(!is_reference("secretbroker://"));
-    }
+    let (rows, limit) = page.rows()?;
+    let specs =
+        specifications::list(&state.db, auth.tenant(), q.environment_id.as_deref(), &rows).await?;
+    let views = specs.into_iter().map(SpecificationView::from).collect();
+    Ok(axum::Json(Paged::from_rows(
+        views,
+        limit,
+        |s: &SpecificationView| &s.specification_id,
+    )))
 }

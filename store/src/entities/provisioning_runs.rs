@@ -20,6 +20,9 @@ pub struct Model {
     pub plan_receipt: Option<Json>,
     pub approval: Option<Json>,
     pub apply_receipt: Option<Json>,
+    /// The approvals the run did not count (who, when, why), oldest first; null before the
+    /// run's first projection (and on rows recorded before the column existed).
+    pub refused_approvals: Option<Json>,
     pub state: Option<String>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,

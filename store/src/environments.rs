@@ -1,0 +1,224 @@
+//! `environments`: a tenant's deployment targets and their class.
+
+use crate::Error;
+use crate::decode::At;
+use crate::entities::environments as rows;
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::environments::{EnvironmentKey, EnvironmentPage};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect,
+};
+
+/// One environment of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    /// Surrogate key (the order [`page`] walks in).
+    pub id: String,
+    /// Owner tenant.
+    pub tenant_id: String,
+    /// The environment's id, unique within the tenant.
+    pub environment_id: String,
+    /// Owner project.
+    pub project_id: String,
+    /// Production runs wait for an operator's approval.
+    pub class: EnvironmentClass,
+    /// The adapter that serves it (`sandbox`).
+    pub target: String,
+    /// When it was registered.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Environment {
+    /// Whether it is a production environment.
+    pub fn production(&self) -> bool {
+        self.class == EnvironmentClass::Production
+    }
+
+    fn read(m: rows::Model) -> Result<Self, Error> {
+        let at = At {
+            table: "environments",
+            row: &m.id,
+        };
+        Ok(Self {
+            class: at.wire("class", &m.class)?,
+            id: m.id,
+            tenant_id: m.tenant_id,
+            environment_id: m.environment_id,
+            project_id: m.project_id,
+            target: m.target,
+            created_at: m.created_at,
+        })
+    }
+}
+
+/// An environment to register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEnvironment {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub project_id: String,
+    pub class: EnvironmentClass,
+    pub target: String,
+}
+
+/// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
+pub async fn register(
+    db: &impl ConnectionTrait,
+    new: NewEnvironment,
+) -> Result<Environment, Error> {
+    let now = Utc::now();
+    let row = rows::ActiveModel {
+        id: Set(uuid::Uuid::now_v7().to_string()),
+        tenant_id: Set(new.tenant_id),
+        environment_id: Set(new.environment_id),
+        project_id: Set(new.project_id),
+        class: Set(new.class.as_str().to_owned()),
+        target: Set(new.target),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await
+    .map_err(Error::on_insert("environments"))?;
+    Environment::read(row)
+}
+
+/// The tenant's environment, if it exists.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<Environment>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .one(db)
+        .await?
+        .map(Environment::read)
+        .transpose()
+}
+
+/// Every environment of the tenant, by id.
+pub async fn list(db: &impl ConnectionTrait, tenant_id: &str) -> Result<Vec<Environment>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .order_by_asc(rows::Column::EnvironmentId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Environment::read)
+        .collect()
+}
+
+/// A page of every tenant's environments in a stable order (the surrogate key), starting
+/// after `after`; `next` is set when the page is full.
+pub async fn page(
+    db: &impl ConnectionTrait,
+    after: Option<&str>,
+    limit: u64,
+) -> Result<EnvironmentPage, Error> {
+    let mut select = rows::Entity::find().order_by_asc(rows::Column::Id);
+    if let Some(after) = after {
+        select = select.filter(rows::Column::Id.gt(after));
+    }
+    let rows = select.limit(limit).all(db).await?;
+    let next = (rows.len() as u64 == limit)
+        .then(|| rows.last().map(|r| r.id.clone()))
+        .flatten();
+    let environments = rows
+        .into_iter()
+        .map(|r| EnvironmentKey {
+            tenant_id: r.tenant_id,
+            environment_id: r.environment_id,
+        })
+        .collect();
+    Ok(EnvironmentPage { environments, next })
+}
+
+/// (tenant, environment id) of every environment (the metrics' stale gauge).
+pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
+    Ok(rows::Entity::find()
+        .select_only()
+        .columns([rows::Column::TenantId, rows::Column::EnvironmentId])
+        .into_tuple()
+        .all(db)
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[tokio::test]
+    async fn environments_page_in_a_stable_order() {
+        let db = fixtures::sqlite().await;
+        for i in 0..5 {
+            fixtures::environment(&db, &format!("env-{i}"), EnvironmentClass::NonProduction).await;
+        }
+        let first = page(&db, None, 2).await.unwrap();
+        let second = page(&db, first.next.as_deref(), 2).await.unwrap();
+        let third = page(&db, second.next.as_deref(), 2).await.unwrap();
+        let names: Vec<_> = [&first, &second, &third]
+            .iter()
+            .flat_map(|p| p.environments.iter().map(|e| e.environment_id.clone()))
+            .collect();
+        assert_eq!(names, ["env-0", "env-1", "env-2", "env-3", "env-4"]);
+        assert_eq!(third.next, None);
+    }
+
+    #[tokio::test]
+    async fn a_second_registration_of_an_id_is_a_duplicate() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let again = NewEnvironment {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            project_id: "other".into(),
+            class: EnvironmentClass::Production,
+            target: "sandbox".into(),
+        };
+        let err = register(&db, again).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Duplicate {
+                    table: "environments"
+                }
+            ),
+            "{err:?}"
+        );
+        let env = find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(
+            (env.project_id.as_str(), env.class),
+            ("shop", EnvironmentClass::NonProduction)
+        );
+        assert_eq!(
+            find(&db, "someone-else", "dev").await.unwrap(),
+            None,
+            "tenants are apart"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_class_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        fixtures::execute(&db, "UPDATE environments SET class = 'prod'").await;
+        let err = find(&db, "acme", "dev").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: "environments",
+                    column: "class",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(list(&db, "acme").await.is_err());
+    }
+}

@@ -1,0 +1,303 @@
+//! `drift_findings`: differences between declared and observed state. A finding is raised and
+//! resolved only by observations ([`crate::inventory::record`]): resolved when an observation
+//! no longer shows it.
+
+use crate::decode::At;
+use crate::entities::drift_findings as rows;
+use crate::{Error, outbox};
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::drift::{self, DriftKind};
+use runtime_cloud_models::events::RuntimeDriftDetected;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect,
+};
+use std::collections::BTreeSet;
+use uuid::Uuid;
+
+const TABLE: &str = "drift_findings";
+
+/// One recorded finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub finding_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub kind: DriftKind,
+    /// `{workloadKind}/{name}`.
+    pub resource: String,
+    pub declared: Option<serde_json::Value>,
+    pub observed: Option<serde_json::Value>,
+    pub detected_at: DateTime<Utc>,
+    /// The proposal that covers it, once one does.
+    pub proposal_id: Option<String>,
+    /// Set by the first observation that no longer shows it.
+    pub resolved_at: Option<DateTime<Utc>>,
+}
+
+impl Finding {
+    fn read(m: rows::Model) -> Result<Self, Error> {
+        let at = At {
+            table: TABLE,
+            row: &m.finding_id,
+        };
+        Ok(Self {
+            kind: at.wire("kind", &m.kind)?,
+            finding_id: m.finding_id,
+            tenant_id: m.tenant_id,
+            environment_id: m.environment_id,
+            resource: m.resource,
+            declared: m.declared,
+            observed: m.observed,
+            detected_at: m.detected_at,
+            proposal_id: m.proposal_id,
+            resolved_at: m.resolved_at,
+        })
+    }
+
+    /// The comparer's form of this finding.
+    pub(crate) fn as_drift(&self) -> drift::Finding {
+        drift::Finding {
+            kind: self.kind,
+            resource: self.resource.clone(),
+            declared: self.declared.clone(),
+            observed: self.observed.clone(),
+        }
+    }
+}
+
+/// Open or resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Still shown by the latest observation.
+    Open,
+    /// No longer shown.
+    Resolved,
+}
+
+async fn open(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Vec<Finding>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .filter(rows::Column::ResolvedAt.is_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Finding::read)
+        .collect()
+}
+
+/// What [`sync`] did.
+pub(crate) struct Synced {
+    pub raised: u32,
+    pub resolved: u32,
+    /// The open findings after.
+    pub open: Vec<Finding>,
+}
+
+/// Raises `found` findings not open yet (each with `RuntimeDriftDetected`) and resolves the
+/// open ones `found` no longer holds, on `db` (the caller's transaction).
+pub(crate) async fn sync(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    found: &[drift::Finding],
+    now: DateTime<Utc>,
+) -> Result<Synced, Error> {
+    let open = open(db, tenant_id, environment_id).await?;
+    // A finding is identified by (kind, resource).
+    let found_keys: BTreeSet<(&str, &str)> = found
+        .iter()
+        .map(|f| (f.kind.as_str(), f.resource.as_str()))
+        .collect();
+    let open_keys: BTreeSet<(&str, String)> = open
+        .iter()
+        .map(|f| (f.kind.as_str(), f.resource.clone()))
+        .collect();
+    let mut still_open = Vec::new();
+    let mut resolved = 0;
+    for f in open {
+        if found_keys.contains(&(f.kind.as_str(), f.resource.as_str())) {
+            still_open.push(f);
+        } else {
+            rows::Entity::update_many()
+                .col_expr(
+                    rows::Column::ResolvedAt,
+                    sea_orm::sea_query::Expr::value(now),
+                )
+                .col_expr(
+                    rows::Column::UpdatedAt,
+                    sea_orm::sea_query::Expr::value(now),
+                )
+                .filter(rows::Column::FindingId.eq(&f.finding_id))
+                .exec(db)
+                .await?;
+            resolved += 1;
+        }
+    }
+    let mut raised = 0;
+    for f in found
+        .iter()
+        .filter(|f| !open_keys.contains(&(f.kind.as_str(), f.resource.clone())))
+    {
+        let row = rows::ActiveModel {
+            finding_id: Set(Uuid::now_v7().to_string()),
+            tenant_id: Set(tenant_id.to_owned()),
+            environment_id: Set(environment_id.to_owned()),
+            kind: Set(f.kind.as_str().to_owned()),
+            resource: Set(f.resource.clone()),
+            declared: Set(f.declared.clone()),
+            observed: Set(f.observed.clone()),
+            detected_at: Set(now),
+            proposal_id: Set(None),
+            resolved_at: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(db)
+        .await?;
+        let event = RuntimeDriftDetected {
+            finding_id: row.finding_id.clone(),
+            tenant_id: row.tenant_id.clone(),
+            environment_id: row.environment_id.clone(),
+            kind: row.kind.clone(),
+            resource: row.resource.clone(),
+        };
+        let id = outbox::event_id(&row.finding_id, "RuntimeDriftDetected");
+        outbox::append(db, tenant_id, event.into(), id).await?;
+        still_open.push(Finding::read(row)?);
+        raised += 1;
+    }
+    Ok(Synced {
+        raised,
+        resolved,
+        open: still_open,
+    })
+}
+
+/// The ids of an environment's open findings.
+pub(crate) async fn open_ids(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<BTreeSet<String>, Error> {
+    let ids: Vec<String> = rows::Entity::find()
+        .select_only()
+        .column(rows::Column::FindingId)
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .filter(rows::Column::ResolvedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(ids.into_iter().collect())
+}
+
+/// Links findings to the proposal that covers them.
+pub(crate) async fn link(
+    db: &impl ConnectionTrait,
+    finding_ids: &BTreeSet<String>,
+    proposal_id: &str,
+) -> Result<(), Error> {
+    rows::Entity::update_many()
+        .col_expr(
+            rows::Column::ProposalId,
+            sea_orm::sea_query::Expr::value(proposal_id.to_owned()),
+        )
+        .filter(rows::Column::FindingId.is_in(finding_ids.iter().cloned()))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// An environment's findings (open or resolved only, of one kind only, when given), newest
+/// first.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    status: Option<Status>,
+    kind: Option<DriftKind>,
+) -> Result<Vec<Finding>, Error> {
+    let mut select = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id));
+    select = match status {
+        None => select,
+        Some(Status::Open) => select.filter(rows::Column::ResolvedAt.is_null()),
+        Some(Status::Resolved) => select.filter(rows::Column::ResolvedAt.is_not_null()),
+    };
+    if let Some(kind) = kind {
+        select = select.filter(rows::Column::Kind.eq(kind.as_str()));
+    }
+    select
+        .order_by_desc(rows::Column::FindingId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Finding::read)
+        .collect()
+}
+
+/// (tenant, kind) of every open finding (the metrics' open-drift gauge).
+pub async fn open_kinds(db: &impl ConnectionTrait) -> Result<Vec<(String, DriftKind)>, Error> {
+    let rows: Vec<(String, String, String)> = rows::Entity::find()
+        .select_only()
+        .columns([
+            rows::Column::FindingId,
+            rows::Column::TenantId,
+            rows::Column::Kind,
+        ])
+        .filter(rows::Column::ResolvedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|(id, tenant, kind)| {
+            let at = At {
+                table: TABLE,
+                row: &id,
+            };
+            Ok((tenant, at.wire("kind", &kind)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[tokio::test]
+    async fn an_unknown_kind_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        let found = [drift::Finding {
+            kind: DriftKind::Replica,
+            resource: "deployment/api".into(),
+            declared: Some(2.into()),
+            observed: Some(3.into()),
+        }];
+        let synced = sync(&db, "acme", "dev", &found, Utc::now()).await.unwrap();
+        assert_eq!((synced.raised, synced.open.len()), (1, 1));
+        fixtures::execute(&db, "UPDATE drift_findings SET kind = 'vibes'").await;
+        let err = list(&db, "acme", "dev", None, None).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "kind",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // Nor is a bad row silently treated as another kind when an observation compares.
+        assert!(sync(&db, "acme", "dev", &found, Utc::now()).await.is_err());
+        assert!(open_kinds(&db).await.is_err());
+    }
+}

@@ -1,0 +1,118 @@
+//! Test fixtures: throwaway databases (in-memory SQLite, a fresh PostgreSQL database) and the
+//! rows tests start from.
+
+use crate::entities::outbox_events;
+use crate::environments::{self, Environment, NewEnvironment};
+use crate::{DatabaseConnection, Migrator};
+use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_models::validation::Declaration;
+use runtime_cloud_models::{EnvironmentClass, Refs, SpecificationKind, Workload};
+use sea_orm::{ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm_migration::MigratorTrait;
+
+/// A migrated in-memory SQLite database (one connection: sea-orm pools `sqlite::memory:` to
+/// one, so every statement sees the same database).
+pub(crate) async fn sqlite() -> DatabaseConnection {
+    let db = Database::connect("sqlite::memory:").await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    db
+}
+
+/// A migrated PostgreSQL database of its own, `rc_test_…` on the server of
+/// `RC_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`); `scripts/test`
+/// drops every `rc_test_%` database when the suite ends.
+pub(crate) async fn postgres() -> DatabaseConnection {
+    let admin = std::env::var("RC_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
+    let server = Database::connect(&admin)
+        .await
+        .expect("PostgreSQL at RC_TEST_POSTGRES_URL");
+    server
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
+    let db = Database::connect(format!("{base}/{name}")).await.unwrap();
+    Migrator::up(&db, None).await.unwrap();
+    db
+}
+
+/// Registers environment `env` of tenant `acme`, project `shop`.
+pub(crate) async fn environment(
+    db: &DatabaseConnection,
+    env: &str,
+    class: EnvironmentClass,
+) -> Environment {
+    environments::register(
+        db,
+        NewEnvironment {
+            tenant_id: "acme".into(),
+            environment_id: env.into(),
+            project_id: "shop".into(),
+            class,
+            target: "sandbox".into(),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A declared workload.
+pub(crate) fn workload(name: &str, version: &str, replicas: u32) -> Workload {
+    Workload {
+        name: name.into(),
+        kind: "deployment".into(),
+        version: version.into(),
+        replicas,
+        config_refs: Refs::new(),
+        secret_refs: [("db".to_owned(), "secretbroker://shop/db".to_owned())].into(),
+    }
+}
+
+/// What a target running `w` exactly as declared reports.
+pub(crate) fn observed(w: &Workload) -> ObservedWorkload {
+    ObservedWorkload {
+        name: w.name.clone(),
+        kind: w.kind.clone(),
+        version: w.version.clone(),
+        replicas_ready: w.replicas,
+        replicas_desired: w.replicas,
+        endpoints: vec![],
+        config_refs: w.config_refs.clone(),
+        secret_refs: w.secret_refs.clone(),
+        health: "healthy".into(),
+    }
+}
+
+/// A valid declaration of `workloads` for `env` of tenant `acme`.
+pub(crate) fn declaration(env: &str, workloads: Vec<Workload>) -> Declaration {
+    Declaration {
+        tenant_id: "acme".into(),
+        project_id: "shop".into(),
+        environment_id: env.into(),
+        kind: SpecificationKind::Environment,
+        program_ref: "git://infra//shop".into(),
+        program_version: "a1b2c3d4".into(),
+        release_id: None,
+        strategy: None,
+        config_refs: Refs::new(),
+        secret_refs: Refs::new(),
+        workloads,
+    }
+}
+
+/// The outbox events of a type, in publication order.
+pub(crate) async fn events(db: &DatabaseConnection, event_type: &str) -> Vec<outbox_events::Model> {
+    outbox_events::Entity::find()
+        .filter(outbox_events::Column::EventType.eq(event_type))
+        .order_by_asc(outbox_events::Column::Seq)
+        .all(db)
+        .await
+        .unwrap()
+}
+
+/// Runs `sql` as is (to store what this version of the code never writes).
+pub(crate) async fn execute(db: &DatabaseConnection, sql: &str) {
+    db.execute_unprepared(sql).await.unwrap();
+}

@@ -1,0 +1,47 @@
+//! The read tables of Runtime Cloud: sea-orm entities, migrations, and one module per
+//! aggregate with its queries and its writes.
+//!
+//! Every write is one transaction together with the outbox event it announces, so an event is
+//! never published for a change that did not happen, nor lost for one that did. Every read
+//! turns a row into typed data: a column that holds an enum is read into that enum, a JSON
+//! column into its type, and a stored value that does not read is [`Error::Corrupt`], never a
+//! default. This crate depends on `runtime-cloud-models` only (plus the database crates); the
+//! activities and the API both read and write through it.
+//!
+//! # Layout
+//!
+//! - [`environments`]: a tenant's environments: register, find, list, page through all.
+//! - [`specifications`]: declared versions (validated, numbered, announced) and their reads.
+//! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
+//! - [`inventory`]: observed state: record an observation (findings, proposal), mark stale.
+//! - [`findings`]: drift findings: raised and resolved by observations, read.
+//! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
+//! - [`outbox`]: integration events, appended in the writer's transaction.
+//! - [`page`]: one page of a newest-first list.
+//! - [`error`]: this crate's error type.
+//! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
+//! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
+//! - [`entities`]: the sea-orm entities, one per table.
+//! - [`migration`]: the migrations (never edited once landed).
+
+pub mod entities;
+pub mod environments;
+pub mod error;
+pub mod findings;
+pub mod inventory;
+pub mod migration;
+pub mod outbox;
+pub mod page;
+pub mod proposals;
+pub mod runs;
+pub mod specifications;
+
+mod decode;
+#[cfg(test)]
+mod fixtures;
+
+pub use error::Error;
+pub use migration::Migrator;
+pub use page::Page;
+/// The connection every function here takes; re-exported so callers need no sea-orm import.
+pub use sea_orm::DatabaseConnection;

@@ -1,0 +1,679 @@
+//! `reconciliation_proposals`: reviewable changes grouping an environment's open findings.
+//!
+//! Observations raise and supersede proposals ([`crate::inventory::record`]), the GitOps
+//! reconciler raises one for a difference it does not apply itself ([`raise_for_replan`]), the
+//! ReconciliationProposal workflow projects its decisions ([`project`]) and prepares the run of
+//! an accepted one ([`prepare_run`]).
+
+use crate::decode::{At, to_json};
+use crate::entities::reconciliation_proposals as rows;
+use crate::environments::{self, Environment};
+use crate::findings::{self, Finding};
+use crate::runs::{self, NewRun};
+use crate::{Error, Page, inventory, outbox, specifications};
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::drift::{Direction, ProposalPlan, ProposalState, proposal_plan};
+use runtime_cloud_models::events::{ReconciliationDecided, ReconciliationProposed};
+use runtime_cloud_models::inventory::{ProposalInput, ProposalProjection};
+use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::validation::Declaration;
+use runtime_cloud_models::{ProvisioningKind, ProvisioningState, RunInput, Workload, rules};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+};
+use std::collections::BTreeSet;
+
+const TABLE: &str = "reconciliation_proposals";
+
+/// One proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// A UUIDv7 (time-ordered, for cursor pagination).
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    /// The findings it covers.
+    pub finding_ids: Vec<String>,
+    pub direction: Direction,
+    /// Counts of adds, changes and deletes.
+    pub plan_summary: serde_json::Value,
+    /// It deletes something: never accepted without an operator.
+    pub destructive: bool,
+    pub state: ProposalState,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    /// The reconciliation run of an accepted proposal.
+    pub provisioning_run_id: Option<String>,
+    pub raised_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+impl Proposal {
+    fn read(m: rows::Model) -> Result<Self, Error> {
+        let at = At {
+            table: TABLE,
+            row: &m.proposal_id,
+        };
+        Ok(Self {
+            finding_ids: at.json("finding_ids", &m.finding_ids)?,
+            direction: at.wire("direction", &m.direction)?,
+            state: at.wire("state", &m.state)?,
+            proposal_id: m.proposal_id,
+            tenant_id: m.tenant_id,
+            environment_id: m.environment_id,
+            plan_summary: m.plan_summary,
+            destructive: m.destructive,
+            decided_by: m.decided_by,
+            decision_reason: m.decision_reason,
+            provisioning_run_id: m.provisioning_run_id,
+            raised_at: m.raised_at,
+            decided_at: m.decided_at,
+        })
+    }
+
+    fn input(&self, production: bool, auto_accept: bool) -> ProposalInput {
+        ProposalInput {
+            proposal_id: self.proposal_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            environment_id: self.environment_id.clone(),
+            production,
+            direction: self.direction,
+            destructive: self.destructive,
+            auto_accept,
+        }
+    }
+}
+
+/// What decides whether a proposal an observation raises is accepted without an operator,
+/// besides the proposal itself ([`rules::auto_accept`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Acceptance {
+    /// `AutoAcceptNonDestructiveOutsideProduction`.
+    pub option: bool,
+    /// The policy allows it for this environment.
+    pub policy_allows: bool,
+}
+
+/// The workflow input of a proposal an observation raised: the one place the auto-accept rule
+/// is applied.
+fn observed_input(p: &Proposal, production: bool, acceptance: Acceptance) -> ProposalInput {
+    let auto_accept = rules::auto_accept(
+        p.destructive,
+        production,
+        acceptance.option,
+        acceptance.policy_allows,
+    );
+    p.input(production, auto_accept)
+}
+
+async fn find_by_id(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+) -> Result<Option<Proposal>, Error> {
+    rows::Entity::find_by_id(proposal_id.to_owned())
+        .one(db)
+        .await?
+        .map(Proposal::read)
+        .transpose()
+}
+
+/// The environment's proposals still in play (`Proposed` or `Accepted`), newest first.
+async fn active(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Vec<Proposal>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .filter(rows::Column::State.is_in([
+            ProposalState::Proposed.as_str(),
+            ProposalState::Accepted.as_str(),
+        ]))
+        .order_by_desc(rows::Column::ProposalId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Proposal::read)
+        .collect()
+}
+
+/// Groups an observation's open findings into a proposal `proposal_id` when they changed since
+/// the active one, and supersedes the open proposals it replaces, on `db` (the caller's
+/// transaction). Returns the new proposal's input and the superseded ids.
+pub(crate) async fn sync(
+    db: &impl ConnectionTrait,
+    env: &Environment,
+    proposal_id: &str,
+    open: &[Finding],
+    acceptance: Acceptance,
+    now: DateTime<Utc>,
+) -> Result<(Option<ProposalInput>, Vec<String>), Error> {
+    let production = env.production();
+    let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
+    // A retried record: the proposal it raised the first time is the answer again.
+    if let Some(raised) = find_by_id(db, proposal_id).await? {
+        return Ok((
+            Some(observed_input(&raised, production, acceptance)),
+            Vec::new(),
+        ));
+    }
+    // An accepted proposal whose run ended without applying (failed, rejected, cancelled) no
+    // longer covers its findings: the drift needs a new proposal.
+    let mut live = Vec::new();
+    for p in active(db, tenant_id, environment_id).await? {
+        if p.state == ProposalState::Accepted
+            && run_ended_unapplied(db, p.provisioning_run_id.as_deref()).await?
+        {
+            continue;
+        }
+        live.push(p);
+    }
+    let open_ids: BTreeSet<String> = open.iter().map(|f| f.finding_id.clone()).collect();
+    let covers = |p: &Proposal| p.finding_ids.iter().cloned().collect::<BTreeSet<_>>() == open_ids;
+    if live.first().is_some_and(covers) {
+        return Ok((None, Vec::new()));
+    }
+    // Open proposals that no longer match what is observed are superseded.
+    let mut superseded = Vec::new();
+    for p in live
+        .into_iter()
+        .filter(|p| p.state == ProposalState::Proposed)
+    {
+        set_state(db, &p.proposal_id, ProposalState::Superseded, now).await?;
+        superseded.push(p.proposal_id);
+    }
+    if open.is_empty() {
+        return Ok((None, superseded));
+    }
+    let drift: Vec<_> = open.iter().map(Finding::as_drift).collect();
+    let plan = proposal_plan(&drift);
+    let row = insert(
+        db,
+        proposal_id,
+        tenant_id,
+        environment_id,
+        &open_ids,
+        &plan,
+        now,
+    )
+    .await?;
+    Ok((
+        Some(observed_input(&row, production, acceptance)),
+        superseded,
+    ))
+}
+
+async fn set_state(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+    state: ProposalState,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    rows::Entity::update_many()
+        .col_expr(rows::Column::State, Expr::value(state.as_str()))
+        .col_expr(rows::Column::UpdatedAt, Expr::value(now))
+        .filter(rows::Column::ProposalId.eq(proposal_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Whether a proposal's run has ended in a state other than `Applied`.
+async fn run_ended_unapplied(
+    db: &impl ConnectionTrait,
+    run_id: Option<&str>,
+) -> Result<bool, Error> {
+    let Some(run_id) = run_id else {
+        return Ok(false);
+    };
+    Ok(runs::state(db, run_id)
+        .await?
+        .is_some_and(|s| s.is_terminal() && s != ProvisioningState::Applied))
+}
+
+/// Inserts a `Proposed` proposal covering `finding_ids`, links the findings to it, and writes
+/// `ReconciliationProposed`, on `db` (the caller's transaction).
+async fn insert(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+    tenant_id: &str,
+    environment_id: &str,
+    finding_ids: &BTreeSet<String>,
+    plan: &ProposalPlan,
+    now: DateTime<Utc>,
+) -> Result<Proposal, Error> {
+    let row = rows::ActiveModel {
+        proposal_id: Set(proposal_id.to_owned()),
+        tenant_id: Set(tenant_id.to_owned()),
+        environment_id: Set(environment_id.to_owned()),
+        finding_ids: Set(to_json(finding_ids)?),
+        direction: Set(plan.direction.as_str().to_owned()),
+        plan_summary: Set(plan.plan_summary.clone()),
+        destructive: Set(plan.destructive),
+        state: Set(ProposalState::Proposed.as_str().to_owned()),
+        decided_by: Set(None),
+        decision_reason: Set(None),
+        provisioning_run_id: Set(None),
+        raised_at: Set(now),
+        decided_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    findings::link(db, finding_ids, proposal_id).await?;
+    let event = ReconciliationProposed {
+        proposal_id: row.proposal_id.clone(),
+        tenant_id: row.tenant_id.clone(),
+        environment_id: row.environment_id.clone(),
+        direction: row.direction.clone(),
+        destructive: row.destructive,
+    };
+    let id = outbox::event_id(&row.proposal_id, "ReconciliationProposed");
+    outbox::append(db, tenant_id, event.into(), id).await?;
+    Proposal::read(row)
+}
+
+/// Raises the GitOps reconciler's proposal `proposal_id` for a re-planned difference it does
+/// not apply itself, covering the environment's open findings, in one transaction, unless a
+/// proposal is already in play for the environment. Returns its workflow input when this is
+/// the reconciler's proposal (raised now, or by an earlier attempt of the same re-plan), none
+/// when another proposal is in play. Never accepted without an operator: the reconciler
+/// proposes exactly what it chose not to apply.
+pub async fn raise_for_replan(
+    db: &DatabaseConnection,
+    env: &Environment,
+    proposal_id: &str,
+    plan: &ProposalPlan,
+) -> Result<Option<ProposalInput>, Error> {
+    let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
+    let txn = db.begin().await?;
+    let in_play = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .filter(rows::Column::State.is_in([
+            ProposalState::Proposed.as_str(),
+            ProposalState::Accepted.as_str(),
+        ]))
+        .one(&txn)
+        .await?
+        .map(Proposal::read)
+        .transpose()?;
+    if let Some(p) = in_play {
+        txn.commit().await?;
+        return Ok((p.proposal_id == proposal_id).then(|| p.input(env.production(), false)));
+    }
+    let open = findings::open_ids(&txn, tenant_id, environment_id).await?;
+    let row = insert(
+        &txn,
+        proposal_id,
+        tenant_id,
+        environment_id,
+        &open,
+        plan,
+        Utc::now(),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Some(row.input(env.production(), false)))
+}
+
+/// Projects a proposal's state; a decision (`Accepted` / `Rejected`) is recorded with who,
+/// why and when, and writes `ReconciliationDecided`; in one transaction.
+pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<(), Error> {
+    let txn = db.begin().await?;
+    let Some(row) = rows::Entity::find_by_id(p.proposal_id.clone())
+        .one(&txn)
+        .await?
+    else {
+        return Err(Error::Missing {
+            what: "proposal",
+            id: p.proposal_id.clone(),
+        });
+    };
+    let now = Utc::now();
+    let (tenant, env) = (row.tenant_id.clone(), row.environment_id.clone());
+    let decided = matches!(p.state, ProposalState::Accepted | ProposalState::Rejected);
+    let mut row: rows::ActiveModel = row.into();
+    row.state = Set(p.state.as_str().to_owned());
+    if decided {
+        row.decided_by = Set(p.decided_by.clone());
+        row.decision_reason = Set(p.reason.clone());
+        row.decided_at = Set(Some(now));
+    }
+    if p.provisioning_run_id.is_some() {
+        row.provisioning_run_id = Set(p.provisioning_run_id.clone());
+    }
+    row.updated_at = Set(now);
+    row.update(&txn).await?;
+    if decided {
+        let event = ReconciliationDecided {
+            proposal_id: p.proposal_id.clone(),
+            tenant_id: tenant.clone(),
+            environment_id: env,
+            state: p.state.as_str().to_owned(),
+            provisioning_run_id: p.provisioning_run_id.clone(),
+        };
+        let id = outbox::event_id(&p.proposal_id, "ReconciliationDecided");
+        outbox::append(&txn, &tenant, event.into(), id).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Prepares an accepted proposal's reconciliation run `run_id`, in one transaction, and
+/// returns its input; idempotent by run id (a retry finds the row and answers the same
+/// input). For `adopt-observed`, first declares a specification whose workloads are what was
+/// observed, checked by the same rule as every declaration. The accepted proposal is the
+/// run's approval: its id is the run's `approvalId`.
+pub async fn prepare_run(
+    db: &DatabaseConnection,
+    proposal: &ProposalInput,
+    run_id: &str,
+    options: &ProvisioningOptions,
+) -> Result<RunInput, Error> {
+    let (tenant_id, environment_id) = (&proposal.tenant_id, &proposal.environment_id);
+    let txn = db.begin().await?;
+    let env = environments::find(&txn, tenant_id, environment_id)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "environment",
+            id: environment_id.clone(),
+        })?;
+    let prepared = runs::specification_id(&txn, run_id).await?;
+    let spec = match &prepared {
+        Some(spec_id) => specifications::find(&txn, spec_id).await?,
+        None => {
+            let latest = specifications::latest(&txn, tenant_id, environment_id).await?;
+            match (proposal.direction, latest) {
+                (Direction::AdoptObserved, Some(latest)) => {
+                    let observed = inventory::find(&txn, tenant_id, environment_id)
+                        .await?
+                        .map(|i| i.workloads)
+                        .unwrap_or_default();
+                    // The latest declaration, but for its workloads: what runs.
+                    let adopted = Declaration {
+                        tenant_id: tenant_id.clone(),
+                        project_id: env.project_id.clone(),
+                        environment_id: environment_id.clone(),
+                        workloads: observed.iter().map(adopt).collect(),
+                        ..latest.declaration
+                    };
+                    Some(specifications::declare_in(&txn, &adopted).await?)
+                }
+                (_, latest) => latest,
+            }
+        }
+    };
+    let spec = spec.ok_or_else(|| Error::Missing {
+        what: "specification of environment",
+        id: environment_id.clone(),
+    })?;
+    let new = NewRun {
+        run_id,
+        environment: &env,
+        specification: &spec,
+        kind: ProvisioningKind::Reconciliation,
+        promotion_id: None,
+        approval_id: Some(proposal.proposal_id.clone()),
+        idempotency_key: None,
+        request_hash: None,
+    };
+    if prepared.is_none() {
+        runs::insert(&txn, &new).await?;
+    }
+    txn.commit().await?;
+    Ok(new.input(options))
+}
+
+/// The declared form of an observed workload.
+fn adopt(w: &ObservedWorkload) -> Workload {
+    Workload {
+        name: w.name.clone(),
+        kind: w.kind.clone(),
+        version: w.version.clone(),
+        replicas: w.replicas_desired,
+        config_refs: w.config_refs.clone(),
+        secret_refs: w.secret_refs.clone(),
+    }
+}
+
+/// The tenant's proposal.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    proposal_id: &str,
+) -> Result<Option<Proposal>, Error> {
+    rows::Entity::find_by_id(proposal_id.to_owned())
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .one(db)
+        .await?
+        .map(Proposal::read)
+        .transpose()
+}
+
+/// A page of the tenant's proposals (of one environment, in one state, when given), newest
+/// first.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: Option<&str>,
+    state: Option<ProposalState>,
+    page: &Page,
+) -> Result<Vec<Proposal>, Error> {
+    let mut select = rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id));
+    if let Some(env) = environment_id {
+        select = select.filter(rows::Column::EnvironmentId.eq(env));
+    }
+    if let Some(state) = state {
+        select = select.filter(rows::Column::State.eq(state.as_str()));
+    }
+    page.apply(select, rows::Column::ProposalId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Proposal::read)
+        .collect()
+}
+
+/// (tenant, destructive, state) of every proposal (the metrics' diffs counter and proposals
+/// gauge).
+pub async fn tally(db: &impl ConnectionTrait) -> Result<Vec<(String, bool, ProposalState)>, Error> {
+    use rows::Column as C;
+    let rows: Vec<(String, String, bool, String)> = rows::Entity::find()
+        .select_only()
+        .columns([C::ProposalId, C::TenantId, C::Destructive, C::State])
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|(id, tenant, destructive, state)| {
+            let at = At {
+                table: TABLE,
+                row: &id,
+            };
+            Ok((tenant, destructive, at.wire("state", &state)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, declaration, observed, workload};
+    use runtime_cloud_models::EnvironmentClass;
+    use runtime_cloud_models::inventory::RecordRequest;
+    use runtime_cloud_models::observation::Observation;
+
+    /// An environment `dev` declaring `api`, observed running `api` and an unmanaged `extra`:
+    /// proposal `p1` adopts what is observed.
+    async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalInput {
+        fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let req = RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            observation: Observation::Observed {
+                workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
+            },
+            proposal_id: "p1".into(),
+        };
+        let outcome = inventory::record(db, &req, Acceptance::default())
+            .await
+            .unwrap();
+        let proposal = outcome.new_proposal.unwrap();
+        assert_eq!(proposal.direction, Direction::AdoptObserved);
+        assert!(!proposal.auto_accept, "the option is off");
+        proposal
+    }
+
+    #[tokio::test]
+    async fn an_adopting_run_declares_what_was_observed_once() {
+        let db = fixtures::sqlite().await;
+        let proposal = adoptable(&db, "cache").await;
+        let options = ProvisioningOptions::default();
+        let run = prepare_run(&db, &proposal, "r1", &options).await.unwrap();
+        assert_eq!(run.kind, ProvisioningKind::Reconciliation);
+        assert_eq!(
+            run.approval_id.as_deref(),
+            Some("p1"),
+            "the proposal is its approval"
+        );
+        assert_eq!(run.specification.version, 2);
+        let names: Vec<_> = run
+            .specification
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect();
+        assert_eq!(names, ["api", "cache"]);
+        // A retry prepares the same run and declares nothing more.
+        assert_eq!(
+            prepare_run(&db, &proposal, "r1", &options).await.unwrap(),
+            run
+        );
+        assert_eq!(
+            fixtures::events(&db, "SpecificationDeclared").await.len(),
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn an_adopted_declaration_is_validated_like_every_other() {
+        let db = fixtures::sqlite().await;
+        // A name the declaration rule refuses (not usable in a path).
+        let proposal = adoptable(&db, "../escape").await;
+        let err = prepare_run(&db, &proposal, "r1", &ProvisioningOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+        assert_eq!(
+            specifications::latest(&db, "acme", "dev")
+                .await
+                .unwrap()
+                .unwrap()
+                .version,
+            1,
+            "nothing declared"
+        );
+        assert!(!runs::exists(&db, "r1").await.unwrap(), "no run");
+    }
+
+    #[tokio::test]
+    async fn a_decision_is_recorded_with_its_event() {
+        let db = fixtures::sqlite().await;
+        adoptable(&db, "cache").await;
+        let decision = ProposalProjection {
+            proposal_id: "p1".into(),
+            state: ProposalState::Rejected,
+            decided_by: Some("alice".into()),
+            reason: Some("keep it off".into()),
+            provisioning_run_id: None,
+        };
+        project(&db, &decision).await.unwrap();
+        project(&db, &decision).await.unwrap();
+        let p = find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p.state, ProposalState::Rejected);
+        assert_eq!(p.decided_by.as_deref(), Some("alice"));
+        assert!(p.decided_at.is_some());
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationDecided").await.len(),
+            1
+        );
+        let missing = ProposalProjection {
+            proposal_id: "nope".into(),
+            ..decision
+        };
+        assert!(matches!(
+            project(&db, &missing).await.unwrap_err(),
+            Error::Missing {
+                what: "proposal",
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_reconcilers_proposal_is_raised_once_and_never_auto_accepted() {
+        let db = fixtures::sqlite().await;
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let plan = ProposalPlan {
+            direction: Direction::ApplyDeclared,
+            destructive: false,
+            plan_summary: serde_json::json!({ "adds": 1, "changes": 0, "deletes": 0 }),
+        };
+        let raised = raise_for_replan(&db, &env, "g1", &plan)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!raised.auto_accept);
+        // Its retry answers it again; another re-plan while it is open raises nothing.
+        assert_eq!(
+            raise_for_replan(&db, &env, "g1", &plan).await.unwrap(),
+            Some(raised)
+        );
+        assert_eq!(
+            raise_for_replan(&db, &env, "g2", &plan).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationProposed").await.len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_direction_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        adoptable(&db, "cache").await;
+        fixtures::execute(
+            &db,
+            "UPDATE reconciliation_proposals SET direction = 'sideways'",
+        )
+        .await;
+        let err = find(&db, "acme", "p1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "direction",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let page = Page {
+            before: None,
+            rows: 10,
+        };
+        assert!(list(&db, "acme", None, None, &page).await.is_err());
+    }
+}

@@ -1,0 +1,821 @@
+//! `provisioning_runs`: the projection of every ProvisioningRun workflow.
+//!
+//! A run is created once, by [`create`] (the API, the GitOps reconciler, a proposal's run),
+//! which also returns the `RunInput` the workflow starts with, so a row and its input can never
+//! disagree. After that only [`project`] writes it, with each transition's event.
+
+use crate::decode::{At, to_json};
+use crate::entities::provisioning_runs as rows;
+use crate::environments::Environment;
+use crate::specifications::Specification;
+use crate::{Error, Page, outbox};
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::events::{
+    OutboxEvent, ProvisioningApplied, ProvisioningFailed, ProvisioningPlanned,
+};
+use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::{
+    ApplyReceipt, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
+};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect, SelectModel,
+    TransactionTrait,
+};
+use serde_json::value::RawValue;
+
+const TABLE: &str = "provisioning_runs";
+
+/// Where a run's plan and apply logs are found: its workflow history.
+pub fn logs_ref(run_id: &str) -> String {
+    format!("temporal://workflows/provisioning-run/{run_id}/history")
+}
+
+/// A run to create: of `specification` on `environment`, not yet planned (state null).
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    /// A UUIDv7, so ordering by id orders by start time.
+    pub run_id: &'a str,
+    pub environment: &'a Environment,
+    pub specification: &'a Specification,
+    pub kind: ProvisioningKind,
+    /// The promotion that asked for it.
+    pub promotion_id: Option<String>,
+    /// An approval that came with the request (a promotion's, or an accepted proposal).
+    pub approval_id: Option<String>,
+    /// The `Idempotency-Key` the run was requested with.
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to refuse the same key with another body.
+    pub request_hash: Option<String>,
+}
+
+impl NewRun<'_> {
+    /// The workflow's input for this run, with the configured timeouts.
+    pub fn input(&self, options: &ProvisioningOptions) -> RunInput {
+        RunInput {
+            run_id: self.run_id.to_owned(),
+            tenant_id: self.environment.tenant_id.clone(),
+            project_id: self.environment.project_id.clone(),
+            environment_id: self.environment.environment_id.clone(),
+            environment_class: self.environment.class,
+            kind: self.kind,
+            promotion_id: self.promotion_id.clone(),
+            approval_id: self.approval_id.clone(),
+            specification: self.specification.snapshot(),
+            approval_timeout_secs: options.approval_timeout_secs(),
+            apply_timeout_secs: options.apply_timeout_secs(),
+        }
+    }
+}
+
+/// Creates the run's row and returns the workflow's input. [`Error::Duplicate`] when a run with
+/// this id or `Idempotency-Key` exists.
+pub async fn create(
+    db: &impl ConnectionTrait,
+    new: &NewRun<'_>,
+    options: &ProvisioningOptions,
+) -> Result<RunInput, Error> {
+    let input = new.input(options);
+    insert(db, new).await?;
+    Ok(input)
+}
+
+/// [`create`] for a caller that retries with the same run id (an activity): a row that exists
+/// is left as it is.
+pub async fn create_once(
+    db: &DatabaseConnection,
+    new: &NewRun<'_>,
+    options: &ProvisioningOptions,
+) -> Result<RunInput, Error> {
+    let txn = db.begin().await?;
+    if !exists(&txn, new.run_id).await? {
+        insert(&txn, new).await?;
+    }
+    txn.commit().await?;
+    Ok(new.input(options))
+}
+
+/// Inserts the row of `new` on `db` (the caller's transaction).
+pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Result<(), Error> {
+    let now = Utc::now();
+    rows::ActiveModel {
+        provisioning_run_id: Set(new.run_id.to_owned()),
+        tenant_id: Set(new.environment.tenant_id.clone()),
+        project_id: Set(new.environment.project_id.clone()),
+        environment_id: Set(new.environment.environment_id.clone()),
+        specification_id: Set(new.specification.specification_id.clone()),
+        specification_version: Set(new.specification.version),
+        kind: Set(new.kind.as_str().to_owned()),
+        promotion_id: Set(new.promotion_id.clone()),
+        approval_id: Set(new.approval_id.clone()),
+        plan_receipt: Set(None),
+        approval: Set(None),
+        apply_receipt: Set(None),
+        refused_approvals: Set(None),
+        state: Set(None),
+        reason: Set(None),
+        logs_ref: Set(Some(logs_ref(new.run_id))),
+        idempotency_key: Set(new.idempotency_key.clone()),
+        request_hash: Set(new.request_hash.clone()),
+        started_at: Set(now),
+        completed_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await
+    .map_err(Error::on_insert(TABLE))?;
+    Ok(())
+}
+
+/// Whether a run row exists.
+pub(crate) async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bool, Error> {
+    Ok(rows::Entity::find_by_id(run_id.to_owned())
+        .select_only()
+        .column(rows::Column::ProvisioningRunId)
+        .into_tuple::<String>()
+        .one(db)
+        .await?
+        .is_some())
+}
+
+/// The integration event a transition into `status.state` publishes, if any.
+pub fn event(run: &RunInput, status: &RunStatus) -> Option<OutboxEvent> {
+    let kind = run.kind.as_str().to_owned();
+    match status.state? {
+        ProvisioningState::Planned => Some(
+            ProvisioningPlanned {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                plan_summary: status
+                    .plan_receipt
+                    .as_ref()
+                    .map(|p| p.summary())
+                    .unwrap_or_default(),
+            }
+            .into(),
+        ),
+        ProvisioningState::Applied => Some(
+            ProvisioningApplied {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                project_id: run.project_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                specification_version: run.specification.version,
+                outputs: status
+                    .apply_receipt
+                    .as_ref()
+                    .map(|r| r.outputs.clone())
+                    .unwrap_or_default(),
+            }
+            .into(),
+        ),
+        ProvisioningState::Failed => Some(
+            ProvisioningFailed {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                environment_id: run.environment_id.clone(),
+                kind,
+                promotion_id: run.promotion_id.clone(),
+                reason: status.reason.clone().unwrap_or_default(),
+            }
+            .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// Projects a run's status into its row, with its event, in one transaction. Creates the row
+/// when the run was not started through [`create`] (a promotion starting the workflow
+/// directly). Idempotent: projecting the same status twice writes the same row and one event.
+pub async fn project(
+    db: &DatabaseConnection,
+    run: &RunInput,
+    status: &RunStatus,
+) -> Result<(), Error> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let existing = rows::Entity::find_by_id(run.run_id.clone())
+        .one(&txn)
+        .await?;
+    let new = existing.is_none();
+    let mut row: rows::ActiveModel = match existing {
+        Some(row) => row.into(),
+        None => rows::ActiveModel {
+            provisioning_run_id: Set(run.run_id.clone()),
+            tenant_id: Set(run.tenant_id.clone()),
+            project_id: Set(run.project_id.clone()),
+            environment_id: Set(run.environment_id.clone()),
+            specification_id: Set(run.specification.specification_id.clone()),
+            specification_version: Set(run.specification.version),
+            kind: Set(run.kind.as_str().to_owned()),
+            promotion_id: Set(run.promotion_id.clone()),
+            approval_id: Set(run.approval_id.clone()),
+            logs_ref: Set(Some(logs_ref(&run.run_id))),
+            idempotency_key: Set(None),
+            request_hash: Set(None),
+            started_at: Set(now),
+            created_at: Set(now),
+            ..Default::default()
+        },
+    };
+    row.state = Set(status.state.map(|s| s.as_str().to_owned()));
+    row.plan_receipt = Set(opt_json(&status.plan_receipt)?);
+    row.approval = Set(opt_json(&status.approval)?);
+    row.apply_receipt = Set(opt_json(&status.apply_receipt)?);
+    row.refused_approvals = Set(Some(to_json(&status.refused_approvals)?));
+    row.reason = Set(status.reason.clone());
+    row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
+    row.updated_at = Set(now);
+    // `save` would update a new row (its primary key is set), so say which.
+    if new {
+        row.insert(&txn).await?;
+    } else {
+        row.update(&txn).await?;
+    }
+    if let Some(event) = event(run, status) {
+        let id = outbox::event_id(&run.run_id, event.event_type);
+        outbox::append(&txn, &run.tenant_id, event, id).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+fn opt_json<T: serde::Serialize>(v: &Option<T>) -> Result<Option<serde_json::Value>, Error> {
+    v.as_ref().map(to_json).transpose()
+}
+
+/// A run as every read answers it: its columns, the enums read into their types, the receipts
+/// as the stored JSON text (checked to be JSON), which a response passes through instead of
+/// parsing and re-serialising every receipt of a page (the list's cost, measured in
+/// docs/benchmarks.md).
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub specification_id: String,
+    pub specification_version: i32,
+    pub kind: ProvisioningKind,
+    pub promotion_id: Option<String>,
+    pub approval_id: Option<String>,
+    /// Null while the run waits for its turn on the environment or plans.
+    pub state: Option<ProvisioningState>,
+    /// A `PlanReceipt`, once planned.
+    pub plan_receipt: Option<Box<RawValue>>,
+    /// An `ApprovalRecord`, once decided or expired.
+    pub approval: Option<Box<RawValue>>,
+    /// An `ApplyReceipt`, once applied or failed.
+    pub apply_receipt: Option<Box<RawValue>>,
+    /// The `RefusedApproval`s, oldest first; `[]` when none was refused (or the run was
+    /// recorded before the column existed).
+    pub refused_approvals: Box<RawValue>,
+    /// Why the run failed, was rejected or cancelled.
+    pub reason: Option<String>,
+    pub logs_ref: Option<String>,
+    /// Hash of the request body the run was created with.
+    pub request_hash: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl Run {
+    /// The plan receipt, parsed.
+    pub fn plan(&self) -> Result<Option<PlanReceipt>, Error> {
+        self.plan_receipt
+            .as_ref()
+            .map(|raw| {
+                serde_json::from_str(raw.get()).map_err(|e| Error::Corrupt {
+                    table: TABLE,
+                    column: "plan_receipt",
+                    row: self.provisioning_run_id.clone(),
+                    source: e.into(),
+                })
+            })
+            .transpose()
+    }
+}
+
+/// The row of a [`Run`] as selected: the JSON columns cast to text.
+#[derive(Debug, FromQueryResult)]
+struct RunRow {
+    provisioning_run_id: String,
+    tenant_id: String,
+    project_id: String,
+    environment_id: String,
+    specification_id: String,
+    specification_version: i32,
+    kind: String,
+    promotion_id: Option<String>,
+    approval_id: Option<String>,
+    state: Option<String>,
+    plan_receipt: Option<String>,
+    approval: Option<String>,
+    apply_receipt: Option<String>,
+    refused_approvals: Option<String>,
+    reason: Option<String>,
+    logs_ref: Option<String>,
+    request_hash: Option<String>,
+    started_at: DateTime<Utc>,
+    completed_at: Option<DateTime<Utc>>,
+}
+
+impl RunRow {
+    /// Selects rows of `select` with the JSON columns cast to text.
+    fn select(select: sea_orm::Select<rows::Entity>) -> sea_orm::Selector<SelectModel<Self>> {
+        use rows::Column as C;
+        let text = |c: C| Expr::col(c).cast_as("TEXT");
+        select
+            .select_only()
+            .columns([
+                C::ProvisioningRunId,
+                C::TenantId,
+                C::ProjectId,
+                C::EnvironmentId,
+                C::SpecificationId,
+                C::SpecificationVersion,
+                C::Kind,
+                C::PromotionId,
+                C::ApprovalId,
+                C::State,
+                C::Reason,
+                C::LogsRef,
+                C::RequestHash,
+                C::StartedAt,
+                C::CompletedAt,
+            ])
+            .column_as(text(C::PlanReceipt), "plan_receipt")
+            .column_as(text(C::Approval), "approval")
+            .column_as(text(C::ApplyReceipt), "apply_receipt")
+            .column_as(text(C::RefusedApprovals), "refused_approvals")
+            .into_model::<Self>()
+    }
+
+    fn read(self) -> Result<Run, Error> {
+        let at = At {
+            table: TABLE,
+            row: &self.provisioning_run_id,
+        };
+        let none_refused = || RawValue::from_string("[]".to_owned()).map_err(Error::Json);
+        Ok(Run {
+            kind: at.wire("kind", &self.kind)?,
+            state: at.wire_opt("state", self.state.as_deref())?,
+            plan_receipt: at.raw("plan_receipt", self.plan_receipt)?,
+            approval: at.raw("approval", self.approval)?,
+            apply_receipt: at.raw("apply_receipt", self.apply_receipt)?,
+            refused_approvals: match at.raw("refused_approvals", self.refused_approvals)? {
+                Some(raw) => raw,
+                None => none_refused()?,
+            },
+            provisioning_run_id: self.provisioning_run_id,
+            tenant_id: self.tenant_id,
+            project_id: self.project_id,
+            environment_id: self.environment_id,
+            specification_id: self.specification_id,
+            specification_version: self.specification_version,
+            promotion_id: self.promotion_id,
+            approval_id: self.approval_id,
+            reason: self.reason,
+            logs_ref: self.logs_ref,
+            request_hash: self.request_hash,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+        })
+    }
+}
+
+fn one(tenant_id: &str, run_id: &str) -> sea_orm::Select<rows::Entity> {
+    rows::Entity::find_by_id(run_id.to_owned()).filter(rows::Column::TenantId.eq(tenant_id))
+}
+
+/// The tenant's run.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    run_id: &str,
+) -> Result<Option<Run>, Error> {
+    RunRow::select(one(tenant_id, run_id))
+        .one(db)
+        .await?
+        .map(RunRow::read)
+        .transpose()
+}
+
+/// The tenant's run requested with `Idempotency-Key` `key`.
+pub async fn by_idempotency_key(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    key: &str,
+) -> Result<Option<Run>, Error> {
+    let select = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::IdempotencyKey.eq(key));
+    RunRow::select(select)
+        .one(db)
+        .await?
+        .map(RunRow::read)
+        .transpose()
+}
+
+/// Removes a run that never started (its workflow could not be started).
+pub async fn delete(db: &impl ConnectionTrait, tenant_id: &str, run_id: &str) -> Result<(), Error> {
+    rows::Entity::delete_many()
+        .filter(rows::Column::ProvisioningRunId.eq(run_id))
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Which runs a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only this environment's runs.
+    pub environment_id: Option<String>,
+    /// Only runs of this kind.
+    pub kind: Option<ProvisioningKind>,
+    /// Only runs in this state.
+    pub state: Option<ProvisioningState>,
+}
+
+/// A page of the tenant's runs, newest first.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    filter: &RunFilter,
+    page: &Page,
+) -> Result<Vec<Run>, Error> {
+    let mut select = rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id));
+    if let Some(env) = &filter.environment_id {
+        select = select.filter(rows::Column::EnvironmentId.eq(env));
+    }
+    if let Some(kind) = filter.kind {
+        select = select.filter(rows::Column::Kind.eq(kind.as_str()));
+    }
+    if let Some(state) = filter.state {
+        select = select.filter(rows::Column::State.eq(state.as_str()));
+    }
+    let select = page.apply(select, rows::Column::ProvisioningRunId);
+    RunRow::select(select)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(RunRow::read)
+        .collect()
+}
+
+/// The run that last applied a specification to an environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub provisioning_run_id: String,
+    pub specification_id: String,
+    pub specification_version: i32,
+}
+
+/// The environment's run that applied last, if any.
+pub async fn last_applied(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<Applied>, Error> {
+    use rows::Column as C;
+    let row: Option<(String, String, i32)> = rows::Entity::find()
+        .select_only()
+        .columns([
+            C::ProvisioningRunId,
+            C::SpecificationId,
+            C::SpecificationVersion,
+        ])
+        .filter(C::TenantId.eq(tenant_id))
+        .filter(C::EnvironmentId.eq(environment_id))
+        .filter(C::State.eq(ProvisioningState::Applied.as_str()))
+        .order_by_desc(C::CompletedAt)
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(row.map(
+        |(provisioning_run_id, specification_id, specification_version)| Applied {
+            provisioning_run_id,
+            specification_id,
+            specification_version,
+        },
+    ))
+}
+
+/// A run's state (`None`: not planned yet, or no such run).
+pub(crate) async fn state(
+    db: &impl ConnectionTrait,
+    run_id: &str,
+) -> Result<Option<ProvisioningState>, Error> {
+    let state: Option<Option<String>> = rows::Entity::find_by_id(run_id.to_owned())
+        .select_only()
+        .column(rows::Column::State)
+        .into_tuple()
+        .one(db)
+        .await?;
+    let at = At {
+        table: TABLE,
+        row: run_id,
+    };
+    at.wire_opt("state", state.flatten().as_deref())
+}
+
+/// (tenant, kind, state) of every run that ended (the metrics' runs counter).
+pub async fn ended(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(String, ProvisioningKind, Option<ProvisioningState>)>, Error> {
+    use rows::Column as C;
+    let rows: Vec<(String, String, String, Option<String>)> = rows::Entity::find()
+        .select_only()
+        .columns([C::ProvisioningRunId, C::TenantId, C::Kind, C::State])
+        .filter(C::CompletedAt.is_not_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|(id, tenant, kind, state)| {
+            let at = At {
+                table: TABLE,
+                row: &id,
+            };
+            Ok((
+                tenant,
+                at.wire("kind", &kind)?,
+                at.wire_opt("state", state.as_deref())?,
+            ))
+        })
+        .collect()
+}
+
+/// (kind, apply receipt) of every run that applied or failed (the metrics' apply durations).
+pub async fn apply_receipts(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(ProvisioningKind, Option<ApplyReceipt>)>, Error> {
+    use rows::Column as C;
+    let rows: Vec<(String, String, Option<serde_json::Value>)> = rows::Entity::find()
+        .select_only()
+        .columns([C::ProvisioningRunId, C::Kind, C::ApplyReceipt])
+        .filter(C::State.is_in([
+            ProvisioningState::Applied.as_str(),
+            ProvisioningState::Failed.as_str(),
+        ]))
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|(id, kind, receipt)| {
+            let at = At {
+                table: TABLE,
+                row: &id,
+            };
+            let receipt = receipt
+                .as_ref()
+                .map(|r| at.json("apply_receipt", r))
+                .transpose()?;
+            Ok((at.wire("kind", &kind)?, receipt))
+        })
+        .collect()
+}
+
+/// The specification a run was created for, if the run exists.
+pub(crate) async fn specification_id(
+    db: &impl ConnectionTrait,
+    run_id: &str,
+) -> Result<Option<String>, Error> {
+    Ok(rows::Entity::find_by_id(run_id.to_owned())
+        .select_only()
+        .column(rows::Column::SpecificationId)
+        .into_tuple()
+        .one(db)
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, declaration, workload};
+    use crate::specifications;
+    use runtime_cloud_models::{
+        ApplyResult, Approval, ApprovalDecision, EnvironmentClass, PlanChanges, RefusalReason,
+        RefusedApproval,
+    };
+
+    fn plan() -> PlanReceipt {
+        PlanReceipt {
+            changes: PlanChanges::default(),
+            inputs_hash: "sha256:h1".into(),
+            program_version: "a1b2c3d4".into(),
+        }
+    }
+
+    fn refused() -> RefusedApproval {
+        let approval = Approval {
+            decision: ApprovalDecision::Approve,
+            approver: "mallory".into(),
+            reason: "looks fine".into(),
+            inputs_hash: "sha256:other".into(),
+        };
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        RefusedApproval::new(approval, at, RefusalReason::OtherPlan)
+    }
+
+    async fn a_run_is_created_and_projected_idempotently_on(db: DatabaseConnection) {
+        let env = fixtures::environment(&db, "prod", EnvironmentClass::Production).await;
+        let spec =
+            specifications::declare(&db, &declaration("prod", vec![workload("api", "1.0.0", 2)]))
+                .await
+                .unwrap();
+        let new = NewRun {
+            run_id: "0190f000-0000-7000-8000-000000000001",
+            environment: &env,
+            specification: &spec,
+            kind: ProvisioningKind::Baseline,
+            promotion_id: None,
+            approval_id: None,
+            idempotency_key: Some("deploy-1".into()),
+            request_hash: Some("hash-1".into()),
+        };
+        let options = ProvisioningOptions::default();
+        let input = create(&db, &new, &options).await.unwrap();
+        assert_eq!(input.environment_class, EnvironmentClass::Production);
+        assert_eq!(input.specification, spec.snapshot());
+        assert!(input.needs_approval());
+        // The same Idempotency-Key again is the caller's to answer.
+        let again = NewRun {
+            run_id: "0190f000-0000-7000-8000-000000000002",
+            ..new.clone()
+        };
+        let err = create(&db, &again, &options).await.unwrap_err();
+        assert!(matches!(err, Error::Duplicate { table: TABLE }), "{err:?}");
+
+        let created = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert_eq!(created.state, None);
+        assert_eq!(created.refused_approvals.get(), "[]", "none refused yet");
+        assert_eq!(
+            created.logs_ref.as_deref(),
+            Some(logs_ref(new.run_id).as_str())
+        );
+
+        let status = RunStatus {
+            state: Some(ProvisioningState::AwaitingApproval),
+            plan_receipt: Some(plan()),
+            refused_approvals: vec![refused()],
+            ..Default::default()
+        };
+        let planned = RunStatus {
+            state: Some(ProvisioningState::Planned),
+            plan_receipt: Some(plan()),
+            ..Default::default()
+        };
+        project(&db, &input, &planned).await.unwrap();
+        project(&db, &input, &planned).await.unwrap();
+        assert_eq!(
+            fixtures::events(&db, "ProvisioningPlanned").await.len(),
+            1,
+            "one event"
+        );
+        project(&db, &input, &status).await.unwrap();
+        let first = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        project(&db, &input, &status).await.unwrap();
+        let second = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert_eq!(format!("{first:?}"), format!("{second:?}"), "the same row");
+        assert_eq!(first.state, Some(ProvisioningState::AwaitingApproval));
+        assert_eq!(first.plan().unwrap(), Some(plan()));
+        let shown: Vec<RefusedApproval> =
+            serde_json::from_str(first.refused_approvals.get()).unwrap();
+        assert_eq!(shown, [refused()]);
+        assert_eq!(fixtures::events(&db, "ProvisioningPlanned").await.len(), 1);
+
+        let applied = RunStatus {
+            state: Some(ProvisioningState::Applied),
+            plan_receipt: Some(plan()),
+            apply_receipt: Some(ApplyReceipt {
+                outputs: serde_json::json!({ "versions": { "api": "1.0.0" } }),
+                duration_ms: 1500,
+                result: ApplyResult::Succeeded,
+                runner_version: "sandbox/1".into(),
+                reason: None,
+            }),
+            ..status.clone()
+        };
+        project(&db, &input, &applied).await.unwrap();
+        let done = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert!(done.completed_at.is_some());
+        assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 1);
+        let last = last_applied(&db, "acme", "prod").await.unwrap().unwrap();
+        assert_eq!(last.specification_version, spec.version);
+
+        // The list reads a run exactly as `find` does.
+        let listed = list(
+            &db,
+            "acme",
+            &RunFilter::default(),
+            &Page {
+                before: None,
+                rows: 10,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(format!("{:?}", listed), format!("{:?}", [done]));
+        let by_state = RunFilter {
+            state: Some(ProvisioningState::Failed),
+            ..Default::default()
+        };
+        let none = list(
+            &db,
+            "acme",
+            &by_state,
+            &Page {
+                before: None,
+                rows: 10,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(none.is_empty());
+        let metrics = apply_receipts(&db).await.unwrap();
+        assert_eq!(metrics[0].1.as_ref().map(|r| r.duration_ms), Some(1500));
+    }
+
+    #[tokio::test]
+    async fn a_run_is_created_and_projected_idempotently_sqlite() {
+        a_run_is_created_and_projected_idempotently_on(fixtures::sqlite().await).await;
+    }
+
+    /// The receipts are read as text (`CAST(… AS TEXT)`), which PostgreSQL and SQLite spell
+    /// differently for a JSON column.
+    #[tokio::test]
+    async fn a_run_is_created_and_projected_idempotently_postgres() {
+        a_run_is_created_and_projected_idempotently_on(fixtures::postgres().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_bad_state_or_kind_in_a_row_is_an_error_not_a_default() {
+        let db = fixtures::sqlite().await;
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let spec = specifications::declare(&db, &declaration("dev", vec![]))
+            .await
+            .unwrap();
+        let new = NewRun {
+            run_id: "r1",
+            environment: &env,
+            specification: &spec,
+            kind: ProvisioningKind::Baseline,
+            promotion_id: None,
+            approval_id: None,
+            idempotency_key: None,
+            request_hash: None,
+        };
+        create(&db, &new, &ProvisioningOptions::default())
+            .await
+            .unwrap();
+        fixtures::execute(&db, "UPDATE provisioning_runs SET state = 'Exploded'").await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "state",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(state(&db, "r1").await.is_err());
+        fixtures::execute(
+            &db,
+            "UPDATE provisioning_runs SET state = NULL, kind = 'teardown'",
+        )
+        .await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt { column: "kind", .. }),
+            "{err:?}"
+        );
+        fixtures::execute(
+            &db,
+            "UPDATE provisioning_runs SET kind = 'baseline', plan_receipt = '{\"adds\":'",
+        )
+        .await;
+        let err = find(&db, "acme", "r1").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    column: "plan_receipt",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
