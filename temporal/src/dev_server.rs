@@ -30,9 +30,12 @@ impl DevServer {
     }
 }
 
+/// The variable that names the Temporal CLI.
+pub const CLI_ENV: &str = "TEMPORAL_CLI";
+
 /// The Temporal CLI: `$TEMPORAL_CLI`, else `temporal` on the PATH.
 pub fn cli_path() -> PathBuf {
-    std::env::var_os("TEMPORAL_CLI")
+    std::env::var_os(CLI_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("temporal"))
 }
