@@ -2,8 +2,9 @@
 //!
 //! Loading walks the table (a variable wins over the file, the file over the default, each
 //! value checked against its [`Kind`]), `docs/configuration.md` is printed from it
-//! ([`markdown`]), and `tests/compose.rs` checks the compose file and the image against it. A
-//! setting that is not a row here is not read.
+//! ([`markdown`]), and `tests/compose.rs` checks the compose file and the image against it.
+//! The code reads no variable that is not a row here: the flags, the telemetry setup and the
+//! dev server name theirs through the rows' constants ([`LOG_FORMAT`], [`RUST_LOG`], …).
 
 use anyhow::{anyhow, bail};
 use std::fmt::Write as _;
@@ -146,7 +147,7 @@ pub const TEMPORAL_CLI: Setting = Setting {
     source: Source::Env,
     env: runtime_cloud_temporal::dev_server::CLI_ENV,
     kind: Kind::Text,
-    default: Some("temporal"),
+    default: Some(runtime_cloud_temporal::dev_server::CLI_DEFAULT),
     doc: "The Temporal CLI that `runtime-cloud dev` starts the dev server with (and registers \
           the search attributes with on a server it reuses): a path, or a name on the `PATH`.",
 };

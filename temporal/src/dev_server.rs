@@ -32,12 +32,14 @@ impl DevServer {
 
 /// The variable that names the Temporal CLI.
 pub const CLI_ENV: &str = "TEMPORAL_CLI";
+/// The Temporal CLI when [`CLI_ENV`] is unset: a name looked up on the PATH.
+pub const CLI_DEFAULT: &str = "temporal";
 
 /// The Temporal CLI: `$TEMPORAL_CLI`, else `temporal` on the PATH.
 pub fn cli_path() -> PathBuf {
     std::env::var_os(CLI_ENV)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("temporal"))
+        .unwrap_or_else(|| PathBuf::from(CLI_DEFAULT))
 }
 
 /// Reuses a server already listening on `port`, or starts one whose store is
