@@ -1,57 +1,53 @@
-//! Configuration: a TOML file, then environment variables, then defaults.
+//! Configuration: environment variables, then a TOML file, then defaults.
+//!
+//! Every setting is a row of one table, [`SETTINGS`] (key, environment variable, kind,
+//! default, doc): [`Config::load`] applies it and `docs/configuration.md` is printed from it
+//! (`runtime-cloud config-docs`). The file uses the same keys as [`Config`]'s fields, and the
+//! spec's options under their spec names:
 //!
 //! ```toml
 //! data_dir = ".data"
-//! database_url = "sqlite://.data/runtime-cloud.db?mode=rwc"
-//! temporal_address = "127.0.0.1:7233"
-//! temporal_namespace = "default"
-//! task_queue = "runtime-cloud"
-//! listen = "127.0.0.1:8080"
-//! otlp_endpoint = "http://127.0.0.1:4318"   # optional: export spans over OTLP/HTTP
+//! database_url = "postgres://postgres@127.0.0.1:5432/runtime_cloud"
+//! otlp_endpoint = "http://127.0.0.1:4318"
 //!
 //! [RuntimeCloud.Provisioning]
 //! ApplyTimeoutMinutes = 45
-//! AutoApplyNonDestructive = true
-//! ApprovalTimeoutHours = 24
 //!
 //! [RuntimeCloud.Inventory]
 //! StalenessMinutes = 15
-//! AutoAcceptNonDestructiveOutsideProduction = true
 //! ```
-//!
-//! Environment variables win over the file: `RUNTIME_CLOUD_DATA_DIR`, `DATABASE_URL`,
-//! `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `RUNTIME_CLOUD_TASK_QUEUE`, `RUNTIME_CLOUD_LISTEN`,
-//! `RUNTIME_CLOUD_JWT_SECRET`, `RUNTIME_CLOUD_SCHEDULES_PAUSED`, `NATS_URL`,
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` (`OTEL_SERVICE_NAME` names the service, default
-//! `runtime-cloud-{command}`), and for the options `RuntimeCloud__Provisioning__<Key>` and
-//! `RuntimeCloud__Inventory__<Key>`.
 
-use anyhow::{Context, bail};
+mod settings;
+
+pub use settings::{
+    CONFIG_FILE, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG, SETTINGS, Setting,
+    Source, TEMPORAL_CLI, markdown,
+};
+
+use anyhow::Context;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The whole configuration.
+/// The whole configuration. Its defaults are the table's: a `Config` is only built by
+/// [`Config::load`], which fills every key [`SETTINGS`] gives a default.
 #[derive(Debug, Clone, Deserialize)]
+// Serialized only by the tests, to compare what loading gave with the table.
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Where the SQLite read DB, the sandbox targets, the JWT key and the dev server's store live.
-    #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; SQLite under the data dir when absent.
     #[serde(default)]
     pub database_url: Option<String>,
     /// The Temporal frontend.
-    #[serde(default = "default_temporal_address")]
     pub temporal_address: String,
     /// The Temporal namespace.
-    #[serde(default = "default_namespace")]
     pub temporal_namespace: String,
     /// The task queue of every workflow and activity.
-    #[serde(default = "default_task_queue")]
     pub task_queue: String,
     /// The API's listen address.
-    #[serde(default = "default_listen")]
     pub listen: String,
     /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
     #[serde(default)]
@@ -60,7 +56,6 @@ pub struct Config {
     #[serde(default)]
     pub nats_url: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
-    #[serde(default)]
     pub schedules_paused: bool,
     /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace
     /// context crosses Temporal. No export when absent.
@@ -73,6 +68,7 @@ pub struct Config {
 
 /// `[RuntimeCloud]`.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeCloudSection {
     /// `[RuntimeCloud.Provisioning]`.
@@ -81,22 +77,6 @@ pub struct RuntimeCloudSection {
     /// `[RuntimeCloud.Inventory]`.
     #[serde(default, rename = "Inventory")]
     pub inventory: InventoryOptions,
-}
-
-fn default_data_dir() -> PathBuf {
-    PathBuf::from(".data")
-}
-fn default_temporal_address() -> String {
-    "127.0.0.1:7233".into()
-}
-fn default_namespace() -> String {
-    "default".into()
-}
-fn default_task_queue() -> String {
-    runtime_cloud_temporal::DEFAULT_TASK_QUEUE.into()
-}
-fn default_listen() -> String {
-    "127.0.0.1:8080".into()
 }
 
 impl Config {
@@ -108,87 +88,15 @@ impl Config {
             }
             None => String::new(),
         };
-        let mut config: Config = toml::from_str(&text).context("parsing the configuration file")?;
-        config.apply_env(|k| std::env::var(k).ok())?;
-        Ok(config)
+        Self::from_sources(&text, |k| std::env::var(k).ok())
     }
 
-    fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
-        if let Some(v) = var("RUNTIME_CLOUD_DATA_DIR") {
-            self.data_dir = v.into();
-        }
-        if let Some(v) = var("DATABASE_URL") {
-            self.database_url = Some(v);
-        }
-        if let Some(v) = var("TEMPORAL_ADDRESS") {
-            self.temporal_address = v;
-        }
-        if let Some(v) = var("TEMPORAL_NAMESPACE") {
-            self.temporal_namespace = v;
-        }
-        if let Some(v) = var("RUNTIME_CLOUD_TASK_QUEUE") {
-            self.task_queue = v;
-        }
-        if let Some(v) = var("RUNTIME_CLOUD_LISTEN") {
-            self.listen = v;
-        }
-        if let Some(v) = var("RUNTIME_CLOUD_JWT_SECRET") {
-            self.jwt_secret = Some(v);
-        }
-        if let Some(v) = var("NATS_URL") {
-            self.nats_url = Some(v);
-        }
-        if let Some(v) = var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-            self.otlp_endpoint = Some(v);
-        }
-        if let Some(v) = var("RUNTIME_CLOUD_SCHEDULES_PAUSED") {
-            self.schedules_paused = v
-                .parse()
-                .context("RUNTIME_CLOUD_SCHEDULES_PAUSED must be true or false")?;
-        }
-        let p = &mut self.runtime_cloud.provisioning;
-        let prefix = "RuntimeCloud__Provisioning__";
-        if let Some(v) = var(&format!("{prefix}ApplyTimeoutMinutes")) {
-            p.apply_timeout_minutes = v.parse().context("ApplyTimeoutMinutes must be a number")?;
-        }
-        if let Some(v) = var(&format!("{prefix}AutoApplyNonDestructive")) {
-            p.auto_apply_non_destructive = v
-                .parse()
-                .context("AutoApplyNonDestructive must be true or false")?;
-        }
-        if let Some(v) = var(&format!("{prefix}ApprovalTimeoutHours")) {
-            p.approval_timeout_hours =
-                v.parse().context("ApprovalTimeoutHours must be a number")?;
-        }
-        if let Some(v) = var(&format!("{prefix}LockHolderCheckMinutes")) {
-            p.lock_holder_check_minutes = v
-                .parse()
-                .context("LockHolderCheckMinutes must be a number")?;
-        }
-        if p.apply_timeout_minutes <= 0.0
-            || p.approval_timeout_hours <= 0.0
-            || p.lock_holder_check_minutes <= 0.0
-        {
-            bail!(
-                "ApplyTimeoutMinutes, ApprovalTimeoutHours and LockHolderCheckMinutes must be positive"
-            );
-        }
-        let i = &mut self.runtime_cloud.inventory;
-        let prefix = "RuntimeCloud__Inventory__";
-        if let Some(v) = var(&format!("{prefix}StalenessMinutes")) {
-            i.staleness_minutes = v.parse().context("StalenessMinutes must be a number")?;
-        }
-        if let Some(v) = var(&format!(
-            "{prefix}AutoAcceptNonDestructiveOutsideProduction"
-        )) {
-            i.auto_accept_non_destructive_outside_production = v
-                .parse()
-                .context("AutoAcceptNonDestructiveOutsideProduction must be true or false")?;
-        }
-        if i.staleness_minutes <= 0.0 {
-            bail!("StalenessMinutes must be positive");
-        }
-        Ok(())
+    /// The configuration from a file's text and an environment lookup.
+    fn from_sources(file: &str, var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let file: toml::Table = toml::from_str(file).context("parsing the configuration file")?;
+        settings::layer(file, var)?
+            .try_into()
+            .context("reading the configuration file")
     }
 
     /// The read DB URL: the configured one, else SQLite under the data dir.
@@ -229,31 +137,182 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
+    /// Loads `file` with exactly the variables `env`.
+    fn load(file: &str, env: &[(&str, &str)]) -> anyhow::Result<Config> {
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_sources(file, |k| env.get(k).cloned())
+    }
+
+    /// A loaded configuration's value at a dotted file key, as TOML.
+    fn value_at(config: &Config, key: &str) -> Option<toml::Value> {
+        let mut value = toml::Value::try_from(config).expect("serializes");
+        for segment in key.split('.') {
+            value = value.get(segment)?.clone();
+        }
+        Some(value)
+    }
+
+    /// With no file and no variables, the options are the spec's defaults and the rest the
+    /// table's.
     #[test]
     fn defaults_are_the_spec_defaults() {
-        let c: Config = toml::from_str("").unwrap();
-        assert_eq!(c.runtime_cloud.provisioning.apply_timeout_minutes, 45.0);
-        assert!(c.runtime_cloud.provisioning.auto_apply_non_destructive);
-        assert_eq!(c.runtime_cloud.provisioning.approval_timeout_hours, 24.0);
+        let c = load("", &[]).expect("loads");
+        assert_eq!(c.runtime_cloud.provisioning, ProvisioningOptions::default());
+        assert_eq!(c.runtime_cloud.inventory, InventoryOptions::default());
+        let p = &c.runtime_cloud.provisioning;
+        assert_eq!(p.apply_timeout_minutes, 45.0);
+        assert!(p.auto_apply_non_destructive);
+        assert_eq!(p.approval_timeout_hours, 24.0);
+        assert_eq!(p.lock_holder_check_minutes, 10.0);
+        assert_eq!(c.runtime_cloud.inventory.staleness_minutes, 15.0);
+        assert!(
+            c.runtime_cloud
+                .inventory
+                .auto_accept_non_destructive_outside_production
+        );
+        assert_eq!(c.data_dir, PathBuf::from(".data"));
+        assert_eq!(c.temporal_address, "127.0.0.1:7233");
+        assert_eq!(c.temporal_namespace, "default");
+        assert_eq!(c.task_queue, runtime_cloud_temporal::DEFAULT_TASK_QUEUE);
+        assert_eq!(c.listen, "127.0.0.1:8080");
+        assert!(!c.schedules_paused);
+        assert_eq!(
+            (c.database_url, c.jwt_secret, c.nats_url, c.otlp_endpoint),
+            (None, None, None, None)
+        );
     }
 
+    /// Every file setting of the table: its default (or absence) is what loading gives, and
+    /// its variable sets exactly its key.
     #[test]
-    fn file_and_environment_use_the_spec_names() {
-        let mut c: Config =
-            toml::from_str("[RuntimeCloud.Provisioning]\nApplyTimeoutMinutes = 5\n").unwrap();
-        assert_eq!(c.runtime_cloud.provisioning.apply_timeout_minutes, 5.0);
-        c.apply_env(|k| {
-            (k == "RuntimeCloud__Provisioning__AutoApplyNonDestructive").then(|| "false".into())
-        })
-        .unwrap();
-        assert!(!c.runtime_cloud.provisioning.auto_apply_non_destructive);
+    fn every_variable_of_the_table_sets_its_key() {
+        let defaults = load("", &[]).expect("loads");
+        for s in SETTINGS {
+            let Some(key) = s.file_key() else { continue };
+            let expected_default = s.default.map(|d| s.kind.read(d).expect("valid default"));
+            assert_eq!(
+                value_at(&defaults, key),
+                expected_default,
+                "default of {key}"
+            );
+
+            let (text, expected) = match s.kind {
+                Kind::Text => ("set-by-the-test", toml::Value::from("set-by-the-test")),
+                Kind::Positive => ("7.5", toml::Value::Float(7.5)),
+                Kind::Bool if s.default == Some("true") => ("false", toml::Value::Boolean(false)),
+                Kind::Bool => ("true", toml::Value::Boolean(true)),
+            };
+            let c = load("", &[(s.env, text)]).unwrap_or_else(|e| panic!("{}: {e:#}", s.env));
+            assert_eq!(value_at(&c, key), Some(expected), "{}={text}", s.env);
+        }
     }
 
+    /// The file wins over the defaults, a variable over the file; the spec names in both.
+    #[test]
+    fn the_file_wins_over_defaults_and_the_environment_over_the_file() {
+        let file = "listen = \"0.0.0.0:9000\"\nnats_url = \"nats://file:4222\"\n\
+                    [RuntimeCloud.Provisioning]\nApplyTimeoutMinutes = 5\n\
+                    AutoApplyNonDestructive = true\n";
+        let c = load(file, &[]).expect("loads");
+        assert_eq!(c.listen, "0.0.0.0:9000");
+        assert_eq!(c.nats_url.as_deref(), Some("nats://file:4222"));
+        assert_eq!(c.runtime_cloud.provisioning.apply_timeout_minutes, 5.0);
+        assert_eq!(c.temporal_namespace, "default");
+
+        let c = load(
+            file,
+            &[
+                ("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0"),
+                (
+                    "RuntimeCloud__Provisioning__AutoApplyNonDestructive",
+                    "false",
+                ),
+                ("RuntimeCloud__Provisioning__ApprovalTimeoutHours", "0.01"),
+            ],
+        )
+        .expect("loads");
+        assert_eq!(c.listen, "127.0.0.1:0");
+        assert_eq!(c.nats_url.as_deref(), Some("nats://file:4222"));
+        let p = &c.runtime_cloud.provisioning;
+        assert!(!p.auto_apply_non_destructive);
+        assert_eq!(p.apply_timeout_minutes, 5.0);
+        assert_eq!(p.approval_timeout_hours, 0.01);
+    }
+
+    /// A value of the wrong kind is refused, and the message names the variable (or the file
+    /// key) and what it must be.
+    #[test]
+    fn a_bad_value_is_refused_naming_the_variable() {
+        for (env, value, expected) in [
+            (
+                "RUNTIME_CLOUD_SCHEDULES_PAUSED",
+                "yes",
+                "RUNTIME_CLOUD_SCHEDULES_PAUSED must be true or false, not \"yes\"",
+            ),
+            (
+                "RuntimeCloud__Provisioning__ApplyTimeoutMinutes",
+                "soon",
+                "RuntimeCloud__Provisioning__ApplyTimeoutMinutes must be a number, not \"soon\"",
+            ),
+            (
+                "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
+                "0",
+                "RuntimeCloud__Provisioning__LockHolderCheckMinutes must be positive, not \"0\"",
+            ),
+            (
+                "RuntimeCloud__Inventory__StalenessMinutes",
+                "-1",
+                "RuntimeCloud__Inventory__StalenessMinutes must be positive, not \"-1\"",
+            ),
+            (
+                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+                "1",
+                "AutoAcceptNonDestructiveOutsideProduction must be true or false",
+            ),
+        ] {
+            let e = load("", &[(env, value)]).expect_err(env);
+            assert!(format!("{e:#}").contains(expected), "{env}={value}: {e:#}");
+        }
+        for (file, expected) in [
+            (
+                "[RuntimeCloud.Inventory]\nStalenessMinutes = 0\n",
+                "RuntimeCloud.Inventory.StalenessMinutes must be positive, not 0",
+            ),
+            (
+                "[RuntimeCloud.Provisioning]\nApprovalTimeoutHours = \"a day\"\n",
+                "RuntimeCloud.Provisioning.ApprovalTimeoutHours must be a number",
+            ),
+            (
+                "schedules_paused = \"no\"\n",
+                "schedules_paused must be true or false",
+            ),
+            ("listen = 8080\n", "listen must be text"),
+            ("RuntimeCloud = 3\n", "RuntimeCloud must be a table"),
+        ] {
+            let e = load(file, &[]).expect_err(file);
+            assert!(format!("{e:#}").contains(expected), "{file:?}: {e:#}");
+        }
+    }
+
+    /// A key the configuration does not know is refused, in a section or at the top, and the
+    /// message names it.
     #[test]
     fn unknown_keys_are_refused() {
-        assert!(
-            toml::from_str::<Config>("[RuntimeCloud.Provisioning]\nApplyTimeout = 5\n").is_err()
-        );
+        for (file, key) in [
+            (
+                "[RuntimeCloud.Provisioning]\nApplyTimeout = 5\n",
+                "ApplyTimeout",
+            ),
+            ("[RuntimeCloud.Scheduling]\nPaused = true\n", "Scheduling"),
+            ("listen_address = \"0.0.0.0:8080\"\n", "listen_address"),
+        ] {
+            let e = load(file, &[]).expect_err(file);
+            assert!(format!("{e:#}").contains(key), "{file:?}: {e:#}");
+        }
     }
 }

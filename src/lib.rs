@@ -6,7 +6,7 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: the TOML file and environment variables.
+//! - [`config`]: the table of every setting, applied over the TOML file and the environment.
 //! - [`app`]: the processes (`dev`, `worker`, `api`, `migrate`), each with injected shutdown.
 //! - [`sandbox_cli`]: out-of-band edits of the sandbox target.
 

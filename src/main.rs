@@ -1,7 +1,8 @@
 //! `runtime-cloud`: parses arguments, sets up logging, and calls the library.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud::{app, config::Config, sandbox_cli, telemetry};
+use runtime_cloud::config::{self, Config};
+use runtime_cloud::{app, sandbox_cli, telemetry};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -12,14 +13,14 @@ use std::path::PathBuf;
 )]
 struct Cli {
     /// A TOML configuration file (environment variables override it).
-    #[arg(long, global = true, env = "RUNTIME_CLOUD_CONFIG")]
+    #[arg(long, global = true, env = config::CONFIG_FILE.env)]
     config: Option<PathBuf>,
     /// `text` or `json` log lines on stderr.
     #[arg(
         long,
         global = true,
-        default_value = "text",
-        env = "RUNTIME_CLOUD_LOG_FORMAT"
+        default_value = config::LOG_FORMAT.default,
+        env = config::LOG_FORMAT.env
     )]
     log_format: String,
     #[command(subcommand)]
@@ -71,6 +72,9 @@ enum Command {
         #[command(subcommand)]
         command: sandbox_cli::SandboxCommand,
     },
+    /// Print docs/configuration.md, the table of every setting (see `config::REGENERATE`).
+    #[command(hide = true)]
+    ConfigDocs,
 }
 
 async fn shutdown_signal() {
@@ -93,6 +97,11 @@ async fn shutdown_signal() {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::ConfigDocs = cli.command {
+        // Before loading: the docs are the table's, whatever this environment sets.
+        print!("{}", config::markdown());
+        return Ok(());
+    }
     let config = Config::load(cli.config.as_deref())?;
     let service = match &cli.command {
         Command::Dev { .. } => "runtime-cloud-dev",
@@ -144,5 +153,6 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             environment,
             command,
         } => sandbox_cli::run(&config, &tenant, &environment, command).await,
+        Command::ConfigDocs => unreachable!("printed by main before the configuration loads"),
     }
 }

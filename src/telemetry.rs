@@ -5,6 +5,7 @@
 //! OTLP/HTTP and the Temporal client carries trace context through workflows into activities,
 //! so one trace runs from an API request to the activity that applied it.
 
+use crate::config;
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
@@ -38,8 +39,8 @@ pub fn init(
     otlp_endpoint: Option<&str>,
     default_service: &str,
 ) -> anyhow::Result<Telemetry> {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,temporalio_sdk_core=warn,sqlx=warn".into());
+    let filter = EnvFilter::try_from_env(config::RUST_LOG.env)
+        .unwrap_or_else(|_| config::RUST_LOG.default.unwrap_or_default().into());
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if log_format == "json" {
         fmt.json().boxed()
@@ -74,7 +75,7 @@ fn provider(endpoint: &str, default_service: &str) -> anyhow::Result<SdkTracerPr
         .with_context(|| format!("configuring the OTLP exporter for {endpoint}"))?;
     // OTEL_SERVICE_NAME (read by the resource's default detectors) wins over the default.
     let mut resource = Resource::builder();
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+    if std::env::var_os(config::OTEL_SERVICE_NAME.env).is_none() {
         resource = resource.with_service_name(default_service.to_owned());
     }
     let provider = SdkTracerProvider::builder()

@@ -385,71 +385,14 @@ fn port_mapping(spec: &Value) -> (Option<String>, String) {
 
 // --- what the binary reads -------------------------------------------------------------------
 
-/// Every environment variable the binary reads, found in its sources so the list cannot
-/// drift: `var("…")`, `var_os("…")` and the `RuntimeCloud__…` option keys built from
-/// `let prefix = "…"` in `Config::apply_env`, clap's `env = "…"`, and `RUST_LOG` when tracing
-/// reads its filter from the environment.
+/// Every environment variable the binary reads: the configuration table, which loading, the
+/// flags and the telemetry setup read through (its unit tests check that each file setting's
+/// variable lands in its key).
 fn variables_the_binary_reads() -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut files = vec![repo("src")];
-    while let Some(p) = files.pop() {
-        if p.is_dir() {
-            files.extend(
-                std::fs::read_dir(&p)
-                    .expect("src dir")
-                    .map(|e| e.expect("entry").path()),
-            );
-            continue;
-        }
-        if p.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        // Whitespace removed: rustfmt may break a call over several lines.
-        let text: String = std::fs::read_to_string(&p)
-            .expect("source")
-            .split_whitespace()
-            .collect();
-        for pattern in ["var(\"", "var_os(\"", "env=\""] {
-            for (i, _) in text.match_indices(pattern) {
-                let rest = &text[i + pattern.len()..];
-                names.insert(rest[..rest.find('"').unwrap_or(0)].to_owned());
-            }
-        }
-        for segment in text.split("letprefix=\"").skip(1) {
-            let prefix = &segment[..segment.find('"').unwrap_or(0)];
-            for (i, _) in segment.match_indices("var(&format!(\"{prefix}") {
-                let rest = &segment[i + "var(&format!(\"{prefix}".len()..];
-                names.insert(format!("{prefix}{}", &rest[..rest.find('"').unwrap_or(0)]));
-            }
-        }
-        if text.contains("EnvFilter::try_from_default_env")
-            || text.contains("EnvFilter::from_default_env")
-        {
-            names.insert("RUST_LOG".into());
-        }
-    }
-    names.remove("");
-    // The scan itself must keep working: fail loudly if a refactor hid the names from it.
-    for expected in [
-        "DATABASE_URL",
-        "TEMPORAL_ADDRESS",
-        "RUNTIME_CLOUD_CONFIG",
-        "RUST_LOG",
-    ] {
-        assert!(
-            names.contains(expected),
-            "found no read of {expected} in src/ (found {names:?}); update \
-             variables_the_binary_reads in tests/compose.rs to how the configuration is read now"
-        );
-    }
-    assert!(
-        names
-            .iter()
-            .any(|n| n.starts_with("RuntimeCloud__Provisioning__")),
-        "found no RuntimeCloud__Provisioning__ option in src/config.rs (found {names:?}); update \
-         variables_the_binary_reads in tests/compose.rs"
-    );
-    names
+    runtime_cloud::config::SETTINGS
+        .iter()
+        .map(|s| s.env.to_owned())
+        .collect()
 }
 
 /// `(name, type)` of every custom search attribute, from `search_attributes::ALL`.

@@ -40,6 +40,14 @@ pub enum Error {
     /// The Temporal service refused or lost a call (starting or signalling a lock); retryable.
     #[error("temporal: {0}")]
     Temporal(String),
+    /// NATS (the outbox relay's JetStream) refused or lost a call; the relay retries.
+    #[error("NATS {doing}: {source}")]
+    Nats {
+        /// What the relay was doing: `at {url}`, `stream {name}`, `publishing {event id}`.
+        doing: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A stored value is not what this version of the code expects.
     #[error("invalid stored data: {0}")]
     Invalid(String),

@@ -48,9 +48,10 @@ pub fn cloud_event(row: &outbox::Model) -> serde_json::Value {
 
 /// Connects to NATS and creates (or updates) the stream.
 pub async fn connect(url: &str) -> Result<async_nats::jetstream::Context, Error> {
-    let client = async_nats::connect(url)
-        .await
-        .map_err(|e| Error::Unreachable(format!("NATS at {url}: {e}")))?;
+    let client = async_nats::connect(url).await.map_err(|e| Error::Nats {
+        doing: format!("at {url}"),
+        source: e.into(),
+    })?;
     let js = async_nats::jetstream::new(client);
     js.get_or_create_stream(async_nats::jetstream::stream::Config {
         name: STREAM.to_owned(),
@@ -59,7 +60,10 @@ pub async fn connect(url: &str) -> Result<async_nats::jetstream::Context, Error>
         ..Default::default()
     })
     .await
-    .map_err(|e| Error::Unreachable(format!("NATS stream {STREAM}: {e}")))?;
+    .map_err(|e| Error::Nats {
+        doing: format!("stream {STREAM}"),
+        source: e.into(),
+    })?;
     Ok(js)
 }
 
@@ -96,10 +100,10 @@ pub async fn publish_batch(
         };
         match ack {
             Err(e) => {
-                failure = Some(Error::Unreachable(format!(
-                    "publishing {}: {e}",
-                    row.event_id
-                )));
+                failure = Some(Error::Nats {
+                    doing: format!("publishing {}", row.event_id),
+                    source: e.into(),
+                });
                 break;
             }
             // Expected only after a relay died between the ack and marking the row; seen

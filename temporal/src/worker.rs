@@ -43,8 +43,7 @@ pub struct WorkerDeps {
 /// The worker's future is not `Send` (workflows run on a local set), so call this on the task
 /// that owns it (`tokio::select!` / `join!` from `main`), never through `tokio::spawn`.
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-    let runtime = Runtime::from_current_tokio(Default::default())
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let runtime = Runtime::from_current_tokio(Default::default())?;
     crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
     let scheduled = ScheduledActivitiesImpl {
         db: deps.db.clone(),
@@ -68,31 +67,24 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         lock_holder_check_secs,
     };
     let options = WorkerOptions::new(deps.task_queue.clone())
-        .register_workflow::<ProvisioningRun>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
-        .register_workflow::<EnvironmentLock>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
-        .register_workflow::<ObserveEnvironment>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
-        .register_workflow::<ReconciliationProposal>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
-        .register_workflow::<ObservationSweep>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
-        .register_workflow::<GitOpsReconciler>()
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?
+        .register_workflow::<ProvisioningRun>()?
+        .register_workflow::<EnvironmentLock>()?
+        .register_workflow::<ObserveEnvironment>()?
+        .register_workflow::<ReconciliationProposal>()?
+        .register_workflow::<ObservationSweep>()?
+        .register_workflow::<GitOpsReconciler>()?
         .register_activities(activities)
         .register_activities(inventory)
         .register_activities(scheduled)
         .build();
-    let mut worker = Worker::new(&runtime, deps.client, options)
-        .map_err(|e| Error::Worker(anyhow::anyhow!(e)))?;
+    let mut worker = Worker::new(&runtime, deps.client, options)?;
     let stop = worker.shutdown_handle();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
     let run = worker.run();
     tokio::pin!(run);
     tokio::select! {
-        r = &mut run => return r.map_err(|e| Error::Worker(anyhow::anyhow!(e))),
+        r = &mut run => return Ok(r?),
         _ = shutdown => stop(),
     }
-    run.await.map_err(|e| Error::Worker(anyhow::anyhow!(e)))
+    Ok(run.await?)
 }
