@@ -37,6 +37,17 @@ pub enum Error {
         /// Its key.
         id: String,
     },
+    /// A projection that would move a run where the state diagram has no arrow
+    /// (`models::TRANSITIONS`): a bug in the workflow, refused rather than recorded.
+    #[error("run `{run}` cannot move from {from:?} to {to}")]
+    IllegalTransition {
+        /// The run.
+        run: String,
+        /// Its recorded state (`None`: not planned yet).
+        from: Option<runtime_cloud_models::ProvisioningState>,
+        /// The state projected.
+        to: runtime_cloud_models::ProvisioningState,
+    },
     /// An insert met a row with the same unique key (an environment id in its tenant, an
     /// `Idempotency-Key`): the caller decides what that means.
     #[error("{table} already holds a row with this key")]

@@ -15,7 +15,7 @@ use runtime_cloud_models::events::{
 };
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::{
-    ApplyReceipt, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
+    ApplyReceipt, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput, RunStatus, can_move,
 };
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -205,6 +205,21 @@ pub async fn project(
         .one(&txn)
         .await?;
     let new = existing.is_none();
+    if let (Some(row), Some(to)) = (&existing, status.state) {
+        let at = At {
+            table: TABLE,
+            row: &row.provisioning_run_id,
+        };
+        let from = at.wire_opt::<ProvisioningState>("state", row.state.as_deref())?;
+        // The same state again is a retried (or completed) projection of the same transition.
+        if from != Some(to) && !can_move(from, to) {
+            return Err(Error::IllegalTransition {
+                run: run.run_id.clone(),
+                from,
+                to,
+            });
+        }
+    }
     let mut row: rows::ActiveModel = match existing {
         Some(row) => row.into(),
         None => rows::ActiveModel {
@@ -705,6 +720,15 @@ mod tests {
             }),
             ..status.clone()
         };
+        // The diagram has no arrow from AwaitingApproval to Applied: refused, nothing written.
+        let err = project(&db, &input, &applied).await.unwrap_err();
+        assert!(matches!(err, Error::IllegalTransition { .. }), "{err:?}");
+        assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 0);
+        let applying = RunStatus {
+            state: Some(ProvisioningState::Applying),
+            ..status.clone()
+        };
+        project(&db, &input, &applying).await.unwrap();
         project(&db, &input, &applied).await.unwrap();
         let done = find(&db, "acme", new.run_id).await.unwrap().unwrap();
         assert!(done.completed_at.is_some());
@@ -743,6 +767,10 @@ mod tests {
         assert!(none.is_empty());
         let metrics = apply_receipts(&db).await.unwrap();
         assert_eq!(metrics[0].1.as_ref().map(|r| r.duration_ms), Some(1500));
+        // An ended run moves nowhere; projecting its end again is fine.
+        project(&db, &input, &applied).await.unwrap();
+        let err = project(&db, &input, &planned).await.unwrap_err();
+        assert!(matches!(err, Error::IllegalTransition { .. }), "{err:?}");
     }
 
     #[tokio::test]
