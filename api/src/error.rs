@@ -61,6 +61,23 @@ impl Error {
     pub fn internal(e: impl Into<anyhow::Error>) -> Self {
         Error::Internal(e.into())
     }
+
+    /// What a failed signal to `what` (``run `…` ``, ``proposal `…` ``) answers: 409 when its
+    /// workflow has ended (there is nothing left to tell it), 503 when Temporal did not take
+    /// the signal.
+    pub fn from_signal(
+        what: String,
+    ) -> impl FnOnce(temporalio_client::errors::WorkflowInteractionError) -> Error {
+        move |e| match e {
+            temporalio_client::errors::WorkflowInteractionError::NotFound(_) => {
+                Error::Conflict(format!("{what} has already ended"))
+            }
+            e => {
+                tracing::error!(error = %e, "cannot signal {what}");
+                Error::Unavailable("the workflow service is unavailable; retry later".into())
+            }
+        }
+    }
 }
 
 /// A store failure is a 500 (logged, never shown), but for a declaration the validation rule

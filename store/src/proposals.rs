@@ -29,7 +29,8 @@ use std::collections::BTreeSet;
 const TABLE: &str = "reconciliation_proposals";
 
 /// One proposal.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Proposal {
     /// A UUIDv7 (time-ordered, for cursor pagination).
     pub proposal_id: String,
@@ -38,7 +39,8 @@ pub struct Proposal {
     /// The findings it covers.
     pub finding_ids: Vec<String>,
     pub direction: Direction,
-    /// Counts of adds, changes and deletes.
+    /// Counts of adds, changes and deletes, and the resources.
+    #[schema(value_type = Object)]
     pub plan_summary: serde_json::Value,
     /// It deletes something: never accepted without an operator.
     pub destructive: bool,

@@ -270,7 +270,8 @@ fn opt_json<T: serde::Serialize>(v: &Option<T>) -> Result<Option<serde_json::Val
 /// as the stored JSON text (checked to be JSON), which a response passes through instead of
 /// parsing and re-serialising every receipt of a page (the list's cost, measured in
 /// docs/benchmarks.md).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Run {
     pub provisioning_run_id: String,
     pub tenant_id: String,
@@ -283,19 +284,25 @@ pub struct Run {
     pub approval_id: Option<String>,
     /// Null while the run waits for its turn on the environment or plans.
     pub state: Option<ProvisioningState>,
-    /// A `PlanReceipt`, once planned.
+    /// The plan receipt, once planned.
+    #[schema(value_type = Option<PlanReceipt>)]
     pub plan_receipt: Option<Box<RawValue>>,
-    /// An `ApprovalRecord`, once decided or expired.
+    /// What the workflow recorded about its approval, once decided or expired.
+    #[schema(value_type = Option<runtime_cloud_models::ApprovalRecord>)]
     pub approval: Option<Box<RawValue>>,
-    /// An `ApplyReceipt`, once applied or failed.
-    pub apply_receipt: Option<Box<RawValue>>,
-    /// The `RefusedApproval`s, oldest first; `[]` when none was refused (or the run was
-    /// recorded before the column existed).
+    /// Approvals the run did not count (another plan's inputs hash, a second decision, sent
+    /// when the run was not awaiting one): who sent each, when, and why it was refused; oldest
+    /// first, `[]` when none (or the run was recorded before the column existed).
+    #[schema(value_type = Vec<runtime_cloud_models::RefusedApproval>)]
     pub refused_approvals: Box<RawValue>,
+    /// The immutable apply receipt, once applied or failed.
+    #[schema(value_type = Option<ApplyReceipt>)]
+    pub apply_receipt: Option<Box<RawValue>>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,
     pub logs_ref: Option<String>,
-    /// Hash of the request body the run was created with.
+    /// Hash of the request body the run was created with (not shown).
+    #[serde(skip)]
     pub request_hash: Option<String>,
     pub started_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,

@@ -8,8 +8,7 @@ use crate::query::Query;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::Utc;
-use runtime_cloud_models::drift::{Direction, ProposalState};
+use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_store::environments;
 use runtime_cloud_store::proposals::{self, Proposal};
 use runtime_cloud_workflows::ReconciliationProposal;
@@ -27,47 +26,21 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(decide))
 }
 
-/// A proposal as the API shows it.
+/// A proposal as the API shows it: the stored proposal and its workflow.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposalView {
-    pub proposal_id: String,
+    /// `proposal/{proposalId}`, for the Temporal UI and CLI.
     pub workflow_id: String,
-    pub tenant_id: String,
-    pub environment_id: String,
-    /// The findings this proposal reconciles.
-    pub finding_ids: Vec<String>,
-    pub direction: Direction,
-    /// Counts of adds, changes and deletes, and the resources.
-    #[schema(value_type = Object)]
-    pub plan_summary: serde_json::Value,
-    /// It deletes something: never auto-accepted.
-    pub destructive: bool,
-    pub state: ProposalState,
-    pub decided_by: Option<String>,
-    pub decision_reason: Option<String>,
-    pub provisioning_run_id: Option<String>,
-    pub raised_at: chrono::DateTime<Utc>,
-    pub decided_at: Option<chrono::DateTime<Utc>>,
+    #[serde(flatten)]
+    pub proposal: Proposal,
 }
 
 impl From<Proposal> for ProposalView {
-    fn from(p: Proposal) -> Self {
+    fn from(proposal: Proposal) -> Self {
         Self {
-            workflow_id: proposal_workflow_id(&p.proposal_id),
-            proposal_id: p.proposal_id,
-            tenant_id: p.tenant_id,
-            environment_id: p.environment_id,
-            finding_ids: p.finding_ids,
-            direction: p.direction,
-            plan_summary: p.plan_summary,
-            destructive: p.destructive,
-            state: p.state,
-            decided_by: p.decided_by,
-            decision_reason: p.decision_reason,
-            provisioning_run_id: p.provisioning_run_id,
-            raised_at: p.raised_at,
-            decided_at: p.decided_at,
+            workflow_id: proposal_workflow_id(&proposal.proposal_id),
+            proposal,
         }
     }
 }
@@ -124,7 +97,7 @@ async fn list(
     Ok(axum::Json(Paged::from_rows(
         views,
         limit,
-        |p: &ProposalView| &p.proposal_id,
+        |p: &ProposalView| &p.proposal.proposal_id,
     )))
 }
 
@@ -195,10 +168,7 @@ async fn decide(
         WorkflowSignalOptions::default(),
     ))
     .await
-    .map_err(|e| {
-        tracing::error!(error = %e, proposal_id = %proposal_id, "cannot signal proposal");
-        Error::Unavailable("the workflow service is unavailable; retry later".into())
-    })?;
+    .map_err(Error::from_signal(format!("proposal `{proposal_id}`")))?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(DecisionSignalled {

@@ -13,11 +13,9 @@ use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use runtime_cloud_models::cancellable;
 use runtime_cloud_models::{
-    ApplyReceipt, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt, ProvisioningKind,
-    ProvisioningState, RefusedApproval, RunInput, RunStatus,
+    Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
 };
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
 use runtime_cloud_store::specifications;
@@ -26,7 +24,6 @@ use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
 use temporalio_client::{
@@ -59,66 +56,22 @@ pub struct PlanProvisioning {
     pub approval_id: Option<uuid::Uuid>,
 }
 
-/// A run as the API shows it.
+/// A run as the API shows it: the stored run (every read shows it the same way, the
+/// receipts as the stored JSON text, passed through; see [`Run`]) and its workflow.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
-    pub provisioning_run_id: String,
+    /// `provisioning-run/{provisioningRunId}`, for the Temporal UI and CLI.
     pub workflow_id: String,
-    pub tenant_id: String,
-    pub project_id: String,
-    pub environment_id: String,
-    pub specification_id: String,
-    pub specification_version: i32,
-    pub kind: ProvisioningKind,
-    pub promotion_id: Option<String>,
-    pub approval_id: Option<String>,
-    /// Null while the run waits for its turn on the environment or plans.
-    pub state: Option<ProvisioningState>,
-    /// The plan receipt, once planned.
-    #[schema(value_type = Option<PlanReceipt>)]
-    pub plan_receipt: Option<Box<RawValue>>,
-    /// What the workflow recorded about its approval.
-    #[schema(value_type = Option<ApprovalRecord>)]
-    pub approval: Option<Box<RawValue>>,
-    /// Approvals the run did not count (another plan's inputs hash, a second decision, sent
-    /// when the run was not awaiting one): who sent each, when, and why it was refused; oldest
-    /// first, `[]` when none.
-    #[schema(value_type = Vec<RefusedApproval>)]
-    pub refused_approvals: Box<RawValue>,
-    /// The immutable apply receipt, once applied or failed.
-    #[schema(value_type = Option<ApplyReceipt>)]
-    pub apply_receipt: Option<Box<RawValue>>,
-    pub reason: Option<String>,
-    pub logs_ref: Option<String>,
-    pub started_at: chrono::DateTime<Utc>,
-    pub completed_at: Option<chrono::DateTime<Utc>>,
+    #[serde(flatten)]
+    pub run: Run,
 }
 
-/// Every read (the list, GET, a plan's 202) shows a run the same way: the receipts as the
-/// stored JSON text, passed through (see [`Run`]).
 impl From<Run> for RunView {
-    fn from(m: Run) -> Self {
+    fn from(run: Run) -> Self {
         Self {
-            workflow_id: run_workflow_id(&m.provisioning_run_id),
-            provisioning_run_id: m.provisioning_run_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            environment_id: m.environment_id,
-            specification_id: m.specification_id,
-            specification_version: m.specification_version,
-            kind: m.kind,
-            promotion_id: m.promotion_id,
-            approval_id: m.approval_id,
-            state: m.state,
-            plan_receipt: m.plan_receipt,
-            approval: m.approval,
-            refused_approvals: m.refused_approvals,
-            apply_receipt: m.apply_receipt,
-            reason: m.reason,
-            logs_ref: m.logs_ref,
-            started_at: m.started_at,
-            completed_at: m.completed_at,
+            workflow_id: run_workflow_id(&run.provisioning_run_id),
+            run,
         }
     }
 }
@@ -147,7 +100,7 @@ fn request_hash(body: &PlanProvisioning) -> String {
 }
 
 fn accepted(run: RunView, status: StatusCode) -> Response {
-    let location = format!("/factory/provisioning/runs/{}", run.provisioning_run_id);
+    let location = format!("/factory/provisioning/runs/{}", run.run.provisioning_run_id);
     (status, [(header::LOCATION, location)], axum::Json(run)).into_response()
 }
 
@@ -295,7 +248,7 @@ async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
 struct ListQuery {
     /// Only this environment's runs.
     environment_id: Option<String>,
-    /// `baseline`, `promotion`, `reconciliation` or `teardown`.
+    /// `baseline`, `promotion`, `reconciliation` or `decommission`.
     kind: Option<String>,
     /// A provisioning state such as `AwaitingApproval` or `Applied`.
     state: Option<String>,
@@ -342,7 +295,7 @@ async fn list(
     let (rows, limit) = page.rows()?;
     let runs = runs::list(&state.db, auth.tenant(), &filter, &rows).await?;
     let views = runs.into_iter().map(RunView::from).collect();
-    let paged = Paged::from_rows(views, limit, |r: &RunView| &r.provisioning_run_id);
+    let paged = Paged::from_rows(views, limit, |r: &RunView| &r.run.provisioning_run_id);
     Ok(axum::Json(paged))
 }
 
@@ -540,13 +493,5 @@ where
         .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
     runtime_cloud_temporal::in_current_span(send(handle))
         .await
-        .map_err(|e| match e {
-            temporalio_client::errors::WorkflowInteractionError::NotFound(_) => {
-                Error::Conflict(format!("run `{id}` has already ended"))
-            }
-            e => {
-                tracing::error!(error = %e, run_id = %id, "cannot signal run");
-                Error::Unavailable("the workflow service is unavailable; retry later".into())
-            }
-        })
+        .map_err(Error::from_signal(format!("run `{id}`")))
 }
