@@ -132,10 +132,7 @@ async fn every_event_type_arrives_on_its_subject() {
     let nats = Nats::start();
     let stack = Stack::with(with_nats(&nats)).await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 1).await;
     api.decide(&id, "approve").await.expect(202);
     api.wait_state(&id, "Applied").await;
     api.wait_observed_after(&stack, &id).await;

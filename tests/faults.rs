@@ -168,10 +168,7 @@ async fn temporal_restarted_while_a_run_waits_for_approval() {
     ))
     .await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 3)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 3).await;
 
     temporal.kill();
     temporal.spawn();
@@ -205,10 +202,7 @@ async fn read_db_unreachable_while_a_run_projects_then_recovers() {
     })
     .await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    let run = api.wait_state(&id, "AwaitingApproval").await;
+    let (id, run) = api.awaiting_approval("prod", 2).await;
 
     postgres.cut();
     // The API needs the DB to find the run, so the operator approves with the Temporal CLI.

@@ -28,10 +28,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
     // dev: a baseline that applies.
     let applied = api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;
     // prod: a rejected baseline and a failed promotion.
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let rejected = api.plan_run("prod", "baseline").await;
-    api.wait_state(&rejected, "AwaitingApproval").await;
+    let (rejected, _) = api.awaiting_approval("prod", 1).await;
     api.decide(&rejected, "reject").await.expect(202);
     api.wait_state(&rejected, "Rejected").await;
     stack.sandbox_cli("acme", "prod", &["fail-next-apply", "--reason", "boom"]);

@@ -164,10 +164,7 @@ async fn production_run_waits_for_approval_postgres() {
 async fn approval_signal_works_from_the_temporal_cli() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    let run = api.wait_state(&id, "AwaitingApproval").await;
+    let (id, run) = api.awaiting_approval("prod", 1).await;
     stack.approve_with_cli(&run, "alice", "CAB-9");
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approval"]["decision"]["approver"], "alice");
@@ -178,10 +175,7 @@ async fn approval_signal_works_from_the_temporal_cli() {
 async fn production_run_rejected() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 1).await;
     api.decide(&id, "reject").await.expect(202);
     let run = api.wait_state(&id, "Rejected").await;
     assert!(
@@ -244,10 +238,7 @@ async fn production_run_with_approval_id_applies() {
 async fn cancel_before_apply_only() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 1).await;
     api.post(
         &format!("/factory/provisioning/runs/{id}/cancel"),
         json!({ "reason": "wrong window" }),
@@ -323,10 +314,7 @@ async fn idempotent_start() {
 async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let first = api.plan_run("prod", "baseline").await;
-    api.wait_state(&first, "AwaitingApproval").await;
+    let (first, _) = api.awaiting_approval("prod", 1).await;
 
     api.declare("prod", &[("api", "1.1.0", 1)]).await;
     let second = api.plan_run("prod", "promotion").await;
@@ -457,10 +445,7 @@ async fn a_run_terminated_by_hand_does_not_block_its_environment() {
     ))
     .await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let first = api.plan_run("prod", "baseline").await;
-    api.wait_state(&first, "AwaitingApproval").await;
+    let (first, _) = api.awaiting_approval("prod", 1).await;
     stack.temporal_ok(&[
         "workflow",
         "terminate",
@@ -503,10 +488,7 @@ async fn a_run_whose_lock_start_answer_was_lost_still_gets_the_lock() {
 async fn worker_killed_between_plan_and_apply_applies_once() {
     let mut stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 2).await;
 
     stack.kill_worker();
     api.decide(&id, "approve").await.expect(202);
@@ -659,10 +641,7 @@ async fn specification_versions_count_up_and_are_kept() {
 async fn refused_approvals_are_kept_for_the_audit() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    let id = api.plan_run("prod", "baseline").await;
-    api.wait_state(&id, "AwaitingApproval").await;
+    let (id, _) = api.awaiting_approval("prod", 2).await;
     // An approval for another plan, signalled past the API (which answers such a one 409).
     let other =
         json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": "sha256:another-plan" } });

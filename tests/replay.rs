@@ -94,10 +94,7 @@ async fn record_replay_fixtures() {
     let api = stack.operator("acme");
 
     // Two production runs on one environment: the second queues behind the first.
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    let first = api.plan_run("prod", "baseline").await;
-    api.wait_state(&first, "AwaitingApproval").await;
+    let (first, _) = api.awaiting_approval("prod", 2).await;
     api.declare("prod", &[("api", "1.1.0", 2)]).await;
     let second = api.plan_run("prod", "promotion").await;
     api.decide(&first, "approve").await.expect(202);

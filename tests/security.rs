@@ -85,10 +85,7 @@ async fn missing_scope_is_forbidden() {
 async fn other_tenants_see_nothing() {
     let stack = Stack::start().await;
     let acme = stack.operator("acme");
-    acme.environment("prod", "production").await;
-    acme.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let id = acme.plan_run("prod", "baseline").await;
-    let run = acme.wait_state(&id, "AwaitingApproval").await;
+    let (id, run) = acme.awaiting_approval("prod", 1).await;
 
     let globex = stack.operator("globex");
     globex

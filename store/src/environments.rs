@@ -11,10 +11,12 @@ use sea_orm::{
     QueryOrder, QuerySelect,
 };
 
-/// One environment of a tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One environment of a tenant, as the API shows it too.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Environment {
-    /// Surrogate key (the order [`page`] walks in).
+    /// Surrogate key (the order [`page`] walks in); not shown.
+    #[serde(skip)]
     pub id: String,
     /// Owner tenant.
     pub tenant_id: String,

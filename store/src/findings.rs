@@ -17,8 +17,9 @@ use uuid::Uuid;
 
 const TABLE: &str = "drift_findings";
 
-/// One recorded finding.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One recorded finding, as the API shows it too.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
     pub finding_id: String,
     pub tenant_id: String,

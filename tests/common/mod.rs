@@ -850,6 +850,17 @@ impl Api {
         .await
     }
 
+    /// Registers the production environment `env` with one workload `api` 1.0.0 of
+    /// `replicas`, plans a baseline run and waits until it awaits approval; returns the run's
+    /// id and view.
+    pub async fn awaiting_approval(&self, env: &str, replicas: u32) -> (String, Value) {
+        self.environment(env, "production").await;
+        self.declare(env, &[("api", "1.0.0", replicas)]).await;
+        let id = self.plan_run(env, "baseline").await;
+        let run = self.wait_state(&id, "AwaitingApproval").await;
+        (id, run)
+    }
+
     /// Approves (or rejects) the run's recorded plan.
     pub async fn decide(&self, id: &str, decision: &str) -> Res {
         let run = self.run(id).await;

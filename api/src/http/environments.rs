@@ -7,11 +7,10 @@ use crate::openapi::Problems;
 use crate::{AppState, Error};
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::validation::check_id;
 use runtime_cloud_store::environments::{self, Environment, NewEnvironment};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -34,31 +33,6 @@ pub struct RegisterEnvironment {
     pub target: Option<String>,
 }
 
-/// An environment as the API shows it.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvironmentView {
-    pub environment_id: String,
-    pub tenant_id: String,
-    pub project_id: String,
-    pub class: EnvironmentClass,
-    pub target: String,
-    pub created_at: chrono::DateTime<Utc>,
-}
-
-impl From<Environment> for EnvironmentView {
-    fn from(m: Environment) -> Self {
-        Self {
-            environment_id: m.environment_id,
-            tenant_id: m.tenant_id,
-            project_id: m.project_id,
-            class: m.class,
-            target: m.target,
-            created_at: m.created_at,
-        }
-    }
-}
-
 fn already_exists(environment_id: &str) -> Error {
     Error::Conflict(format!("environment `{environment_id}` already exists"))
 }
@@ -68,14 +42,14 @@ fn already_exists(environment_id: &str) -> Error {
     security(("bearer" = ["factory.provisioning.apply"])),
     request_body = RegisterEnvironment,
     responses(
-        (status = 201, description = "Registered", body = EnvironmentView),
+        (status = 201, description = "Registered", body = Environment),
         Problems<400>, Problems<401>, Problems<403>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
     ))]
 async fn register(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningApply>,
     Json(body): Json<RegisterEnvironment>,
-) -> Result<(StatusCode, axum::Json<EnvironmentView>), Error> {
+) -> Result<(StatusCode, axum::Json<Environment>), Error> {
     check_id("environmentId", &body.environment_id)?;
     check_id("projectId", &body.project_id)?;
     let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
@@ -105,21 +79,20 @@ async fn register(
         }
         Err(e) => return Err(e.into()),
     };
-    Ok((StatusCode::CREATED, axum::Json(env.into())))
+    Ok((StatusCode::CREATED, axum::Json(env)))
 }
 
 /// The caller's environments, by id.
 #[utoipa::path(operation_id = "listEnvironments", get, path = "/factory/environments", tag = "environments",
     security(("bearer" = ["factory.provisioning.read"])),
     responses(
-        (status = 200, description = "Every environment of the tenant", body = Items<EnvironmentView>),
+        (status = 200, description = "Every environment of the tenant", body = Items<Environment>),
         Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
-) -> Result<axum::Json<Items<EnvironmentView>>, Error> {
+) -> Result<axum::Json<Items<Environment>>, Error> {
     let rows = environments::list(&state.db, auth.tenant()).await?;
-    let items = rows.into_iter().map(Into::into).collect();
-    Ok(axum::Json(Items { items }))
+    Ok(axum::Json(Items { items: rows }))
 }

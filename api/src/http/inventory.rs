@@ -110,45 +110,12 @@ struct DriftQuery {
     kind: Option<String>,
 }
 
-/// A finding as the API shows it.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FindingView {
-    pub finding_id: String,
-    pub tenant_id: String,
-    pub environment_id: String,
-    pub kind: DriftKind,
-    pub resource: String,
-    pub declared: Option<serde_json::Value>,
-    pub observed: Option<serde_json::Value>,
-    pub detected_at: chrono::DateTime<Utc>,
-    pub proposal_id: Option<String>,
-    pub resolved_at: Option<chrono::DateTime<Utc>>,
-}
-
-impl From<Finding> for FindingView {
-    fn from(f: Finding) -> Self {
-        Self {
-            finding_id: f.finding_id,
-            tenant_id: f.tenant_id,
-            environment_id: f.environment_id,
-            kind: f.kind,
-            resource: f.resource,
-            declared: f.declared,
-            observed: f.observed,
-            detected_at: f.detected_at,
-            proposal_id: f.proposal_id,
-            resolved_at: f.resolved_at,
-        }
-    }
-}
-
 /// The environment's drift findings, newest first.
 #[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environmentId}/drift", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
     params(("environmentId" = String, Path, description = "The environment id"), DriftQuery),
     responses(
-        (status = 200, description = "Findings", body = Items<FindingView>),
+        (status = 200, description = "Findings", body = Items<Finding>),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
 async fn drift(
@@ -156,7 +123,7 @@ async fn drift(
     auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
     Query(q): Query<DriftQuery>,
-) -> Result<axum::Json<Items<FindingView>>, Error> {
+) -> Result<axum::Json<Items<Finding>>, Error> {
     environment(&state, &auth, &environment_id).await?;
     let status = match q.state.as_deref() {
         None => None,
@@ -174,8 +141,7 @@ async fn drift(
         .map(DriftKind::from_str)
         .transpose()
         .map_err(|e| Error::BadRequest(e.to_string()))?;
-    let rows = findings::list(&state.db, auth.tenant(), &environment_id, status, kind).await?;
-    let items = rows.into_iter().map(Into::into).collect();
+    let items = findings::list(&state.db, auth.tenant(), &environment_id, status, kind).await?;
     Ok(axum::Json(Items { items }))
 }
 
