@@ -1,7 +1,7 @@
 //! Observed state, drift findings and reconciliation proposals, end to end: drift is made
 //! with the sandbox CLI the way a person with cluster access would, then observed.
 
-use crate::common::{Api, Stack, StackOptions, eventually};
+use crate::common::{Api, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 
 /// An environment whose baseline (api 1.0.0 ×2, web 2.0.0 ×1) is applied.
@@ -16,10 +16,7 @@ async fn applied_environment(stack: &Stack, class: &str) -> Api {
         .post("/factory/provisioning/runs", body)
         .await
         .expect(202);
-    let run_id = run["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let run_id = text(&run["provisioningRunId"]);
     api.wait_state(&run_id, "Applied").await;
     // The apply starts an observation of its own; let it finish so it does not race the
     // drift each test makes next.
@@ -49,10 +46,7 @@ async fn drift_is_found_reconciled_and_resolved(kind: &str, cli: &[&str], resour
     let found = of_kind(&open, kind);
     assert_eq!(found.len(), 1, "one {kind} finding: {open:?}");
     assert_eq!(found[0]["resource"], resource);
-    let finding_id = found[0]["findingId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let finding_id = text(&found[0]["findingId"]);
     let events = stack.events("RuntimeDriftDetected").await;
     assert!(
         events
@@ -183,10 +177,7 @@ async fn adoption_declares_what_was_observed() {
     );
     let outcome = api.observe(&stack, "env").await;
     assert_eq!(outcome["newProposal"]["direction"], "adopt-observed");
-    let proposal = outcome["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let proposal = text(&outcome["newProposal"]["proposalId"]);
     api.wait_proposal("env", &proposal, "Applied").await;
     let specs = api
         .get("/factory/provisioning/specifications?environmentId=env")
@@ -310,10 +301,7 @@ async fn newer_proposal_supersedes_the_open_one() {
         "env",
         &["scale", "--workload", "api", "--replicas", "3"],
     );
-    let first = api.observe(&stack, "env").await["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let first = text(&api.observe(&stack, "env").await["newProposal"]["proposalId"]);
     api.wait_proposal("env", &first, "Proposed").await;
     // Observing again without a change keeps the open proposal.
     assert_eq!(api.observe(&stack, "env").await["newProposal"], Value::Null);
@@ -325,10 +313,7 @@ async fn newer_proposal_supersedes_the_open_one() {
     );
     let second = api.observe(&stack, "env").await;
     assert_eq!(second["superseded"], json!([first]));
-    let second = second["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let second = text(&second["newProposal"]["proposalId"]);
     api.wait_proposal("env", &first, "Superseded").await;
     let p = api.wait_proposal("env", &second, "Proposed").await;
     assert_eq!(p["findingIds"].as_array().map(Vec::len), Some(2));
@@ -355,10 +340,7 @@ async fn destructive_proposal_is_not_auto_accepted() {
     let outcome = api.observe(&stack, "env").await;
     assert_eq!(outcome["newProposal"]["destructive"], true);
     assert_eq!(outcome["newProposal"]["autoAccept"], false);
-    let proposal = outcome["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let proposal = text(&outcome["newProposal"]["proposalId"]);
     let p = api.wait_proposal("env", &proposal, "Proposed").await;
     assert_eq!(p["direction"], "apply-declared");
     assert_eq!(p["planSummary"]["deletes"], 1);
@@ -508,10 +490,7 @@ async fn failed_reconciliation_leads_to_a_new_proposal() {
         "env",
         &["scale", "--workload", "web", "--replicas", "4"],
     );
-    let first = api.observe(&stack, "env").await["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let first = text(&api.observe(&stack, "env").await["newProposal"]["proposalId"]);
     api.wait_proposal("env", &first, "Proposed").await;
     stack.sandbox_cli(
         "acme",
@@ -529,10 +508,7 @@ async fn failed_reconciliation_leads_to_a_new_proposal() {
     .await
     .expect(202);
     let accepted = api.wait_proposal("env", &first, "Accepted").await;
-    let run = accepted["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let run = text(&accepted["provisioningRunId"]);
     let failed = api.wait_state(&run, "Failed").await;
     assert_eq!(failed["reason"], "deployment/web: node pool exhausted");
 

@@ -1,7 +1,7 @@
 //! Integration events through the outbox relay to a real NATS JetStream server (one per test,
 //! on its own port, so a test can stop and restart it).
 
-use crate::common::{Db, Stack, StackOptions, eventually};
+use crate::common::{Db, Stack, StackOptions, eventually, text};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -146,10 +146,7 @@ async fn every_event_type_arrives_on_its_subject() {
         .post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() }))
         .await
         .expect(202);
-    let failing = failing["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let failing = text(&failing["provisioningRunId"]);
     api.wait_state(&failing, "Failed").await;
     api.wait_observed_after(&stack, &failing).await;
     // Drift, a proposal and a decision.
@@ -158,10 +155,7 @@ async fn every_event_type_arrives_on_its_subject() {
         "prod",
         &["scale", "--workload", "api", "--replicas", "3"],
     );
-    let proposal = api.observe(&stack, "prod").await["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let proposal = text(&api.observe(&stack, "prod").await["newProposal"]["proposalId"]);
     api.wait_proposal("prod", &proposal, "Proposed").await;
     api.post(
         &format!("/factory/reconciliation/proposals/{proposal}/decide"),

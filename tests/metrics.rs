@@ -1,6 +1,6 @@
 //! `/metrics`: the spec's metrics with true values, read back exactly after driving runs and drift.
 
-use crate::common::{Stack, StackOptions};
+use crate::common::{Stack, StackOptions, text};
 use serde_json::json;
 
 async fn scrape(stack: &Stack) -> String {
@@ -38,10 +38,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
         .post("/factory/provisioning/runs", body)
         .await
         .expect(202);
-    let failed = failed["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let failed = text(&failed["provisioningRunId"]);
     api.wait_state(&failed, "Failed").await;
     // The observation after the failure finds prod's workload missing and proposes it.
     api.wait_observed_after(&stack, &failed).await;
@@ -52,10 +49,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
         "dev",
         &["scale", "--workload", "api", "--replicas", "5"],
     );
-    let proposal = api.observe(&stack, "dev").await["newProposal"]["proposalId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let proposal = text(&api.observe(&stack, "dev").await["newProposal"]["proposalId"]);
     api.wait_proposal("dev", &proposal, "Proposed").await;
 
     let runs = |kind: &str, state: &str| {

@@ -1,6 +1,6 @@
 //! Provisioning runs: plan → approval when production → apply → receipts.
 
-use crate::common::{Db, Stack, StackOptions, eventually};
+use crate::common::{Db, Stack, StackOptions, eventually, text};
 use runtime_cloud_workflows::EnvironmentLock;
 use serde_json::json;
 use temporalio_client::{WorkflowExecutionStatus, WorkflowQueryOptions};
@@ -220,10 +220,7 @@ async fn production_run_with_approval_id_applies() {
         )
         .await
         .expect(202);
-    let id = run["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = text(&run["provisioningRunId"]);
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approvalId"], approval.as_str());
     assert_eq!(run["approval"]["approvalId"], approval.as_str());

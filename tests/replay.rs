@@ -8,7 +8,7 @@
 //! workflow's commands gets a patch (or a worker build id), and its fixtures are recorded
 //! *before* the change and kept.
 
-use crate::common::Stack;
+use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
     EnvironmentLock, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
     ReconciliationProposal,
@@ -120,10 +120,7 @@ async fn record_replay_fixtures() {
         .post("/factory/environments/dev/observe", serde_json::json!({}))
         .await
         .expect(202);
-    let observe_id = started["workflowId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let observe_id = text(&started["workflowId"]);
     let outcome = client
         .get_workflow_handle::<ObserveEnvironment>(observe_id.clone())
         .get_result(Default::default())
@@ -131,10 +128,7 @@ async fn record_replay_fixtures() {
         .expect("observe");
     let proposal = outcome.new_proposal.expect("a proposal").proposal_id;
     let applied = api.wait_proposal("dev", &proposal, "Applied").await;
-    let reconciliation = applied["provisioningRunId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let reconciliation = text(&applied["provisioningRunId"]);
     api.wait_observed_after(&stack, &reconciliation).await;
     save_fixture(&client, observe_id, "observe_environment.json").await;
     let proposal = format!("proposal/{proposal}");

@@ -876,6 +876,11 @@ impl Api {
     }
 }
 
+/// A JSON string field as a `String` (empty when absent), for ids read from responses.
+pub fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
 /// Polls `check` until it returns Some, for at most `secs`.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where
