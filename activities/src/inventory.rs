@@ -6,7 +6,7 @@ use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use runtime_cloud_store::{inventory, proposals};
+use runtime_cloud_store::{observations, proposals};
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
     BatchOutcome, ObserveBatchRequest, ObserveRequest, PrepareRunRequest, ProposalProjection,
@@ -71,7 +71,7 @@ impl InventoryActivitiesImpl {
                 .policy
                 .allows_auto_accept(&req.tenant_id, &req.environment_id),
         };
-        Ok(inventory::record(&self.db, req, acceptance).await?)
+        Ok(observations::record(&self.db, req, acceptance).await?)
     }
 }
 

@@ -184,25 +184,11 @@ fn outputs(target: &Target, workloads: &[Workload]) -> serde_json::Value {
 
 /// How the sandbox reports a workload it runs: all replicas ready, one endpoint, healthy.
 pub fn observed(target: &Target, w: &Workload) -> ObservedWorkload {
-    ObservedWorkload {
-        name: w.name.clone(),
-        kind: w.kind.clone(),
-        version: w.version.clone(),
-        replicas_ready: w.replicas,
-        replicas_desired: w.replicas,
-        endpoints: vec![format!(
-            "https://{}.{}.sandbox.internal",
-            w.name, target.environment_id
-        )],
-        config_refs: w.config_refs.clone(),
-        secret_refs: w.secret_refs.clone(),
-        health: if w.replicas > 0 {
-            "healthy"
-        } else {
-            "unavailable"
-        }
-        .to_owned(),
-    }
+    let endpoint = format!(
+        "https://{}.{}.sandbox.internal",
+        w.name, target.environment_id
+    );
+    ObservedWorkload::as_declared(w, vec![endpoint])
 }
 
 #[async_trait::async_trait]

@@ -2,11 +2,11 @@
 //! findings group into a reconciliation proposal.
 
 use crate::observation::ObservedWorkload;
-use crate::provisioning::Workload;
+use crate::specification::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-crate::provisioning::wire_enum!(
+crate::wire::wire_enum!(
     /// What differs.
     DriftKind, "drift kind" {
         /// Another version runs than declared.
@@ -24,7 +24,7 @@ crate::provisioning::wire_enum!(
     }
 );
 
-crate::provisioning::wire_enum!(
+crate::wire::wire_enum!(
     /// The state of a reconciliation proposal.
     ProposalState, "proposal state" {
         /// Waiting for a decision.
@@ -40,7 +40,7 @@ crate::provisioning::wire_enum!(
     }
 );
 
-crate::provisioning::wire_enum!(
+crate::wire::wire_enum!(
     /// Which way a proposal reconciles.
     Direction, "direction" {
         /// Apply the declared specification to the target.
@@ -179,17 +179,7 @@ mod tests {
     }
 
     fn observed(w: &Workload) -> ObservedWorkload {
-        ObservedWorkload {
-            name: w.name.clone(),
-            kind: w.kind.clone(),
-            version: w.version.clone(),
-            replicas_ready: w.replicas,
-            replicas_desired: w.replicas,
-            endpoints: vec![],
-            config_refs: w.config_refs.clone(),
-            secret_refs: w.secret_refs.clone(),
-            health: "healthy".into(),
-        }
+        ObservedWorkload::as_declared(w, Vec::new())
     }
 
     fn kinds(f: &[Finding]) -> Vec<DriftKind> {

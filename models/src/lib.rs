@@ -7,7 +7,9 @@
 //!
 //! # Layout
 //!
-//! - [`provisioning`]: states, kinds, specifications, runs and their receipts.
+//! - [`specification`]: what should run: desired workloads and the snapshot a run carries.
+//! - [`provisioning`]: a run's states and legal moves, approvals, receipts.
+//! - [`wire`]: enums whose wire form is fixed (`wire_enum!`).
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
@@ -27,7 +29,11 @@ pub mod options;
 pub mod plan;
 pub mod provisioning;
 pub mod rules;
+pub mod specification;
 pub mod validation;
+pub mod wire;
 
 pub use plan::{PlanChanges, WorkloadChange};
 pub use provisioning::*;
+pub use specification::*;
+pub use wire::UnknownVariant;

@@ -1,6 +1,6 @@
 //! Observed state: what a target reports it runs, never what anyone declared.
 
-use crate::provisioning::Refs;
+use crate::specification::Refs;
 use serde::{Deserialize, Serialize};
 
 /// One observed workload. Bindings are references only: values never enter the inventory.
@@ -17,6 +17,29 @@ pub struct ObservedWorkload {
     pub secret_refs: Refs,
     /// `healthy`, `degraded` or `unavailable`.
     pub health: String,
+}
+
+impl ObservedWorkload {
+    /// What a target running `w` exactly as declared reports: every replica ready, serving at
+    /// `endpoints`, healthy (unavailable when it runs no replica).
+    pub fn as_declared(w: &crate::specification::Workload, endpoints: Vec<String>) -> Self {
+        Self {
+            name: w.name.clone(),
+            kind: w.kind.clone(),
+            version: w.version.clone(),
+            replicas_ready: w.replicas,
+            replicas_desired: w.replicas,
+            endpoints,
+            config_refs: w.config_refs.clone(),
+            secret_refs: w.secret_refs.clone(),
+            health: if w.replicas > 0 {
+                "healthy"
+            } else {
+                "unavailable"
+            }
+            .to_owned(),
+        }
+    }
 }
 
 /// The result of reading a target once.

@@ -1,6 +1,6 @@
 //! The plan diff: declared workloads against what a target currently runs.
 
-use crate::provisioning::{SpecificationSnapshot, Workload};
+use crate::specification::{SpecificationSnapshot, Workload};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -1,68 +1,8 @@
 //! Specifications, provisioning runs, their states and receipts.
 
+use crate::specification::SpecificationSnapshot;
+use crate::wire::wire_enum;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-/// Why a string could not be read as one of this module's enums.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown {what} `{value}`")]
-pub struct UnknownVariant {
-    pub(crate) what: &'static str,
-    pub(crate) value: String,
-}
-
-/// Declares a string-backed enum whose wire form is fixed, so the API, the read tables, the
-/// search attributes and the events all spell a value the same way.
-macro_rules! wire_enum {
-    ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The value as it is written on the wire and in the read tables.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $wire),+ }
-            }
-        }
-
-        // Written by hand: the derive does not see the `rename`s a macro expands to.
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                utoipa::openapi::ObjectBuilder::new()
-                    .schema_type(utoipa::openapi::schema::Type::String)
-                    .enum_values(Some([$($wire),+]))
-                    .build()
-                    .into()
-            }
-        }
-
-        impl utoipa::ToSchema for $name {}
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = $crate::provisioning::UnknownVariant;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($wire => Ok($name::$variant),)+
-                    _ => Err($crate::provisioning::UnknownVariant { what: $what, value: s.to_owned() }),
-                }
-            }
-        }
-    };
-}
-
-pub(crate) use wire_enum;
 
 wire_enum!(
     /// The state of a provisioning run (the spec's state diagram, exactly).
@@ -168,16 +108,6 @@ wire_enum!(
 );
 
 wire_enum!(
-    /// What a specification describes.
-    SpecificationKind, "specification kind" {
-        /// A whole environment.
-        Environment => "environment",
-        /// One workload.
-        Workload => "workload",
-    }
-);
-
-wire_enum!(
     /// An operator's answer to a run waiting for approval.
     ApprovalDecision, "approval decision" {
         /// Apply the plan.
@@ -186,51 +116,6 @@ wire_enum!(
         Reject => "reject",
     }
 );
-
-/// A reference to a configuration key or a secret: never a value.
-pub type Refs = BTreeMap<String, String>;
-
-/// One desired workload of a specification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Workload {
-    /// Unique within the specification.
-    pub name: String,
-    /// `deployment`, `statefulset`, `daemonset`, `job` …
-    pub kind: String,
-    /// The version (image tag, chart version) to run.
-    pub version: String,
-    /// Desired replicas; never negative.
-    pub replicas: u32,
-    /// Config Platform keys by reference.
-    #[serde(default)]
-    pub config_refs: Refs,
-    /// Secret Broker references; never values.
-    #[serde(default)]
-    pub secret_refs: Refs,
-}
-
-/// The desired state a run plans and applies: a snapshot of one specification version.
-///
-/// This is what a workflow carries, so it holds references only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SpecificationSnapshot {
-    /// The specification row.
-    pub specification_id: String,
-    /// Its version within the environment.
-    pub version: i32,
-    /// Repository + path of the IaC program.
-    pub program_ref: String,
-    /// Commit of the program.
-    pub program_version: String,
-    /// Config Platform keys by reference.
-    pub config_refs: Refs,
-    /// Secret references; never values.
-    pub secret_refs: Refs,
-    /// The desired workloads.
-    pub workloads: Vec<Workload>,
-}
 
 /// The plan receipt: what an apply would change, recorded before any apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

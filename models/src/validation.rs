@@ -2,7 +2,7 @@
 //! are never values, and workloads with unique names. Every way a specification is declared
 //! (the API, a proposal that adopts what was observed) checks it here.
 
-use crate::provisioning::{Refs, SpecificationKind, Workload};
+use crate::specification::{Refs, SpecificationKind, Workload};
 use std::collections::BTreeSet;
 
 /// Why a declaration was refused. The message never repeats a value that might be a secret.

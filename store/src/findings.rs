@@ -1,5 +1,5 @@
 //! `drift_findings`: differences between declared and observed state. A finding is raised and
-//! resolved only by observations ([`crate::inventory::record`]): resolved when an observation
+//! resolved only by observations ([`crate::observations::record`]): resolved when an observation
 //! no longer shows it.
 
 use crate::decode::At;

@@ -72,17 +72,7 @@ pub(crate) fn workload(name: &str, version: &str, replicas: u32) -> Workload {
 
 /// What a target running `w` exactly as declared reports.
 pub(crate) fn observed(w: &Workload) -> ObservedWorkload {
-    ObservedWorkload {
-        name: w.name.clone(),
-        kind: w.kind.clone(),
-        version: w.version.clone(),
-        replicas_ready: w.replicas,
-        replicas_desired: w.replicas,
-        endpoints: vec![],
-        config_refs: w.config_refs.clone(),
-        secret_refs: w.secret_refs.clone(),
-        health: "healthy".into(),
-    }
+    ObservedWorkload::as_declared(w, Vec::new())
 }
 
 /// A valid declaration of `workloads` for `env` of tenant `acme`.
@@ -116,3 +106,21 @@ pub(crate) async fn events(db: &DatabaseConnection, event_type: &str) -> Vec<out
 pub(crate) async fn execute(db: &DatabaseConnection, sql: &str) {
     db.execute_unprepared(sql).await.unwrap();
 }
+
+/// Two tests of `$body` (an `async fn(DatabaseConnection)`): `$sqlite` on in-memory SQLite and
+/// `$postgres` on a throwaway PostgreSQL database, for the queries the two spell differently.
+macro_rules! on_both_databases {
+    ($sqlite:ident, $postgres:ident, $body:ident) => {
+        #[tokio::test]
+        async fn $sqlite() {
+            $body(crate::fixtures::sqlite().await).await;
+        }
+
+        #[tokio::test]
+        async fn $postgres() {
+            $body(crate::fixtures::postgres().await).await;
+        }
+    };
+}
+
+pub(crate) use on_both_databases;

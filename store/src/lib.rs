@@ -13,7 +13,8 @@
 //! - [`environments`]: a tenant's environments: register, find, list, page through all.
 //! - [`specifications`]: declared versions (validated, numbered, announced) and their reads.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
-//! - [`inventory`]: observed state: record an observation (findings, proposal), mark stale.
+//! - [`inventory`]: observed state, and marking stale what was not observed in time.
+//! - [`observations`]: recording an observation (inventory, findings, proposal).
 //! - [`findings`]: drift findings: raised and resolved by observations, read.
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
@@ -30,6 +31,7 @@ pub mod error;
 pub mod findings;
 pub mod inventory;
 pub mod migration;
+pub mod observations;
 pub mod outbox;
 pub mod page;
 pub mod proposals;

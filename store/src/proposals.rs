@@ -1,6 +1,6 @@
 //! `reconciliation_proposals`: reviewable changes grouping an environment's open findings.
 //!
-//! Observations raise and supersede proposals ([`crate::inventory::record`]), the GitOps
+//! Observations raise and supersede proposals ([`crate::observations::record`]), the GitOps
 //! reconciler raises one for a difference it does not apply itself ([`raise_for_replan`]), the
 //! ReconciliationProposal workflow projects its decisions ([`project`]) and prepares the run of
 //! an accepted one ([`prepare_run`]).
@@ -527,7 +527,7 @@ mod tests {
             },
             proposal_id: "p1".into(),
         };
-        let outcome = inventory::record(db, &req, Acceptance::default())
+        let outcome = crate::observations::record(db, &req, Acceptance::default())
             .await
             .unwrap();
         let proposal = outcome.new_proposal.unwrap();

@@ -780,17 +780,13 @@ mod tests {
         assert!(matches!(err, Error::IllegalTransition { .. }), "{err:?}");
     }
 
-    #[tokio::test]
-    async fn a_run_is_created_and_projected_idempotently_sqlite() {
-        a_run_is_created_and_projected_idempotently_on(fixtures::sqlite().await).await;
-    }
-
-    /// The receipts are read as text (`CAST(… AS TEXT)`), which PostgreSQL and SQLite spell
-    /// differently for a JSON column.
-    #[tokio::test]
-    async fn a_run_is_created_and_projected_idempotently_postgres() {
-        a_run_is_created_and_projected_idempotently_on(fixtures::postgres().await).await;
-    }
+    // The receipts are read as text (`CAST(… AS TEXT)`), which PostgreSQL and SQLite spell
+    // differently for a JSON column.
+    crate::fixtures::on_both_databases!(
+        a_run_is_created_and_projected_idempotently_sqlite,
+        a_run_is_created_and_projected_idempotently_postgres,
+        a_run_is_created_and_projected_idempotently_on
+    );
 
     #[tokio::test]
     async fn a_bad_state_or_kind_in_a_row_is_an_error_not_a_default() {

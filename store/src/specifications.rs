@@ -260,15 +260,11 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn versions_count_up_and_racing_declarations_get_consecutive_ones_sqlite() {
-        versions_count_up_on(fixtures::sqlite().await).await;
-    }
-
-    #[tokio::test]
-    async fn versions_count_up_and_racing_declarations_get_consecutive_ones_postgres() {
-        versions_count_up_on(fixtures::postgres().await).await;
-    }
+    crate::fixtures::on_both_databases!(
+        versions_count_up_and_racing_declarations_get_consecutive_ones_sqlite,
+        versions_count_up_and_racing_declarations_get_consecutive_ones_postgres,
+        versions_count_up_on
+    );
 
     #[tokio::test]
     async fn a_declaration_the_rule_refuses_writes_nothing() {

@@ -1,0 +1,63 @@
+//! Enums whose wire form is fixed: the API, the read tables, the search attributes and the
+//! events all spell a value the same way.
+
+/// Why a string could not be read as one of this module's enums.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} `{value}`")]
+pub struct UnknownVariant {
+    pub(crate) what: &'static str,
+    pub(crate) value: String,
+}
+
+/// Declares a string-backed enum whose wire form is fixed, so the API, the read tables, the
+/// search attributes and the events all spell a value the same way.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value as it is written on the wire and in the read tables.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+        }
+
+        // Written by hand: the derive does not see the `rename`s a macro expands to.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($wire),+]))
+                    .build()
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::wire::UnknownVariant;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($wire => Ok($name::$variant),)+
+                    _ => Err($crate::wire::UnknownVariant { what: $what, value: s.to_owned() }),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use wire_enum;

@@ -1,0 +1,380 @@
+//! Recording an observation: the inventory and its workloads, the findings the comparison with
+//! the declared specification raises or resolves, and the proposal they group into, in one
+//! transaction. (Apart from [`crate::inventory`] so that proposals, which adopt what was
+//! observed, can read the inventory without the two modules importing each other.)
+
+use crate::decode::{At, to_json};
+use crate::entities::{observed_workloads as workload_rows, runtime_inventories as rows};
+use crate::inventory::find_row;
+use crate::proposals::{self, Acceptance};
+use crate::{Error, environments, findings, outbox, runs, specifications};
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::drift::compare;
+use runtime_cloud_models::events::ObservedStateChanged;
+use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
+use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    EntityTrait, QueryFilter, TransactionTrait,
+};
+use uuid::Uuid;
+
+const TABLE: &str = "runtime_inventories";
+
+/// Records one observation (see [`RecordRequest`]), in one transaction: the inventory and its
+/// workloads, `ObservedStateChanged` when something changed, the findings the comparison with
+/// the declared specification raises or resolves, and a proposal when the open findings
+/// changed. A failed observation marks the environment stale and raises nothing. A retried
+/// record (same `proposal_id`) answers what the first one did.
+pub async fn record(
+    db: &DatabaseConnection,
+    req: &RecordRequest,
+    acceptance: Acceptance,
+) -> Result<RecordOutcome, Error> {
+    let txn = db.begin().await?;
+    let Some(env) = environments::find(&txn, &req.tenant_id, &req.environment_id).await? else {
+        // The environment was removed since the observation started: nothing to record.
+        return Ok(RecordOutcome::default());
+    };
+    let now = Utc::now();
+    let existing = find_row(&txn, &req.tenant_id, &req.environment_id).await?;
+    let was_stale = existing.as_ref().is_none_or(|i| i.stale);
+    let mut row: rows::ActiveModel = match existing.clone() {
+        Some(row) => row.into(),
+        None => rows::ActiveModel {
+            id: Set(Uuid::now_v7().to_string()),
+            tenant_id: Set(req.tenant_id.clone()),
+            environment_id: Set(req.environment_id.clone()),
+            project_id: Set(env.project_id.clone()),
+            workloads: Set(serde_json::json!([])),
+            current_release_id: Set(None),
+            specification_version: Set(None),
+            observed_at: Set(None),
+            created_at: Set(now),
+            ..Default::default()
+        },
+    };
+    let event =
+        |changes: serde_json::Value, stale: bool, release: Option<String>| ObservedStateChanged {
+            environment_id: req.environment_id.clone(),
+            tenant_id: req.tenant_id.clone(),
+            project_id: env.project_id.clone(),
+            current_release_id: release,
+            changes,
+            stale,
+        };
+    let event_id = outbox::event_id(&req.proposal_id, "ObservedStateChanged");
+
+    let workloads = match &req.observation {
+        Observation::Unreachable { reason } => {
+            row.stale = Set(true);
+            row.last_error = Set(Some(reason.clone()));
+            row.updated_at = Set(now);
+            upsert(&txn, row, existing.is_none()).await?;
+            let changed = existing.is_none() || !was_stale;
+            if changed {
+                let release = existing.and_then(|i| i.current_release_id);
+                let event = event(serde_json::json!([]), true, release);
+                outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
+            }
+            txn.commit().await?;
+            return Ok(RecordOutcome {
+                changed,
+                stale: true,
+                ..Default::default()
+            });
+        }
+        Observation::Observed { workloads } => workloads,
+    };
+
+    let previous: Vec<ObservedWorkload> = match &existing {
+        Some(i) => At {
+            table: TABLE,
+            row: &i.id,
+        }
+        .json("workloads", &i.workloads)?,
+        None => Vec::new(),
+    };
+    let spec = specifications::latest(&txn, &req.tenant_id, &req.environment_id).await?;
+    let diff = changes(&previous, workloads);
+    let changed = existing.is_none() || was_stale || diff.as_array().is_some_and(|a| !a.is_empty());
+    let release = spec.as_ref().and_then(|s| s.declaration.release_id.clone());
+    let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
+    row.workloads = Set(to_json(workloads)?);
+    row.observed_at = Set(Some(now));
+    row.stale = Set(false);
+    row.last_error = Set(None);
+    row.current_release_id = Set(release.clone());
+    row.specification_version = Set(applied.map(|a| a.specification_version));
+    row.updated_at = Set(now);
+    upsert(&txn, row, existing.is_none()).await?;
+    replace_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
+    if changed {
+        let event = event(diff, false, release);
+        outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
+    }
+
+    // Compare with the declared specification; without one there is nothing to drift from.
+    let found = match &spec {
+        Some(spec) => compare(&spec.declaration.workloads, workloads),
+        None => Vec::new(),
+    };
+    let synced = findings::sync(&txn, &req.tenant_id, &req.environment_id, &found, now).await?;
+    let (new_proposal, superseded) =
+        proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?;
+    txn.commit().await?;
+    Ok(RecordOutcome {
+        changed,
+        stale: false,
+        new_findings: synced.raised,
+        resolved_findings: synced.resolved,
+        new_proposal,
+        superseded,
+    })
+}
+
+/// Inserts a new inventory row or updates the existing one. (`save` would try an update for a
+/// new row, since its primary key is set.)
+async fn upsert(db: &impl ConnectionTrait, row: rows::ActiveModel, new: bool) -> Result<(), Error> {
+    if new {
+        row.insert(db).await?;
+    } else {
+        row.update(db).await?;
+    }
+    Ok(())
+}
+
+async fn replace_workloads(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    workloads: &[ObservedWorkload],
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    workload_rows::Entity::delete_many()
+        .filter(workload_rows::Column::TenantId.eq(tenant_id))
+        .filter(workload_rows::Column::EnvironmentId.eq(environment_id))
+        .exec(db)
+        .await?;
+    for w in workloads {
+        workload_rows::ActiveModel {
+            id: Set(Uuid::now_v7().to_string()),
+            tenant_id: Set(tenant_id.to_owned()),
+            environment_id: Set(environment_id.to_owned()),
+            name: Set(w.name.clone()),
+            kind: Set(w.kind.clone()),
+            version: Set(w.version.clone()),
+            replicas_ready: Set(w.replicas_ready as i32),
+            replicas_desired: Set(w.replicas_desired as i32),
+            endpoints: Set(to_json(&w.endpoints)?),
+            config_refs: Set(to_json(&w.config_refs)?),
+            secret_refs: Set(to_json(&w.secret_refs)?),
+            health: Set(w.health.clone()),
+            observed_at: Set(now),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(db)
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::{self, Status};
+    use crate::fixtures::{self, declaration, observed, workload};
+    use crate::{inventory, proposals, specifications};
+    use runtime_cloud_models::EnvironmentClass;
+    use runtime_cloud_models::drift::{Direction, DriftKind, ProposalState};
+
+    fn observation(
+        env: &str,
+        proposal_id: &str,
+        workloads: Vec<ObservedWorkload>,
+    ) -> RecordRequest {
+        RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: env.into(),
+            observation: Observation::Observed { workloads },
+            proposal_id: proposal_id.into(),
+        }
+    }
+
+    const ALLOWED: Acceptance = Acceptance {
+        option: true,
+        policy_allows: true,
+    };
+
+    async fn an_observation_raises_and_resolves_findings_on(db: DatabaseConnection) {
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+
+        // The first observation: another version runs.
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let req = observation("dev", "p1", vec![drifted.clone()]);
+        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        assert!(outcome.changed && !outcome.stale);
+        assert_eq!((outcome.new_findings, outcome.resolved_findings), (1, 0));
+        let proposal = outcome.new_proposal.clone().unwrap();
+        assert_eq!(proposal.proposal_id, "p1");
+        assert_eq!(proposal.direction, Direction::ApplyDeclared);
+        assert!(
+            proposal.auto_accept,
+            "non-destructive, outside production, allowed"
+        );
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(
+            (open[0].kind, open[0].proposal_id.as_deref()),
+            (DriftKind::Version, Some("p1"))
+        );
+        let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(inventory.workloads, [drifted.clone()]);
+        assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
+        assert_eq!(
+            fixtures::events(&db, "ReconciliationProposed").await.len(),
+            1
+        );
+
+        // A retried record answers the same and writes nothing twice.
+        assert_eq!(
+            record(&db, &req, ALLOWED).await.unwrap().new_proposal,
+            Some(proposal)
+        );
+        assert_eq!(fixtures::events(&db, "ObservedStateChanged").await.len(), 1);
+
+        // The same drift again: no new finding, no new proposal.
+        let same = record(&db, &observation("dev", "p2", vec![drifted]), ALLOWED)
+            .await
+            .unwrap();
+        assert!(!same.changed);
+        assert_eq!((same.new_findings, same.new_proposal), (0, None));
+
+        // Converged: the finding is resolved, the open proposal superseded.
+        let fixed = record(
+            &db,
+            &observation("dev", "p3", vec![observed(&api)]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        assert_eq!((fixed.new_findings, fixed.resolved_findings), (0, 1));
+        assert_eq!(fixed.superseded, ["p1"]);
+        assert_eq!(fixed.new_proposal, None);
+        assert!(
+            findings::list(&db, "acme", "dev", Some(Status::Open), None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p1.state, ProposalState::Superseded);
+
+        // Something unmanaged appears: destructive to remove, so an operator decides.
+        let mut stray = observed(&workload("debug-shell", "0.1", 1));
+        stray.kind = "pod".into();
+        let stray = record(
+            &db,
+            &observation("dev", "p4", vec![observed(&api), stray]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        let p4 = stray.new_proposal.unwrap();
+        assert_eq!(
+            p4.direction,
+            Direction::AdoptObserved,
+            "only unmanaged: adopt it"
+        );
+        assert!(!p4.destructive && p4.auto_accept);
+        let refused = record(
+            &db,
+            &observation("dev", "p4", vec![observed(&api)]),
+            Acceptance {
+                option: true,
+                policy_allows: false,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            !refused.new_proposal.unwrap().auto_accept,
+            "the policy decides on a retry too"
+        );
+    }
+
+    // The one-open-finding-per-resource index is a partial index, written in SQL.
+    crate::fixtures::on_both_databases!(
+        an_observation_raises_and_resolves_findings_and_a_proposal_sqlite,
+        an_observation_raises_and_resolves_findings_and_a_proposal_postgres,
+        an_observation_raises_and_resolves_findings_on
+    );
+
+    #[tokio::test]
+    async fn an_unreachable_target_marks_stale_and_raises_nothing() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::Production).await;
+        specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
+            .await
+            .unwrap();
+        let req = RecordRequest {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            observation: Observation::Unreachable {
+                reason: "target unreachable".into(),
+            },
+            proposal_id: "p1".into(),
+        };
+        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        assert!(outcome.changed && outcome.stale);
+        assert_eq!((outcome.new_findings, outcome.new_proposal), (0, None));
+        let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert!(inventory.stale && inventory.observed_at.is_none());
+        assert_eq!(inventory.last_error.as_deref(), Some("target unreachable"));
+        // Unreachable again: already stale, nothing to announce.
+        let again = RecordRequest {
+            proposal_id: "p2".into(),
+            ..req
+        };
+        assert!(!record(&db, &again, ALLOWED).await.unwrap().changed);
+    }
+
+    #[tokio::test]
+    async fn stored_workloads_that_do_not_read_are_an_error_not_an_empty_list() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        record(&db, &observation("dev", "p1", vec![]), ALLOWED)
+            .await
+            .unwrap();
+        fixtures::execute(
+            &db,
+            "UPDATE runtime_inventories SET workloads = '{\"api\": 1}'",
+        )
+        .await;
+        let err = inventory::find(&db, "acme", "dev").await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Corrupt {
+                    table: TABLE,
+                    column: "workloads",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            record(&db, &observation("dev", "p2", vec![]), ALLOWED)
+                .await
+                .is_err()
+        );
+    }
+}
