@@ -3,7 +3,7 @@
 use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
-use runtime_cloud_activities::ports::ConfiguredPolicy;
+use runtime_cloud_activities::ports::{ConfiguredPolicy, RecordedApprovals};
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
@@ -68,12 +68,13 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     let inventory = config.runtime_cloud.inventory.clone();
     let deps = WorkerDeps {
         client,
-        db,
+        db: db.clone(),
         runner: sandbox.clone(),
         observer: sandbox,
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,
         }),
+        approvals: Arc::new(RecordedApprovals { db: db.clone() }),
         provisioning: config.runtime_cloud.provisioning.clone(),
         inventory,
         task_queue: config.task_queue.clone(),

@@ -169,6 +169,7 @@ mod tests {
         assert!(p.auto_apply_non_destructive);
         assert_eq!(p.approval_timeout_hours, 24.0);
         assert_eq!(p.lock_holder_check_minutes, 10.0);
+        assert_eq!(p.approval_validity_hours, 24.0);
         assert_eq!(c.runtime_cloud.inventory.staleness_minutes, 15.0);
         assert!(
             c.runtime_cloud

@@ -181,9 +181,16 @@ impl InventoryActivitiesImpl {
     ) -> Result<RunInput, ActivityError> {
         let span = tracing::info_span!("prepare_run", proposal_id = %req.proposal.proposal_id, run_id = %req.run_id);
         async move {
-            proposals::prepare_run(&self.db, &req.proposal, &req.run_id, &self.provisioning)
-                .await
-                .map_err(|e| activity_error(e.into()))
+            let grantor = req.grantor.as_ref();
+            proposals::prepare_run(
+                &self.db,
+                &req.proposal,
+                &req.run_id,
+                grantor,
+                &self.provisioning,
+            )
+            .await
+            .map_err(|e| activity_error(e.into()))
         }
         .instrument(span)
         .await

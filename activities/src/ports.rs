@@ -1,6 +1,7 @@
 //! Ports: the traits activities call, with an embedded default adapter each.
 
 use crate::Error;
+use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot, Workload};
 
 /// Where an environment runs.
@@ -62,5 +63,28 @@ pub struct ConfiguredPolicy {
 impl Policy for ConfiguredPolicy {
     fn allows_auto_accept(&self, _tenant_id: &str, _environment_id: &str) -> bool {
         self.auto_accept
+    }
+}
+
+/// Verifies a run's claim on an approval and spends the approval on the run
+/// ([`runtime_cloud_models::approvals::verify_approval`]). Embedded default:
+/// [`RecordedApprovals`]; later RunControlService.
+#[async_trait::async_trait]
+pub trait Approvals: Send + Sync + 'static {
+    /// The approval, spent on the claim's run, or why it does not verify. `Err` only when the
+    /// source of approvals cannot answer (retried).
+    async fn claim(&self, claim: &ApprovalClaim) -> Result<ClaimOutcome, Error>;
+}
+
+/// The embedded Approvals adapter: approvals the product records itself (`approvals` table).
+#[derive(Debug, Clone)]
+pub struct RecordedApprovals {
+    pub db: sea_orm::DatabaseConnection,
+}
+
+#[async_trait::async_trait]
+impl Approvals for RecordedApprovals {
+    async fn claim(&self, claim: &ApprovalClaim) -> Result<ClaimOutcome, Error> {
+        Ok(runtime_cloud_store::approvals::claim(&self.db, claim).await?)
     }
 }

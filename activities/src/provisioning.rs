@@ -1,7 +1,8 @@
 //! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
 
 use crate::error::{Error, activity_error};
-use crate::ports::{Runner, Target};
+use crate::ports::{Approvals, Runner, Target};
+use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
@@ -26,6 +27,8 @@ pub struct ProvisioningActivitiesImpl {
     pub db: DatabaseConnection,
     /// The runner that plans and applies.
     pub runner: Arc<dyn Runner>,
+    /// Verifies and spends the approvals of production applies.
+    pub approvals: Arc<dyn Approvals>,
     /// Used to signal-with-start environment locks.
     pub client: Client,
     /// The task queue the locks run on.
@@ -188,6 +191,25 @@ impl ProvisioningActivitiesImpl {
                     }
                 }
             }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Verifies the run's claim on an approval and spends it (the Approvals port).
+    #[activity(definition = markers::ClaimApproval)]
+    pub async fn claim_approval(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        claim: ApprovalClaim,
+    ) -> Result<ClaimOutcome, ActivityError> {
+        let span = tracing::info_span!("claim_approval", run_id = %claim.run_id, approval_id = %claim.approval_id);
+        async move {
+            let outcome = self.approvals.claim(&claim).await.map_err(activity_error)?;
+            if let ClaimOutcome::Refused { why } = &outcome {
+                tracing::warn!(%why, "the approval does not verify");
+            }
+            Ok(outcome)
         }
         .instrument(span)
         .await

@@ -24,7 +24,7 @@ pub const RUNTIME_READ: &str = "factory.runtime.read";
 pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
 
 /// Roles that may accept a production proposal.
-pub const PRODUCTION_DECIDERS: &[&str] = &["Operator", "PlatformAdmin"];
+pub const PRODUCTION_DECIDERS: &[&str] = runtime_cloud_models::approvals::APPROVER_ROLES;
 
 /// Issuer of the tokens this process mints and accepts.
 const ISSUER: &str = "runtime-cloud";
@@ -114,6 +114,11 @@ impl Auth {
     /// Who the caller is.
     pub fn subject(&self) -> &str {
         &self.claims.sub
+    }
+
+    /// The caller's roles.
+    pub fn roles(&self) -> &[String] {
+        &self.claims.roles
     }
 
     /// Fails with 403 unless the token carries one of `roles`.

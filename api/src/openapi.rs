@@ -38,6 +38,7 @@ pub const BEARER: &str = "bearer";
         (name = "environments", description = "A tenant's environments and their class"),
         (name = "specifications", description = "Versioned desired state"),
         (name = "runs", description = "Provisioning runs: plan, approval, apply, receipts"),
+        (name = "approvals", description = "Approvals of production applies: recorded, verified, spent once"),
         (name = "inventory", description = "Observed state, drift findings, observations"),
         (name = "proposals", description = "Reconciliation proposals and their decisions"),
         (name = "operations", description = "Probes, metrics and this document"),

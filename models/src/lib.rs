@@ -9,6 +9,7 @@
 //!
 //! - [`specification`]: what should run: desired workloads and the snapshot a run carries.
 //! - [`provisioning`]: a run's states and legal moves, approvals, receipts.
+//! - [`approvals`]: recorded approvals and the rule that verifies a run's claim on one.
 //! - [`wire`]: enums whose wire form is fixed (`wire_enum!`).
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
 //! - [`observation`]: observed workloads and what changed between observations.
@@ -20,6 +21,7 @@
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 
+pub mod approvals;
 pub mod drift;
 pub mod environments;
 pub mod events;

@@ -21,12 +21,19 @@ pub struct ProvisioningOptions {
     /// are allowed so tests can use a short window.
     #[serde(default = "default_lock_holder_check_minutes")]
     pub lock_holder_check_minutes: f64,
+    /// How long a recorded approval can open the production gate. Fractional hours are
+    /// allowed so tests can use a short window.
+    #[serde(default = "default_approval_validity_hours")]
+    pub approval_validity_hours: f64,
 }
 
 fn default_apply_timeout_minutes() -> f64 {
     45.0
 }
 fn default_approval_timeout_hours() -> f64 {
+    24.0
+}
+fn default_approval_validity_hours() -> f64 {
     24.0
 }
 fn default_lock_holder_check_minutes() -> f64 {
@@ -43,6 +50,7 @@ impl Default for ProvisioningOptions {
             auto_apply_non_destructive: true,
             approval_timeout_hours: default_approval_timeout_hours(),
             lock_holder_check_minutes: default_lock_holder_check_minutes(),
+            approval_validity_hours: default_approval_validity_hours(),
         }
     }
 }
@@ -56,6 +64,11 @@ impl ProvisioningOptions {
     /// The lock's holder check interval in whole seconds (at least one).
     pub fn lock_holder_check_secs(&self) -> u64 {
         ((self.lock_holder_check_minutes * 60.0).ceil() as u64).max(1)
+    }
+
+    /// How long a recorded approval stays valid (at least a second).
+    pub fn approval_validity(&self) -> chrono::Duration {
+        chrono::Duration::seconds(((self.approval_validity_hours * 3600.0).ceil() as i64).max(1))
     }
 
     /// The approval timeout in whole seconds (at least one).

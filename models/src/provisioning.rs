@@ -187,6 +187,10 @@ pub struct Approval {
     pub reason: String,
     /// The inputs hash of the plan this approval is for; any other plan refuses it.
     pub inputs_hash: String,
+    /// The recorded approval behind an `approve` (the API records one before it signals);
+    /// the run verifies and spends it through the Approvals port before it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 wire_enum!(
@@ -198,8 +202,44 @@ wire_enum!(
         AlreadyDecided => "already-decided",
         /// The run was not awaiting approval: it did not need one, or no longer does.
         NotAwaited => "not-awaited",
+        /// No approval with this id, as far as the run's tenant can see (an invented id).
+        UnknownApproval => "unknown-approval",
+        /// The approval is for another environment.
+        OtherEnvironment => "other-environment",
+        /// A production environment needs an approval of production class.
+        NotProductionClass => "not-production-class",
+        /// The approval was recorded as a rejection.
+        ApprovalRejected => "approval-rejected",
+        /// The approval expired before the run claimed it.
+        ApprovalExpired => "approval-expired",
+        /// Whoever granted it holds no role that may grant a production approval.
+        GrantorNotAllowed => "grantor-not-allowed",
+        /// Another run already spent it: one approval opens the gate once.
+        AlreadySpent => "already-spent",
+        /// An approval of the run's plan without a recorded approval behind it (a signal sent
+        /// to the workflow directly, not through the API).
+        NotRecorded => "not-recorded",
     }
 );
+
+impl RefusalReason {
+    /// The reason in words, for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::OtherPlan => "it names another plan's inputsHash",
+            Self::AlreadyDecided => "a decision was already counted for this run",
+            Self::NotAwaited => "the run was not awaiting approval",
+            Self::UnknownApproval => "no such approval",
+            Self::OtherEnvironment => "it is for another environment",
+            Self::NotProductionClass => "a production environment needs a production approval",
+            Self::ApprovalRejected => "it was recorded as a rejection",
+            Self::ApprovalExpired => "it has expired",
+            Self::GrantorNotAllowed => "whoever granted it holds no role that may grant it",
+            Self::AlreadySpent => "another run already spent it",
+            Self::NotRecorded => "no recorded approval stands behind it",
+        }
+    }
+}
 
 /// The approval rule: whether a run counts `approval`.
 ///
@@ -241,6 +281,9 @@ pub struct RefusedApproval {
     pub received_at: chrono::DateTime<chrono::Utc>,
     /// Why the run refused it.
     pub why: RefusalReason,
+    /// The recorded approval it named, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 impl RefusedApproval {
@@ -257,6 +300,7 @@ impl RefusedApproval {
             reason: approval.reason,
             received_at,
             why,
+            approval_id: approval.approval_id,
         }
     }
 }
@@ -265,15 +309,59 @@ impl RefusedApproval {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRecord {
-    /// The approval id from the request (a promotion's approval), or none.
+    /// The recorded approval the run spent (the one its request named, or the one behind an
+    /// operator's decision), or the one a non-production request named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
-    /// The operator's decision, when one was signalled.
+    /// The decision counted: a rejection, or a verified grant with who granted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Approval>,
     /// Set when no decision came before the expiry timer.
     #[serde(default)]
     pub expired: bool,
+}
+
+impl ApprovalRecord {
+    /// An approval named by the request, not needed (outside production) and not checked.
+    pub fn named(approval_id: String) -> Self {
+        Self {
+            approval_id: Some(approval_id),
+            decision: None,
+            expired: false,
+        }
+    }
+
+    /// A counted decision: a rejection, or a grant the Approvals port verified.
+    pub fn decided(decision: Approval) -> Self {
+        Self {
+            approval_id: decision.approval_id.clone(),
+            decision: Some(decision),
+            expired: false,
+        }
+    }
+
+    /// No decision came before the expiry.
+    pub fn expired() -> Self {
+        Self {
+            approval_id: None,
+            decision: None,
+            expired: true,
+        }
+    }
+}
+
+impl Approval {
+    /// The approval a run's request names, as a claim on the plan: the Approvals port says
+    /// who granted it.
+    pub fn named(approval_id: &str, inputs_hash: &str) -> Self {
+        Self {
+            decision: ApprovalDecision::Approve,
+            approver: String::new(),
+            reason: String::new(),
+            inputs_hash: inputs_hash.to_owned(),
+            approval_id: Some(approval_id.to_owned()),
+        }
+    }
 }
 
 /// Everything a ProvisioningRun workflow needs, fixed at start.
@@ -305,9 +393,11 @@ pub struct RunInput {
 }
 
 impl RunInput {
-    /// Whether this run must wait for an operator's approval before it applies.
+    /// Whether this run must pass the production gate before it applies: every production
+    /// run does, with the approval its request names or an operator's decision, each
+    /// verified by the Approvals port.
     pub fn needs_approval(&self) -> bool {
-        self.environment_class == EnvironmentClass::Production && self.approval_id.is_none()
+        self.environment_class == EnvironmentClass::Production
     }
 }
 
@@ -389,6 +479,7 @@ mod tests {
             approver: "alice".into(),
             reason: "CAB-1".into(),
             inputs_hash: hash.into(),
+            approval_id: None,
         }
     }
 

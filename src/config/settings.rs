@@ -255,6 +255,15 @@ pub const SETTINGS: &[Setting] = &[
               hours.",
     },
     Setting {
+        source: Source::File("RuntimeCloud.Provisioning.ApprovalValidityHours"),
+        env: "RuntimeCloud__Provisioning__ApprovalValidityHours",
+        kind: Kind::Positive,
+        default: Some("24"),
+        doc: "How long an approval recorded by the product (`POST /factory/approvals` without \
+              `expiresAt`, an Operator's decision on a run or a proposal) can open the \
+              production gate, in hours. Not a spec option.",
+    },
+    Setting {
         source: Source::File("RuntimeCloud.Provisioning.LockHolderCheckMinutes"),
         env: "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
         kind: Kind::Positive,

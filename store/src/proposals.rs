@@ -10,15 +10,18 @@ use crate::entities::reconciliation_proposals as rows;
 use crate::environments::{self, Environment};
 use crate::findings::{self, Finding};
 use crate::runs::{self, NewRun};
-use crate::{Error, Page, inventory, outbox, specifications};
+use crate::{Error, Page, approvals, inventory, outbox, specifications};
 use chrono::{DateTime, Utc};
+use runtime_cloud_models::approvals::{ApprovalSource, Grantor};
 use runtime_cloud_models::drift::{Direction, ProposalPlan, ProposalState, proposal_plan};
 use runtime_cloud_models::events::{ReconciliationDecided, ReconciliationProposed};
 use runtime_cloud_models::inventory::{ProposalInput, ProposalProjection};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::validation::Declaration;
-use runtime_cloud_models::{ProvisioningKind, ProvisioningState, RunInput, Workload, rules};
+use runtime_cloud_models::{
+    ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, Workload, rules,
+};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
@@ -370,12 +373,15 @@ pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<
 /// Prepares an accepted proposal's reconciliation run `run_id`, in one transaction, and
 /// returns its input; idempotent by run id (a retry finds the row and answers the same
 /// input). For `adopt-observed`, first declares a specification whose workloads are what was
-/// observed, checked by the same rule as every declaration. The accepted proposal is the
-/// run's approval: its id is the run's `approvalId`.
+/// observed, checked by the same rule as every declaration. In production the Operator who
+/// accepted it (`grantor`) is the run's approval: recorded with the run, already spent on
+/// it, its id the run's `approvalId`. Without a grantor a production run waits for an
+/// Operator's decision on the run.
 pub async fn prepare_run(
     db: &DatabaseConnection,
     proposal: &ProposalInput,
     run_id: &str,
+    grantor: Option<&Grantor>,
     options: &ProvisioningOptions,
 ) -> Result<RunInput, Error> {
     let (tenant_id, environment_id) = (&proposal.tenant_id, &proposal.environment_id);
@@ -415,13 +421,40 @@ pub async fn prepare_run(
         what: "specification of environment",
         id: environment_id.clone(),
     })?;
+    let approval_id = match (&prepared, grantor) {
+        (Some(_), _) => runs::find(&txn, tenant_id, run_id)
+            .await?
+            .and_then(|r| r.approval_id),
+        (None, Some(grantor)) if env.production() => {
+            let approval = approvals::record(
+                &txn,
+                approvals::NewApproval {
+                    tenant_id: tenant_id.clone(),
+                    environment_id: environment_id.clone(),
+                    class: env.class,
+                    decision: ApprovalDecision::Approve,
+                    granted_by: grantor.principal.clone(),
+                    granted_by_roles: grantor.roles.clone(),
+                    reason: grantor.reason.clone(),
+                    inputs_hash: None,
+                    promotion_id: None,
+                    source: ApprovalSource::ProposalDecision,
+                    expires_at: Utc::now() + options.approval_validity(),
+                    spent_by_run_id: Some(run_id.to_owned()),
+                },
+            )
+            .await?;
+            Some(approval.approval_id)
+        }
+        (None, _) => None,
+    };
     let new = NewRun {
         run_id,
         environment: &env,
         specification: &spec,
         kind: ProvisioningKind::Reconciliation,
         promotion_id: None,
-        approval_id: Some(proposal.proposal_id.clone()),
+        approval_id,
         idempotency_key: None,
         request_hash: None,
     };
@@ -541,12 +574,18 @@ mod tests {
         let db = fixtures::sqlite().await;
         let proposal = adoptable(&db, "cache").await;
         let options = ProvisioningOptions::default();
-        let run = prepare_run(&db, &proposal, "r1", &options).await.unwrap();
+        let grantor = Grantor {
+            principal: "ops-lead".into(),
+            roles: vec!["Operator".into()],
+            reason: "adopt it".into(),
+        };
+        let run = prepare_run(&db, &proposal, "r1", Some(&grantor), &options)
+            .await
+            .unwrap();
         assert_eq!(run.kind, ProvisioningKind::Reconciliation);
         assert_eq!(
-            run.approval_id.as_deref(),
-            Some("p1"),
-            "the proposal is its approval"
+            run.approval_id, None,
+            "outside production the run needs no approval"
         );
         assert_eq!(run.specification.version, 2);
         let names: Vec<_> = run
@@ -558,7 +597,9 @@ mod tests {
         assert_eq!(names, ["api", "cache"]);
         // A retry prepares the same run and declares nothing more.
         assert_eq!(
-            prepare_run(&db, &proposal, "r1", &options).await.unwrap(),
+            prepare_run(&db, &proposal, "r1", Some(&grantor), &options)
+                .await
+                .unwrap(),
             run
         );
         assert_eq!(
@@ -572,7 +613,7 @@ mod tests {
         let db = fixtures::sqlite().await;
         // A name the declaration rule refuses (not usable in a path).
         let proposal = adoptable(&db, "../escape").await;
-        let err = prepare_run(&db, &proposal, "r1", &ProvisioningOptions::default())
+        let err = prepare_run(&db, &proposal, "r1", None, &ProvisioningOptions::default())
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err:?}");

@@ -643,6 +643,7 @@ mod tests {
             approver: "mallory".into(),
             reason: "looks fine".into(),
             inputs_hash: "sha256:other".into(),
+            approval_id: None,
         };
         let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         RefusedApproval::new(approval, at, RefusalReason::OtherPlan)

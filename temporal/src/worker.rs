@@ -1,7 +1,7 @@
 //! The worker: every workflow and activity of Runtime Cloud on one task queue.
 
 use crate::Error;
-use runtime_cloud_activities::ports::{Observer, Policy, Runner};
+use runtime_cloud_activities::ports::{Approvals, Observer, Policy, Runner};
 use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
@@ -28,6 +28,8 @@ pub struct WorkerDeps {
     pub observer: Arc<dyn Observer>,
     /// The policy adapter.
     pub policy: Arc<dyn Policy>,
+    /// The approvals adapter.
+    pub approvals: Arc<dyn Approvals>,
     /// `RuntimeCloud:Provisioning`.
     pub provisioning: ProvisioningOptions,
     /// `RuntimeCloud:Inventory`.
@@ -62,6 +64,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
     let activities = ProvisioningActivitiesImpl {
         db: deps.db,
         runner: deps.runner,
+        approvals: deps.approvals,
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
         lock_holder_check_secs,

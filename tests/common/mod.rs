@@ -72,6 +72,25 @@ pub struct Stack {
     keys: JwtKeys,
 }
 
+/// A failing test prints the end of its processes' logs: the data directory that holds them
+/// is removed with the stack, and a failure seen only in CI is otherwise left unexplained.
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for name in ["worker", "api"] {
+            let path = self.data_dir.path().join(format!("{name}.log"));
+            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            eprintln!(
+                "--- last lines of the {name} log ({}) ---\n{tail}",
+                path.display()
+            );
+        }
+    }
+}
 /// Options of a stack.
 #[derive(Default)]
 pub struct StackOptions {

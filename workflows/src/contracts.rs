@@ -4,6 +4,7 @@
 
 #![allow(clippy::unimplemented)] // `#[activity_definitions]` requires `unimplemented!()` bodies.
 
+use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, RunInput, RunStatus, SpecificationSnapshot};
 use serde::{Deserialize, Serialize};
@@ -84,6 +85,13 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
+    /// Verify the run's claim on an approval and spend the approval on the run (the
+    /// Approvals port); a refusal is an answer, not a failure.
+    #[activity(name = "provisioning.claim-approval")]
+    pub fn claim_approval(claim: ApprovalClaim) -> Result<ClaimOutcome, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`RunProjection`].
     #[activity(name = "provisioning.project")]
     pub fn project(p: RunProjection) -> Result<(), ActivityError> {
@@ -94,7 +102,9 @@ impl ProvisioningActivities {
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the
 /// implementations.
 pub mod provisioning_markers {
-    pub use super::provisioning_activities::{AcquireLock, Apply, Plan, Project, ReleaseLock};
+    pub use super::provisioning_activities::{
+        AcquireLock, Apply, ClaimApproval, Plan, Project, ReleaseLock,
+    };
 }
 
 /// Read an environment's target.
@@ -154,6 +164,9 @@ pub struct PrepareRunRequest {
     pub proposal: ProposalInput,
     /// The run's id, chosen by the workflow so a retry prepares the same run.
     pub run_id: String,
+    /// The Operator who accepted it: in production, the run's approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grantor: Option<runtime_cloud_models::approvals::Grantor>,
 }
 
 /// The inventory activities.

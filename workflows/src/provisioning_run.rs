@@ -20,9 +20,11 @@ use crate::handover::hand_over;
 use crate::ids::environment_lock_workflow_id;
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
+use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt,
-    ProvisioningState, RefusedApproval, RunInput, RunStatus, can_move, cancellable, weigh_approval,
+    ProvisioningState, RefusalReason, RefusedApproval, RunInput, RunStatus, can_move, cancellable,
+    weigh_approval,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -34,6 +36,8 @@ use temporalio_sdk::{
 
 /// Each attempt of a projection.
 const PROJECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each attempt to claim an approval.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each attempt to record the observation after the apply, and how long to keep trying.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
 const RECORD_BUDGET: Duration = Duration::from_secs(300);
@@ -163,7 +167,7 @@ impl ProvisioningRun {
     /// The stages, in the diagram's order, once the run holds its environment.
     async fn stages(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
         let plan = go_on!(Self::plan(ctx, input).await);
-        go_on!(Self::approval_stage(ctx, input).await);
+        go_on!(Self::approval_stage(ctx, input, &plan).await);
         Self::apply(ctx, input, plan).await
     }
 
@@ -200,56 +204,113 @@ impl ProvisioningRun {
         Ok(Stage::GoOn(plan))
     }
 
-    /// `AwaitingApproval`, for a production run without an approval in its request: wait for
-    /// the operator's decision, a cancel or the expiry. Every other run goes straight on.
+    /// The production gate: it opens only on an approval the Approvals port verifies and
+    /// spends on this run, the one the request names or the one behind an operator's
+    /// decision. A production run without one (or whose named approval does not verify)
+    /// waits in `AwaitingApproval` for a decision, a cancel or the expiry. Every other run
+    /// goes straight on.
     async fn approval_stage(
         ctx: &mut WorkflowContext<Self>,
         input: &RunInput,
+        plan: &PlanReceipt,
     ) -> WorkflowResult<Stage> {
         if ctx.state(|s| s.cancel.is_some()) {
             return Ok(Stage::End(Self::cancelled(ctx)));
         }
-        ctx.state_mut(|s| {
-            s.status.approval = s.input.approval_id.clone().map(|id| ApprovalRecord {
-                approval_id: Some(id),
-                decision: None,
-                expired: false,
-            })
-        });
         if !input.needs_approval() {
-            ctx.state_mut(|s| s.weigh_held(false));
+            ctx.state_mut(|s| {
+                s.status.approval = s.input.approval_id.clone().map(ApprovalRecord::named);
+                s.weigh_held(false);
+            });
             return Ok(Stage::GoOn(()));
+        }
+        if let Some(id) = &input.approval_id {
+            let named = Approval::named(id, &plan.inputs_hash);
+            if Self::spend(ctx, input, plan, named).await? {
+                ctx.state_mut(|s| s.weigh_held(false));
+                return Ok(Stage::GoOn(()));
+            }
         }
         ctx.state_mut(|s| s.weigh_held(true));
         Self::transition(ctx, ProvisioningState::AwaitingApproval).await?;
-        let expiry = Duration::from_secs(input.approval_timeout_secs);
-        let approval = match Self::wait_for_decision(ctx, expiry).await? {
-            Wait::Cancelled => return Ok(Stage::End(Self::cancelled(ctx))),
-            Wait::Expired => {
-                ctx.state_mut(|s| {
-                    s.status.approval = Some(ApprovalRecord {
-                        approval_id: None,
-                        decision: None,
-                        expired: true,
-                    })
-                });
-                let ending = Ending::new(ProvisioningState::Rejected, "approval expired");
-                return Ok(Stage::End(ending));
+        let wait = chrono::Duration::seconds(input.approval_timeout_secs as i64);
+        let expires = now(ctx.workflow_time()) + wait;
+        loop {
+            // A timer needs a duration; one second past the expiry is still expired.
+            let left = (expires - now(ctx.workflow_time()))
+                .to_std()
+                .unwrap_or_default()
+                .max(Duration::from_secs(1));
+            let approval = match Self::wait_for_decision(ctx, left).await? {
+                Wait::Cancelled => return Ok(Stage::End(Self::cancelled(ctx))),
+                Wait::Expired => {
+                    ctx.state_mut(|s| s.status.approval = Some(ApprovalRecord::expired()));
+                    let ending = Ending::new(ProvisioningState::Rejected, "approval expired");
+                    return Ok(Stage::End(ending));
+                }
+                Wait::Decided(approval) => approval,
+            };
+            if approval.decision == ApprovalDecision::Reject {
+                let reason = format!("rejected by {}: {}", approval.approver, approval.reason);
+                ctx.state_mut(|s| s.status.approval = Some(ApprovalRecord::decided(approval)));
+                return Ok(Stage::End(Ending::new(ProvisioningState::Rejected, reason)));
             }
-            Wait::Decided(approval) => approval,
-        };
-        ctx.state_mut(|s| {
-            s.status.approval = Some(ApprovalRecord {
-                approval_id: None,
-                decision: Some(approval.clone()),
-                expired: false,
-            })
-        });
-        if approval.decision == ApprovalDecision::Reject {
-            let reason = format!("rejected by {}: {}", approval.approver, approval.reason);
-            return Ok(Stage::End(Ending::new(ProvisioningState::Rejected, reason)));
+            if Self::spend(ctx, input, plan, approval).await? {
+                return Ok(Stage::GoOn(()));
+            }
+            // Refused and recorded: show it, and wait for another decision.
+            ctx.state_mut(|s| s.decision = None);
+            Self::project(ctx).await?;
         }
-        Ok(Stage::GoOn(()))
+    }
+
+    /// Claims the recorded approval behind `approval` for this run and this plan (the
+    /// Approvals port verifies and spends it). True when it verified: the run records who
+    /// granted it. False when not: it is kept in `refusedApprovals` with the reason.
+    async fn spend(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+        plan: &PlanReceipt,
+        approval: Approval,
+    ) -> WorkflowResult<bool> {
+        let at = now(ctx.workflow_time());
+        let Some(approval_id) = approval.approval_id.clone() else {
+            ctx.state_mut(|s| s.refuse(approval, at, RefusalReason::NotRecorded));
+            return Ok(false);
+        };
+        let claim = ApprovalClaim {
+            approval_id: approval_id.clone(),
+            tenant_id: input.tenant_id.clone(),
+            environment_id: input.environment_id.clone(),
+            environment_class: input.environment_class,
+            run_id: input.run_id.clone(),
+            inputs_hash: Some(plan.inputs_hash.clone()),
+            at,
+        };
+        let outcome = ctx
+            .execute_activity(
+                ProvisioningActivities::claim_approval,
+                claim,
+                crate::options::must_succeed(CLAIM_TIMEOUT),
+            )
+            .await?;
+        match outcome {
+            ClaimOutcome::Spent { approval: recorded } => {
+                let granted = Approval {
+                    decision: ApprovalDecision::Approve,
+                    approver: recorded.granted_by,
+                    reason: recorded.reason,
+                    inputs_hash: plan.inputs_hash.clone(),
+                    approval_id: Some(approval_id),
+                };
+                ctx.state_mut(|s| s.status.approval = Some(ApprovalRecord::decided(granted)));
+                Ok(true)
+            }
+            ClaimOutcome::Refused { why } => {
+                ctx.state_mut(|s| s.refuse(approval, at, why));
+                Ok(false)
+            }
+        }
     }
 
     /// `Applying` → `Applied` | `Failed`, with the immutable receipt. From here on the run
@@ -377,10 +438,7 @@ impl ProvisioningRun {
     /// kept in `refusedApprovals` with the reason, and changes nothing.
     #[signal]
     pub fn approval(&mut self, ctx: &mut SyncWorkflowContext<Self>, approval: Approval) {
-        let received_at = ctx
-            .workflow_time()
-            .map(chrono::DateTime::<chrono::Utc>::from)
-            .unwrap_or_default();
+        let received_at = now(ctx.workflow_time());
         match self.status.state {
             None | Some(ProvisioningState::Planned) => self.held_approvals.push(HeldApproval {
                 approval,
@@ -420,12 +478,20 @@ impl ProvisioningRun {
         let plan = self.status.plan_receipt.as_ref();
         match weigh_approval(awaiting, plan, self.decision.is_some(), &approval) {
             Ok(()) => self.decision = Some(approval),
-            Err(why) => {
-                self.status
-                    .refused_approvals
-                    .push(RefusedApproval::new(approval, received_at, why))
-            }
+            Err(why) => self.refuse(approval, received_at, why),
         }
+    }
+
+    /// Keeps `approval` in `refusedApprovals`, with when it came and why it was not counted.
+    fn refuse(
+        &mut self,
+        approval: Approval,
+        received_at: chrono::DateTime<chrono::Utc>,
+        why: RefusalReason,
+    ) {
+        self.status
+            .refused_approvals
+            .push(RefusedApproval::new(approval, received_at, why));
     }
 
     /// Weighs the approvals that arrived before the run awaited approval, in arrival order;
@@ -451,6 +517,12 @@ impl LockHolder for ProvisioningRun {
     fn gives_up(&self) -> bool {
         self.cancel.is_some()
     }
+}
+
+/// Workflow time as a timestamp (deterministic: the time of the current workflow task).
+fn now(time: Option<std::time::SystemTime>) -> chrono::DateTime<chrono::Utc> {
+    time.map(chrono::DateTime::<chrono::Utc>::from)
+        .unwrap_or_default()
 }
 
 /// The message of the application failure behind an activity error.

@@ -8,6 +8,7 @@ use crate::ids::{run_workflow_id, time_ordered_id};
 use crate::provisioning_run::ProvisioningRun;
 use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID, run_attributes};
 use runtime_cloud_models::ProvisioningState;
+use runtime_cloud_models::approvals::Grantor;
 use runtime_cloud_models::drift::ProposalState;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -37,6 +38,10 @@ pub struct Decision {
     pub by: String,
     #[serde(default)]
     pub reason: String,
+    /// The decider's roles, as the API saw them: accepting a production proposal is an
+    /// approval only when they include a role that may grant one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
 }
 
 /// The ReconciliationProposal workflow.
@@ -77,6 +82,7 @@ impl ReconciliationProposal {
                 decision: Verdict::Accept,
                 by: "policy".into(),
                 reason: "non-destructive, outside production".into(),
+                roles: Vec::new(),
             }
         } else {
             ctx.wait_condition(|s| s.decision.is_some() || s.superseded)
@@ -95,6 +101,11 @@ impl ReconciliationProposal {
         let prepare = PrepareRunRequest {
             proposal: input.clone(),
             run_id: run_id.clone(),
+            grantor: Some(Grantor {
+                principal: decision.by.clone(),
+                roles: decision.roles.clone(),
+                reason: decision.reason.clone(),
+            }),
         };
         let run_input = ctx
             .execute_activity(

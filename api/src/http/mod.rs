@@ -4,6 +4,7 @@
 //! `#[utoipa::path]` to the OpenAPI document in the same step: served and documented routes
 //! cannot diverge. [`router`] splits the two and hands the document to [`openapi`] to serve.
 
+mod approvals;
 mod environments;
 mod health;
 mod inventory;
@@ -35,6 +36,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(environments::router())
         .merge(specifications::router())
         .merge(runs::router())
+        .merge(approvals::router())
         .merge(inventory::router())
         .merge(proposals::router())
         .merge(metrics::router())

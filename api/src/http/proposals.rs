@@ -158,6 +158,7 @@ async fn decide(
         decision: body.decision,
         by: auth.subject().to_owned(),
         reason: body.reason,
+        roles: auth.roles().to_vec(),
     };
     let handle = state
         .temporal

@@ -13,10 +13,13 @@ use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource};
 use runtime_cloud_models::cancellable;
 use runtime_cloud_models::{
     Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
 };
+use runtime_cloud_store::approvals::{self, NewApproval};
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
 use runtime_cloud_store::specifications;
 use runtime_cloud_workflows::ProvisioningRun;
@@ -52,7 +55,10 @@ pub struct PlanProvisioning {
     pub kind: ProvisioningKind,
     /// The promotion that started this run, when one did.
     pub promotion_id: Option<uuid::Uuid>,
-    /// An approval given elsewhere (a promotion's): a production run with one does not wait.
+    /// A recorded approval (`POST /factory/approvals`, a promotion's): a production run that
+    /// names one that verifies does not wait for an operator; one that does not verify is
+    /// refused with 422 and the reason. The run verifies it again and spends it before it
+    /// applies.
     pub approval_id: Option<uuid::Uuid>,
 }
 
@@ -171,6 +177,20 @@ async fn plan(
 
     let run_id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("run_id", &run_id);
+    if let Some(approval_id) = body.approval_id
+        && env.production()
+    {
+        let claim = ApprovalClaim {
+            approval_id: approval_id.to_string(),
+            tenant_id: auth.tenant().to_owned(),
+            environment_id: env.environment_id.clone(),
+            environment_class: env.class,
+            run_id: run_id.clone(),
+            inputs_hash: None,
+            at: chrono::Utc::now(),
+        };
+        super::approvals::check_named(&state, &claim).await?;
+    }
     let new = NewRun {
         run_id: &run_id,
         environment: &env,
@@ -457,13 +477,40 @@ async fn approve(
             body.inputs_hash
         )));
     }
+    // A grant is recorded first, bound to this plan: the run verifies and spends it through
+    // the Approvals port before it applies, so the signal alone opens nothing.
+    let recorded = match body.decision {
+        ApprovalDecision::Approve => Some(
+            approvals::record(
+                &state.db,
+                NewApproval {
+                    tenant_id: auth.tenant().to_owned(),
+                    environment_id: row.environment_id.clone(),
+                    class: EnvironmentClass::Production,
+                    decision: ApprovalDecision::Approve,
+                    granted_by: auth.subject().to_owned(),
+                    granted_by_roles: auth.roles().to_vec(),
+                    reason: body.reason.clone(),
+                    inputs_hash: Some(body.inputs_hash.clone()),
+                    promotion_id: None,
+                    source: ApprovalSource::RunDecision,
+                    expires_at: chrono::Utc::now() + state.options.approval_validity(),
+                    spent_by_run_id: None,
+                },
+            )
+            .await?
+            .approval_id,
+        ),
+        ApprovalDecision::Reject => None,
+    };
     let approval = Approval {
         decision: body.decision,
         approver: auth.subject().to_owned(),
         reason: body.reason,
         inputs_hash: body.inputs_hash,
+        approval_id: recorded.clone(),
     };
-    signal_run(&state, &id, |h| async move {
+    let signalled = signal_run(&state, &id, |h| async move {
         h.signal(
             ProvisioningRun::approval,
             approval,
@@ -471,7 +518,13 @@ async fn approve(
         )
         .await
     })
-    .await?;
+    .await;
+    if let (Err(e), Some(approval_id)) = (&signalled, &recorded) {
+        // Nothing half-written: an approval no run was told of is taken back.
+        tracing::warn!(error = %e, %approval_id, "approval not signalled; forgetting it");
+        let _ = approvals::forget(&state.db, auth.tenant(), approval_id).await;
+    }
+    signalled?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(ApprovalSignalled {

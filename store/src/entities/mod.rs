@@ -1,5 +1,6 @@
 //! sea-orm entities of the read tables. Every row carries `tenant_id`; every query filters by it.
 
+pub mod approvals;
 pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod environments;

@@ -7,6 +7,7 @@ mod m20261129_000002_create_inventory_tables;
 mod m20261129_000003_one_open_finding_per_resource;
 mod m20261129_000004_runs_newest_first;
 mod m20261201_000005_run_refused_approvals;
+mod m20261201_000006_create_approvals;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000003_one_open_finding_per_resource::Migration),
             Box::new(m20261129_000004_runs_newest_first::Migration),
             Box::new(m20261201_000005_run_refused_approvals::Migration),
+            Box::new(m20261201_000006_create_approvals::Migration),
         ]
     }
 }
