@@ -11,7 +11,7 @@ async fn applied_environment(stack: &Stack, class: &str) -> Api {
     api.declare("env", &[("api", "1.0.0", 2), ("web", "2.0.0", 1)])
         .await;
     let body =
-        json!({ "environmentId": "env", "kind": "baseline", "approvalId": uuid::Uuid::new_v4() });
+        json!({ "environmentId": "env", "kind": "baseline", "approvalId": api.approval_id("env").await });
     let run = api
         .post("/factory/provisioning/runs", body)
         .await

@@ -143,7 +143,7 @@ async fn every_event_type_arrives_on_its_subject() {
     );
     api.declare("prod", &[("api", "1.1.0", 1)]).await;
     let failing = api
-        .post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() }))
+        .post("/factory/provisioning/runs", json!({ "environmentId": "prod", "kind": "promotion", "approvalId": api.approval_id("prod").await }))
         .await
         .expect(202);
     let failing = text(&failing["provisioningRunId"]);

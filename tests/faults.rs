@@ -189,8 +189,9 @@ async fn temporal_restarted_while_a_run_waits_for_approval() {
     temporal.kill();
 }
 
-/// 3. PostgreSQL refuses connections while a run projects its transitions: the projection
-///    retries, and when the DB is back the row is right and every event exists exactly once.
+/// 3. PostgreSQL refuses connections while a run claims its approval and projects its
+///    transitions: both retry, and when the DB is back the row is right and every event
+///    exists exactly once.
 // Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_db_unreachable_while_a_run_projects_then_recovers() {
@@ -203,24 +204,29 @@ async fn read_db_unreachable_while_a_run_projects_then_recovers() {
     .await;
     let api = stack.operator("acme");
     let (id, run) = api.awaiting_approval("prod", 2).await;
+    let approval = api
+        .record_approval("prod", run["planReceipt"]["inputsHash"].as_str())
+        .await;
 
     postgres.cut();
-    // The API needs the DB to find the run, so the operator approves with the Temporal CLI.
-    stack.approve_with_cli(&run, "alice", "during outage");
-    // The projection is a local activity: its attempts show in the worker's log, each
-    // failure in the run's `project_run` span.
+    // The API needs the DB to find the run, so the operator approves with the Temporal CLI,
+    // naming the approval recorded before the outage.
+    let approval_id = approval["approvalId"].as_str();
+    stack.approve_with_cli(&run, "alice", "during outage", approval_id);
+    // The claim on the approval comes first, then the projections (local activities): their
+    // attempts show in the worker's log, each failure in the run's span.
     let failures = || {
         stack
             .logs()
             .lines()
             .filter(|l| {
-                l.contains("project_run")
+                (l.contains("claim_approval") || l.contains("project_run"))
                     && l.contains(id.as_str())
                     && l.contains("activity failed; it will be retried")
             })
             .count()
     };
-    eventually(60, "the projection to fail and retry", || async {
+    eventually(60, "the DB steps to fail and retry", || async {
         (failures() >= 2).then_some(())
     })
     .await;
@@ -237,7 +243,8 @@ async fn read_db_unreachable_while_a_run_projects_then_recovers() {
 
     postgres.restore();
     let run = api.wait_state(&id, "Applied").await;
-    assert_eq!(run["approval"]["decision"]["approver"], "alice");
+    // The recorded grantor (the operator's token), not the signal's claim.
+    assert_eq!(run["approval"]["decision"]["approver"], "tester");
     for event in ["ProvisioningPlanned", "ProvisioningApplied"] {
         let events = stack.events(event).await;
         let for_run = events

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod approvals;
 mod bad_input;
 mod compose;
 mod dev;

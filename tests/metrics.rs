@@ -33,7 +33,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
     api.wait_state(&rejected, "Rejected").await;
     stack.sandbox_cli("acme", "prod", &["fail-next-apply", "--reason", "boom"]);
     let body =
-        json!({ "environmentId": "prod", "kind": "promotion", "approvalId": uuid::Uuid::new_v4() });
+        json!({ "environmentId": "prod", "kind": "promotion", "approvalId": api.approval_id("prod").await });
     let failed = api
         .post("/factory/provisioning/runs", body)
         .await

@@ -153,6 +153,9 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "POST",
             "/factory/provisioning/runs/{provisioningRunId}/approval",
         ),
+        ("POST", "/factory/approvals"),
+        ("GET", "/factory/approvals"),
+        ("GET", "/factory/approvals/{approvalId}"),
         ("GET", "/factory/environments/{environmentId}/inventory"),
         ("GET", "/factory/environments/{environmentId}/drift"),
         ("POST", "/factory/environments/{environmentId}/observe"),
@@ -172,7 +175,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 19, "documented: {documented:?}");
+    assert_eq!(documented.len(), 22, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -165,9 +165,40 @@ async fn approval_signal_works_from_the_temporal_cli() {
     let stack = Stack::start().await;
     let api = stack.operator("acme");
     let (id, run) = api.awaiting_approval("prod", 1).await;
-    stack.approve_with_cli(&run, "alice", "CAB-9");
+    let hash = run["planReceipt"]["inputsHash"].as_str();
+    let approval = api.record_approval("prod", hash).await;
+    let approval_id = approval["approvalId"].as_str();
+    stack.approve_with_cli(&run, "alice", "CAB-9", approval_id);
     let run = api.wait_state(&id, "Applied").await;
-    assert_eq!(run["approval"]["decision"]["approver"], "alice");
+    // Who granted it is what was recorded, not what the signal claims.
+    assert_eq!(run["approval"]["decision"]["approver"], "tester", "{run}");
+    assert_eq!(run["approval"]["approvalId"], approval["approvalId"]);
+}
+
+/// A signal straight to the workflow, past the API, opens nothing without a recorded
+/// approval behind it: the run keeps waiting and shows the refusal.
+#[tokio::test]
+async fn an_approval_signal_without_a_recorded_approval_opens_nothing() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    let (id, run) = api.awaiting_approval("prod", 1).await;
+    stack.approve_with_cli(&run, "mallory", "trust me", None);
+    let run = eventually(60, "the refusal to be recorded", || async {
+        let run = api.run(&id).await;
+        (run["refusedApprovals"].as_array().map(Vec::len) == Some(1)).then_some(run)
+    })
+    .await;
+    assert_eq!(run["state"], "AwaitingApproval", "{run}");
+    assert_eq!(run["refusedApprovals"][0]["why"], "not-recorded");
+    assert_eq!(run["refusedApprovals"][0]["approver"], "mallory");
+    assert!(
+        stack.sandbox("acme", "prod")["appliedRuns"]
+            .as_object()
+            .is_none_or(|o| o.is_empty())
+    );
+    // An Operator's decision through the API still opens it.
+    api.decide(&id, "approve").await.expect(202);
+    api.wait_state(&id, "Applied").await;
 }
 
 /// A rejected production run ends `Rejected` and applies nothing.
@@ -211,7 +242,7 @@ async fn production_run_with_approval_id_applies() {
     let api = stack.operator("acme");
     api.environment("prod", "production").await;
     api.declare("prod", &[("api", "1.0.0", 1)]).await;
-    let approval = uuid::Uuid::new_v4().to_string();
+    let approval = text(&api.record_approval("prod", None).await["approvalId"]);
     let promotion = uuid::Uuid::new_v4().to_string();
     let run = api
         .post(
@@ -224,10 +255,17 @@ async fn production_run_with_approval_id_applies() {
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approvalId"], approval.as_str());
     assert_eq!(run["approval"]["approvalId"], approval.as_str());
+    assert_eq!(run["approval"]["decision"]["approver"], "tester", "{run}");
     assert_eq!(
         stack.events("ProvisioningApplied").await[0]["payload"]["promotionId"],
         promotion.as_str()
     );
+    // Spent on this run, once.
+    let spent = api
+        .get(&format!("/factory/approvals/{approval}"))
+        .await
+        .expect(200);
+    assert_eq!(spent["spentByRunId"], id.as_str(), "{spent}");
 }
 
 /// A run is cancelled before apply; after apply, cancel is a 409.
@@ -511,7 +549,8 @@ async fn approval_signalled_before_the_worker_sees_the_plan_is_counted() {
     let (api, id, hash) = stack.run_approved_before_its_plan().await;
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["planReceipt"]["inputsHash"], hash);
-    assert_eq!(run["approval"]["decision"]["approver"], "ops-lead", "{run}");
+    // The recorded approval's grantor (the operator's token), not the signal's claim.
+    assert_eq!(run["approval"]["decision"]["approver"], "tester", "{run}");
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
     // Both runs, with an approval record, a rejection reason and receipts, list as GET shows them.
     let listed = api.list_runs("?environmentId=prod").await;
@@ -642,7 +681,7 @@ async fn refused_approvals_are_kept_for_the_audit() {
     // An approval for another plan, signalled past the API (which answers such a one 409).
     let other =
         json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": "sha256:another-plan" } });
-    stack.approve_with_cli(&other, "mallory", "an old ticket");
+    stack.approve_with_cli(&other, "mallory", "an old ticket", None);
     api.decide(&id, "approve").await.expect(202);
     let run = api.wait_state(&id, "Applied").await;
     let refused = run["refusedApprovals"]

@@ -455,10 +455,17 @@ impl Stack {
 
     /// Approves a run the way an operator does without the API: `temporal workflow signal`
     /// with the `approval` payload for the plan `run` shows.
-    pub fn approve_with_cli(&self, run: &Value, approver: &str, reason: &str) {
+    pub fn approve_with_cli(
+        &self,
+        run: &Value,
+        approver: &str,
+        reason: &str,
+        approval_id: Option<&str>,
+    ) {
         let id = run["provisioningRunId"].as_str().expect("run id");
         let payload = json!({ "decision": "approve", "approver": approver, "reason": reason,
-                              "inputsHash": run["planReceipt"]["inputsHash"] })
+                              "inputsHash": run["planReceipt"]["inputsHash"],
+                              "approvalId": approval_id })
         .to_string();
         self.temporal_ok(&[
             "workflow",
@@ -486,10 +493,17 @@ impl Stack {
         api.decide(&first, "reject").await.expect(202);
         api.wait_state(&first, "Rejected").await;
 
+        let recorded = api.record_approval("prod", hash.as_str()).await;
         self.kill_worker();
         let id = api.plan_run("prod", "baseline").await;
         let early = json!({ "provisioningRunId": id, "planReceipt": { "inputsHash": hash } });
-        self.approve_with_cli(&early, "ops-lead", "approved from the change board");
+        let approval = recorded["approvalId"].as_str();
+        self.approve_with_cli(
+            &early,
+            "ops-lead",
+            "approved from the change board",
+            approval,
+        );
         self.start_worker();
         (api, id, hash)
     }
@@ -878,6 +892,23 @@ impl Api {
         let id = self.plan_run(env, "baseline").await;
         let run = self.wait_state(&id, "AwaitingApproval").await;
         (id, run)
+    }
+
+    /// Records an approval of `env` by this caller (`POST /factory/approvals`), for the plan
+    /// with `inputs_hash` when given; returns it.
+    pub async fn record_approval(&self, env: &str, inputs_hash: Option<&str>) -> Value {
+        self.post(
+            "/factory/approvals",
+            json!({ "environmentId": env, "decision": "approve", "reason": "CAB-11",
+                    "inputsHash": inputs_hash }),
+        )
+        .await
+        .expect(201)
+    }
+
+    /// The id of a new approval of `env` for any plan, for a run request to name.
+    pub async fn approval_id(&self, env: &str) -> String {
+        text(&self.record_approval(env, None).await["approvalId"])
     }
 
     /// Approves (or rejects) the run's recorded plan.
