@@ -3,7 +3,8 @@
 use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
-use runtime_cloud_activities::ports::{ConfiguredPolicy, RecordedApprovals};
+use runtime_cloud_activities::ports::{Approvals, ConfiguredPolicy, RecordedApprovals};
+use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
@@ -55,6 +56,15 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The RunControlService adapter, when `RUNTIME_CLOUD_RUN_CONTROL_URL` is set.
+fn run_control(config: &Config) -> anyhow::Result<Option<Arc<dyn Approvals>>> {
+    let Some(url) = &config.run_control_url else {
+        return Ok(None);
+    };
+    let adapter = RunControlApprovals::new(url, config.run_control_token.clone())?;
+    Ok(Some(Arc::new(adapter)))
+}
+
 /// Runs the worker until `shutdown`.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
@@ -74,7 +84,10 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,
         }),
-        approvals: Arc::new(RecordedApprovals { db: db.clone() }),
+        approvals: Arc::new(RecordedApprovals {
+            db: db.clone(),
+            elsewhere: run_control(config)?,
+        }),
         provisioning: config.runtime_cloud.provisioning.clone(),
         inventory,
         task_queue: config.task_queue.clone(),
@@ -127,6 +140,7 @@ pub async fn run_api(
         auth: Arc::new(JwtKeys::from_secret(&config.jwt_secret()?)),
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
+        approvals_elsewhere: config.run_control_url.is_some(),
         http_metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)

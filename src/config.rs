@@ -55,6 +55,12 @@ pub struct Config {
     /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
     #[serde(default)]
     pub nats_url: Option<String>,
+    /// RunControlService: approvals not recorded here are claimed there; none when absent.
+    #[serde(default)]
+    pub run_control_url: Option<String>,
+    /// Its bearer token (a secret).
+    #[serde(default)]
+    pub run_control_token: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
     pub schedules_paused: bool,
     /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace

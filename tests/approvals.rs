@@ -2,7 +2,8 @@
 //! tenant's and environment's, of production class, granted and unexpired, by someone allowed
 //! to grant it, and unspent), and then only once.
 
-use crate::common::{Api, Stack, eventually, text};
+use crate::common::run_control_stand_in::{RunControlStandIn, TOKEN};
+use crate::common::{Api, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 
 /// A production environment with a declared specification.
@@ -184,4 +185,73 @@ async fn an_approval_for_another_plan_leaves_the_run_waiting() {
     api.decide(&id, "approve").await.expect(202);
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["approval"]["decision"]["approver"], "tester", "{run}");
+}
+
+/// With RunControlService configured, an approval the product has not recorded is claimed
+/// there (the stand-in under `tests/common`, speaking the documented contract) and opens the
+/// gate only when its answer verifies by the same rule: a grant by a principal without the
+/// role is refused whatever the service says, and a spent one opens nothing.
+#[tokio::test]
+async fn approvals_held_by_run_control_are_claimed_there_and_verified_here() {
+    let rc = RunControlStandIn::start().await;
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            ("RUNTIME_CLOUD_RUN_CONTROL_URL".into(), rc.url.clone()),
+            ("RUNTIME_CLOUD_RUN_CONTROL_TOKEN".into(), TOKEN.into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    production(&api, "prod").await;
+    let held = |id: &str, roles: &[&str]| {
+        json!({
+            "approvalId": id, "tenantId": api.tenant, "environmentId": "prod",
+            "class": "production", "decision": "approve", "grantedBy": "cab-chair",
+            "grantedByRoles": roles, "reason": "CAB-77", "source": "run-control",
+            "decidedAt": chrono::Utc::now(),
+            "expiresAt": chrono::Utc::now() + chrono::Duration::hours(1),
+        })
+    };
+    let granted = uuid::Uuid::new_v4().to_string();
+    let by_an_observer = uuid::Uuid::new_v4().to_string();
+    rc.hold(held(&granted, &["Operator"]));
+    rc.hold(held(&by_an_observer, &["Observer"]));
+
+    // Granted by an Operator: claimed there, applied, the service's grantor on the run.
+    let first = text(&run_with(&api, "prod", &granted).await.expect(202)["provisioningRunId"]);
+    let run = api.wait_state(&first, "Applied").await;
+    assert_eq!(
+        run["approval"]["decision"]["approver"], "cab-chair",
+        "{run}"
+    );
+    let claims = rc.claims();
+    assert_eq!(claims[0]["authorization"], format!("Bearer {TOKEN}"));
+    assert_eq!(claims[0]["body"]["runId"], first.as_str());
+    assert_eq!(
+        claims[0]["body"]["inputsHash"],
+        run["planReceipt"]["inputsHash"]
+    );
+
+    // Granted by someone without the role: the run waits, refused with the reason.
+    let second =
+        text(&run_with(&api, "prod", &by_an_observer).await.expect(202)["provisioningRunId"]);
+    let run = api.wait_state(&second, "AwaitingApproval").await;
+    assert_eq!(
+        run["refusedApprovals"][0]["why"], "grantor-not-allowed",
+        "{run}"
+    );
+    api.post(
+        &format!("/factory/provisioning/runs/{second}/cancel"),
+        json!({ "reason": "not this one" }),
+    )
+    .await
+    .expect(202);
+    api.wait_state(&second, "Cancelled").await;
+
+    // Spent on the first run: the service answers 409, the run waits.
+    let third = text(&run_with(&api, "prod", &granted).await.expect(202)["provisioningRunId"]);
+    let run = api.wait_state(&third, "AwaitingApproval").await;
+    assert_eq!(run["refusedApprovals"][0]["why"], "already-spent", "{run}");
+    assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
 }

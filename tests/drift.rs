@@ -10,8 +10,7 @@ async fn applied_environment(stack: &Stack, class: &str) -> Api {
     api.environment("env", class).await;
     api.declare("env", &[("api", "1.0.0", 2), ("web", "2.0.0", 1)])
         .await;
-    let body =
-        json!({ "environmentId": "env", "kind": "baseline", "approvalId": api.approval_id("env").await });
+    let body = json!({ "environmentId": "env", "kind": "baseline", "approvalId": api.approval_id("env").await });
     let run = api
         .post("/factory/provisioning/runs", body)
         .await

@@ -32,8 +32,7 @@ async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
     api.decide(&rejected, "reject").await.expect(202);
     api.wait_state(&rejected, "Rejected").await;
     stack.sandbox_cli("acme", "prod", &["fail-next-apply", "--reason", "boom"]);
-    let body =
-        json!({ "environmentId": "prod", "kind": "promotion", "approvalId": api.approval_id("prod").await });
+    let body = json!({ "environmentId": "prod", "kind": "promotion", "approvalId": api.approval_id("prod").await });
     let failed = api
         .post("/factory/provisioning/runs", body)
         .await

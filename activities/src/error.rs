@@ -48,6 +48,9 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A service the activity depends on (RunControlService) did not answer; retryable.
+    #[error("{0}")]
+    Unavailable(String),
     /// A stored value is not what this version of the code expects.
     #[error("invalid stored data: {0}")]
     Invalid(String),

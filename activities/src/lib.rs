@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //!
-//! - [`ports`]: the Runner, Observer and Policy ports.
+//! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
+//! - [`run_control`]: the Approvals port's RunControlService adapter (HTTP).
 //! - [`sandbox`]: the embedded Runner: a simulated target, one JSON document per environment.
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
@@ -19,6 +20,7 @@ pub mod inventory;
 pub mod outbox_relay;
 pub mod ports;
 pub mod provisioning;
+pub mod run_control;
 pub mod sandbox;
 pub mod scheduled;
 

@@ -77,14 +77,26 @@ pub trait Approvals: Send + Sync + 'static {
 }
 
 /// The embedded Approvals adapter: approvals the product records itself (`approvals` table).
-#[derive(Debug, Clone)]
+/// An id it has not recorded is asked of `elsewhere` (RunControlService) when one is
+/// configured: an Operator's decisions on runs are recorded here either way.
+#[derive(Clone)]
 pub struct RecordedApprovals {
     pub db: sea_orm::DatabaseConnection,
+    pub elsewhere: Option<std::sync::Arc<dyn Approvals>>,
 }
 
 #[async_trait::async_trait]
 impl Approvals for RecordedApprovals {
     async fn claim(&self, claim: &ApprovalClaim) -> Result<ClaimOutcome, Error> {
-        Ok(runtime_cloud_store::approvals::claim(&self.db, claim).await?)
+        let here = runtime_cloud_store::approvals::claim(&self.db, claim).await?;
+        match (&here, &self.elsewhere) {
+            (
+                ClaimOutcome::Refused {
+                    why: runtime_cloud_models::RefusalReason::UnknownApproval,
+                },
+                Some(elsewhere),
+            ) => elsewhere.claim(claim).await,
+            _ => Ok(here),
+        }
     }
 }

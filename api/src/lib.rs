@@ -45,6 +45,9 @@ pub struct AppState {
     pub options: ProvisioningOptions,
     /// The inventory options (staleness window).
     pub inventory: InventoryOptions,
+    /// RunControlService holds approvals too: an id this process has not recorded may still
+    /// verify there, so the run (not the API) decides on it.
+    pub approvals_elsewhere: bool,
     /// This process's HTTP request durations.
     pub http_metrics: Arc<http::metrics::HttpMetrics>,
 }

@@ -78,6 +78,27 @@ pub fn can_move(from: Option<ProvisioningState>, to: ProvisioningState) -> bool 
     TRANSITIONS.contains(&(from, to))
 }
 
+/// Whether a run in `from` comes to `to` by legal moves, zero or more of them. A projection of
+/// `from` over a row already in `to` is a replay that is behind the row: a worker that died
+/// after projecting `to` but before reporting its workflow task leaves the next worker to
+/// re-run the projections of that task, starting from an earlier state.
+pub fn leads_to(from: Option<ProvisioningState>, to: Option<ProvisioningState>) -> bool {
+    let mut reached = vec![from];
+    let mut i = 0;
+    while let Some(&state) = reached.get(i) {
+        if state == to {
+            return true;
+        }
+        for &(f, t) in TRANSITIONS {
+            if f == state && !reached.contains(&Some(t)) {
+                reached.push(Some(t));
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
 /// Whether a run in `state` may still be cancelled: until its apply starts.
 pub fn cancellable(state: Option<ProvisioningState>) -> bool {
     can_move(state, ProvisioningState::Cancelled)
@@ -471,6 +492,19 @@ mod tests {
         for s in [Applying, Applied, Failed, Rejected, Cancelled] {
             assert!(!cancellable(Some(s)), "{s}");
         }
+    }
+
+    #[test]
+    fn a_state_leads_to_itself_and_to_what_follows_it_never_back() {
+        use ProvisioningState::*;
+        assert!(leads_to(Some(Planned), Some(Planned)));
+        assert!(leads_to(Some(Planned), Some(AwaitingApproval)));
+        assert!(leads_to(None, Some(Applied)));
+        assert!(leads_to(Some(Planned), Some(Applied)), "through Applying");
+        assert!(!leads_to(Some(AwaitingApproval), Some(Planned)));
+        assert!(!leads_to(Some(Applied), Some(Applying)));
+        assert!(!leads_to(Some(Applied), None));
+        assert!(!leads_to(Some(Rejected), Some(Applied)));
     }
 
     fn approval(hash: &str) -> Approval {

@@ -217,6 +217,23 @@ pub const SETTINGS: &[Setting] = &[
               it. Unset: no relay; events stay readable in `outbox_events`.",
     },
     Setting {
+        source: Source::File("run_control_url"),
+        env: "RUNTIME_CLOUD_RUN_CONTROL_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "RunControlService (`https://run-control.internal/v1`): approvals the product has \
+              not recorded itself are claimed there (contract in docs/operations.md, \
+              \"RunControlService\"). Unset: only recorded approvals open the production gate.",
+    },
+    Setting {
+        source: Source::File("run_control_token"),
+        env: "RUNTIME_CLOUD_RUN_CONTROL_TOKEN",
+        kind: Kind::Text,
+        default: None,
+        doc: "The bearer token sent to RunControlService. A secret: never logged; prefer the \
+              variable to the file.",
+    },
+    Setting {
         source: Source::File("schedules_paused"),
         env: "RUNTIME_CLOUD_SCHEDULES_PAUSED",
         kind: Kind::Bool,

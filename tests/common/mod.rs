@@ -9,6 +9,7 @@
 #![allow(dead_code)] // Each test module uses a different part of the harness.
 
 pub mod proxy;
+pub mod run_control_stand_in;
 
 use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
