@@ -36,23 +36,32 @@ impl RunControlStandIn {
         let app = Router::new()
             .route("/v1/approvals/{approval_id}/claims", post(claim))
             .with_state(held.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the stand-in");
+        let url = format!("http://{}/v1", listener.local_addr().expect("its address"));
         let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
+            axum::serve(listener, app).await.expect("serve");
         });
         Self { url, held, server }
     }
 
     /// Holds `approval` (the JSON of `GET /factory/approvals/{approvalId}`).
     pub fn hold(&self, approval: Value) {
-        let id = approval["approvalId"].as_str().unwrap().to_owned();
-        self.held.lock().unwrap().approvals.insert(id, approval);
+        let id = approval["approvalId"]
+            .as_str()
+            .expect("approvalId")
+            .to_owned();
+        self.held
+            .lock()
+            .expect("not poisoned")
+            .approvals
+            .insert(id, approval);
     }
 
     /// Every claim received, in order: `{"authorization": …, "body": …}`.
     pub fn claims(&self) -> Vec<Value> {
-        self.held.lock().unwrap().claims.clone()
+        self.held.lock().expect("not poisoned").claims.clone()
     }
 }
 
@@ -70,7 +79,7 @@ async fn claim(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
-    let mut held = held.lock().unwrap();
+    let mut held = held.lock().expect("not poisoned");
     let authorization = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
