@@ -3,7 +3,10 @@
 use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
-use runtime_cloud_activities::ports::{Approvals, ConfiguredPolicy, RecordedApprovals};
+use runtime_cloud_activities::ports::{
+    Approvals, ConfiguredPolicy, RecordedApprovals, TargetRunners,
+};
+use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
@@ -79,7 +82,15 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     let deps = WorkerDeps {
         client,
         db: db.clone(),
-        runner: sandbox.clone(),
+        runner: Arc::new(TargetRunners {
+            db: db.clone(),
+            sandbox: sandbox.clone(),
+            pulumi: Arc::new(Pulumi::new(
+                db.clone(),
+                &config.data_dir,
+                config.pulumi_binary.clone().into(),
+            )),
+        }),
         observer: sandbox,
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,

@@ -55,6 +55,8 @@ pub struct Config {
     /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
     #[serde(default)]
     pub nats_url: Option<String>,
+    /// The Pulumi CLI the Pulumi runner drives.
+    pub pulumi_binary: String,
     /// RunControlService: approvals not recorded here are claimed there; none when absent.
     #[serde(default)]
     pub run_control_url: Option<String>,

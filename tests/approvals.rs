@@ -143,11 +143,19 @@ async fn an_approval_opens_the_gate_once() {
     production(&api, "prod").await;
     let approval = text(&api.record_approval("prod", None).await["approvalId"]);
 
-    // Both pass the API's check; the environment's lock makes them take turns.
-    let first = text(&run_with(&api, "prod", &approval).await.expect(202)["provisioningRunId"]);
-    let second = text(&run_with(&api, "prod", &approval).await.expect(202)["provisioningRunId"]);
-    api.wait_state(&first, "Applied").await;
-    let waiting = api.wait_state(&second, "AwaitingApproval").await;
+    // Both pass the API's check; the environment's lock makes them take turns, in whichever
+    // order their workflows reach it. The first to hold it spends the approval.
+    let a = text(&run_with(&api, "prod", &approval).await.expect(202)["provisioningRunId"]);
+    let b = text(&run_with(&api, "prod", &approval).await.expect(202)["provisioningRunId"]);
+    let (applied, waiting) = eventually(120, "one run applied, the other waiting", || async {
+        let (ra, rb) = (api.run(&a).await, api.run(&b).await);
+        match (ra["state"].as_str(), rb["state"].as_str()) {
+            (Some("Applied"), Some("AwaitingApproval")) => Some((a.clone(), rb)),
+            (Some("AwaitingApproval"), Some("Applied")) => Some((b.clone(), ra)),
+            _ => None,
+        }
+    })
+    .await;
     assert_eq!(
         waiting["refusedApprovals"][0]["why"], "already-spent",
         "{waiting}"
@@ -162,7 +170,7 @@ async fn an_approval_opens_the_gate_once() {
         .get(&format!("/factory/approvals/{approval}"))
         .await
         .expect(200);
-    assert_eq!(spent["spentByRunId"], first.as_str(), "{spent}");
+    assert_eq!(spent["spentByRunId"], applied.as_str(), "{spent}");
     refused(run_with(&api, "prod", &approval).await, "already-spent");
 }
 

@@ -2,7 +2,7 @@
 
 use crate::Error;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
-use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot, Workload};
+use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
 /// Where an environment runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,12 +11,9 @@ pub struct Target {
     pub environment_id: String,
 }
 
-/// Plans and applies a specification on a target (sandbox; later Pulumi).
+/// Plans and applies a specification on a target (sandbox, Pulumi).
 #[async_trait::async_trait]
 pub trait Runner: Send + Sync + 'static {
-    /// The workloads the target runs now.
-    async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error>;
-
     /// Diffs the specification against the target. Reads only.
     async fn plan(
         &self,
@@ -98,5 +95,59 @@ impl Approvals for RecordedApprovals {
             ) => elsewhere.claim(claim).await,
             _ => Ok(here),
         }
+    }
+}
+
+/// The Runner port, per environment: each call goes to the runner its environment's target
+/// names (`models::targets::RunnerTarget`), read from the environment when the call is made.
+pub struct TargetRunners {
+    pub db: sea_orm::DatabaseConnection,
+    pub sandbox: std::sync::Arc<dyn Runner>,
+    pub pulumi: std::sync::Arc<dyn Runner>,
+}
+
+impl TargetRunners {
+    async fn runner(&self, target: &Target) -> Result<&dyn Runner, Error> {
+        use runtime_cloud_models::targets::RunnerTarget;
+        let env = runtime_cloud_store::environments::find(
+            &self.db,
+            &target.tenant_id,
+            &target.environment_id,
+        )
+        .await?
+        .ok_or_else(|| {
+            Error::PlanInvalid(format!(
+                "environment `{}` is not registered",
+                target.environment_id
+            ))
+        })?;
+        Ok(match env.target.runner {
+            RunnerTarget::Sandbox => &*self.sandbox,
+            RunnerTarget::Pulumi(_) => &*self.pulumi,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Runner for TargetRunners {
+    async fn plan(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+    ) -> Result<PlanReceipt, Error> {
+        self.runner(target).await?.plan(target, spec).await
+    }
+
+    async fn apply(
+        &self,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
+    ) -> Result<ApplyReceipt, Error> {
+        self.runner(target)
+            .await?
+            .apply(run_id, target, spec, plan)
+            .await
     }
 }

@@ -201,9 +201,9 @@ impl Observer for Sandbox {
     }
 }
 
-#[async_trait::async_trait]
-impl Runner for Sandbox {
-    async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error> {
+impl Sandbox {
+    /// The workloads the target runs now.
+    pub async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error> {
         let doc = self.load(target).await?;
         if doc.unreachable {
             return Err(Error::Unreachable(format!(
@@ -213,7 +213,10 @@ impl Runner for Sandbox {
         }
         Ok(doc.workloads)
     }
+}
 
+#[async_trait::async_trait]
+impl Runner for Sandbox {
     async fn plan(
         &self,
         target: &Target,

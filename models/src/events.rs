@@ -161,6 +161,27 @@ pub struct ReconciliationDecided {
     pub provisioning_run_id: Option<String>,
 }
 
+/// Topic of `EnvironmentTargetChanged`.
+pub const ENVIRONMENT_TARGET_CHANGED: &str =
+    "provisioning.environments.v1.environment-target-changed";
+
+/// `EnvironmentTargetChanged` (not in the spec: the audit of a changed runner or observer):
+/// who moved an environment from one target to another. Targets hold references only.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentTargetChanged {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub before: crate::targets::Target,
+    pub after: crate::targets::Target,
+    pub changed_by: String,
+}
+
+into_outbox!(
+    EnvironmentTargetChanged,
+    ENVIRONMENT_TARGET_CHANGED,
+    environment_id
+);
 into_outbox!(ObservedStateChanged, OBSERVED_STATE_CHANGED, environment_id);
 into_outbox!(RuntimeDriftDetected, RUNTIME_DRIFT_DETECTED, finding_id);
 into_outbox!(ReconciliationProposed, RECONCILIATION_PROPOSED, proposal_id);

@@ -10,6 +10,7 @@
 //! - [`specification`]: what should run: desired workloads and the snapshot a run carries.
 //! - [`provisioning`]: a run's states and legal moves, approvals, receipts.
 //! - [`approvals`]: recorded approvals and the rule that verifies a run's claim on one.
+//! - [`targets`]: where an environment runs: its runner (sandbox, Pulumi) and observer.
 //! - [`wire`]: enums whose wire form is fixed (`wire_enum!`).
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
 //! - [`observation`]: observed workloads and what changed between observations.
@@ -32,6 +33,7 @@ pub mod plan;
 pub mod provisioning;
 pub mod rules;
 pub mod specification;
+pub mod targets;
 pub mod validation;
 pub mod wire;
 

@@ -217,6 +217,14 @@ pub const SETTINGS: &[Setting] = &[
               it. Unset: no relay; events stay readable in `outbox_events`.",
     },
     Setting {
+        source: Source::File("pulumi_binary"),
+        env: "RUNTIME_CLOUD_PULUMI_BINARY",
+        kind: Kind::Text,
+        default: Some("pulumi"),
+        doc: "The Pulumi CLI that environments with a Pulumi runner are planned with (a name \
+              looked up on the worker's PATH, or a path).",
+    },
+    Setting {
         source: Source::File("run_control_url"),
         env: "RUNTIME_CLOUD_RUN_CONTROL_URL",
         kind: Kind::Text,

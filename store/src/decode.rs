@@ -52,6 +52,15 @@ impl At<'_> {
         T::deserialize(value).map_err(|e| self.corrupt(column, e))
     }
 
+    /// A text column that holds JSON.
+    pub fn json_text<T: DeserializeOwned>(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<T, Error> {
+        serde_json::from_str(value).map_err(|e| self.corrupt(column, e))
+    }
+
     /// A JSON column read as text, passed through unparsed but checked to be JSON.
     pub fn raw(
         &self,

@@ -6,6 +6,8 @@ use crate::entities::environments as rows;
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::environments::{EnvironmentKey, EnvironmentPage};
+use runtime_cloud_models::events::EnvironmentTargetChanged;
+use runtime_cloud_models::targets::Target;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect,
@@ -26,8 +28,8 @@ pub struct Environment {
     pub project_id: String,
     /// Production runs wait for an operator's approval.
     pub class: EnvironmentClass,
-    /// The adapter that serves it (`sandbox`).
-    pub target: String,
+    /// Where it runs: its runner and its observer.
+    pub target: Target,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
 }
@@ -45,11 +47,11 @@ impl Environment {
         };
         Ok(Self {
             class: at.wire("class", &m.class)?,
+            target: at.json_text("target", &m.target)?,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
             project_id: m.project_id,
-            target: m.target,
             created_at: m.created_at,
         })
     }
@@ -62,7 +64,7 @@ pub struct NewEnvironment {
     pub environment_id: String,
     pub project_id: String,
     pub class: EnvironmentClass,
-    pub target: String,
+    pub target: Target,
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
@@ -77,7 +79,7 @@ pub async fn register(
         environment_id: Set(new.environment_id),
         project_id: Set(new.project_id),
         class: Set(new.class.as_str().to_owned()),
-        target: Set(new.target),
+        target: Set(target_json(&new.target)?),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -85,6 +87,55 @@ pub async fn register(
     .await
     .map_err(Error::on_insert("environments"))?;
     Environment::read(row)
+}
+
+fn target_json(target: &Target) -> Result<String, Error> {
+    Ok(serde_json::to_string(target)?)
+}
+
+/// Moves the tenant's environment to `target`, with the `EnvironmentTargetChanged` event that
+/// records who did it, in one transaction. [`Error::Missing`] when there is no such
+/// environment; the same target again changes nothing and records nothing.
+pub async fn change_target(
+    db: &sea_orm::DatabaseConnection,
+    tenant_id: &str,
+    environment_id: &str,
+    target: Target,
+    changed_by: &str,
+) -> Result<Environment, Error> {
+    use sea_orm::TransactionTrait;
+    let txn = db.begin().await?;
+    let row = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .one(&txn)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "environment",
+            id: environment_id.to_owned(),
+        })?;
+    let before = Environment::read(row.clone())?;
+    if before.target == target {
+        return Ok(before);
+    }
+    let mut active: rows::ActiveModel = row.into();
+    active.target = Set(target_json(&target)?);
+    active.updated_at = Set(Utc::now());
+    let after = Environment::read(active.update(&txn).await?)?;
+    let event = EnvironmentTargetChanged {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        before: before.target,
+        after: after.target.clone(),
+        changed_by: changed_by.to_owned(),
+    };
+    let id = crate::outbox::event_id(
+        &uuid::Uuid::now_v7().to_string(),
+        "EnvironmentTargetChanged",
+    );
+    crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
+    txn.commit().await?;
+    Ok(after)
 }
 
 /// The tenant's environment, if it exists.
@@ -180,7 +231,7 @@ mod tests {
             environment_id: "dev".into(),
             project_id: "other".into(),
             class: EnvironmentClass::Production,
-            target: "sandbox".into(),
+            target: Default::default(),
         };
         let err = register(&db, again).await.unwrap_err();
         assert!(
@@ -202,6 +253,62 @@ mod tests {
             None,
             "tenants are apart"
         );
+    }
+
+    async fn a_target_change_is_recorded_with_its_event_on(db: sea_orm::DatabaseConnection) {
+        fixtures::environment(&db, "prod", EnvironmentClass::Production).await;
+        let pulumi: Target = serde_json::from_value(serde_json::json!({ "runner": {
+            "kind": "pulumi", "stack": "acme/shop/prod", "backendUrl": "s3://state" } }))
+        .unwrap();
+        let env = change_target(&db, "acme", "prod", pulumi.clone(), "ops-lead")
+            .await
+            .unwrap();
+        assert_eq!(env.target, pulumi);
+        assert_eq!(
+            find(&db, "acme", "prod").await.unwrap().unwrap().target,
+            pulumi
+        );
+        // The same target again records nothing.
+        change_target(&db, "acme", "prod", pulumi.clone(), "ops-lead")
+            .await
+            .unwrap();
+        let events = fixtures::events(&db, "EnvironmentTargetChanged").await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].payload["before"]["runner"]["kind"], "sandbox");
+        assert_eq!(
+            events[0].payload["after"]["runner"]["stack"],
+            "acme/shop/prod"
+        );
+        assert_eq!(events[0].payload["changedBy"], "ops-lead");
+        let missing = change_target(&db, "acme", "nope", pulumi, "ops-lead").await;
+        assert!(matches!(missing, Err(Error::Missing { .. })), "{missing:?}");
+    }
+
+    fixtures::on_both_databases!(
+        a_target_change_is_recorded_with_its_event_sqlite,
+        a_target_change_is_recorded_with_its_event_postgres,
+        a_target_change_is_recorded_with_its_event_on
+    );
+
+    #[tokio::test]
+    async fn environments_registered_before_typed_targets_read_as_the_sandbox() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        fixtures::execute(&db, "UPDATE environments SET target = 'sandbox'").await;
+        use sea_orm_migration::MigratorTrait;
+        crate::Migrator::down(&db, Some(1)).await.unwrap();
+        crate::Migrator::up(&db, None).await.unwrap();
+        let env = find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(env.target, Target::default());
+        fixtures::execute(
+            &db,
+            "UPDATE environments SET target = '{\"runner\":{\"kind\":\"chef\"}}'",
+        )
+        .await;
+        assert!(matches!(
+            find(&db, "acme", "dev").await,
+            Err(Error::Corrupt { .. })
+        ));
     }
 
     #[tokio::test]

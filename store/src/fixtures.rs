@@ -51,7 +51,7 @@ pub(crate) async fn environment(
             environment_id: env.into(),
             project_id: "shop".into(),
             class,
-            target: "sandbox".into(),
+            target: Default::default(),
         },
     )
     .await

@@ -5,7 +5,7 @@
 //! it applies. Recording one needs the `Operator` or `PlatformAdmin` role; its grantor, roles
 //! and expiry are recorded with it.
 
-use super::pagination::{Page, Paged};
+use super::pagination::{EnvironmentPage, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
@@ -21,7 +21,7 @@ use runtime_cloud_models::approvals::verify_approval;
 use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource, RecordedApproval};
 use runtime_cloud_store::approvals::{self, NewApproval};
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -123,24 +123,10 @@ async fn read(
         .ok_or_else(|| Error::NotFound(format!("approval `{id}` not found")))
 }
 
-/// `?environmentId=&cursor=&limit=`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase")]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    /// Only this environment's approvals.
-    environment_id: Option<String>,
-    /// The `nextCursor` of the previous page.
-    cursor: Option<String>,
-    /// 1–200, default 50.
-    #[param(minimum = 1, maximum = 200)]
-    limit: Option<u64>,
-}
-
 /// Approvals, newest first, a page at a time.
 #[utoipa::path(operation_id = "listApprovals", get, path = "/factory/approvals", tag = "approvals",
     security(("bearer" = ["factory.provisioning.read"])),
-    params(ListQuery),
+    params(EnvironmentPage),
     responses(
         (status = 200, description = "A page of approvals", body = Paged<RecordedApproval>),
         Problems<400>, Problems<401>, Problems<403>, Problems<500>,
@@ -148,13 +134,9 @@ struct ListQuery {
 async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
-    Query(q): Query<ListQuery>,
+    Query(q): Query<EnvironmentPage>,
 ) -> Result<axum::Json<Paged<RecordedApproval>>, Error> {
-    let page = Page {
-        cursor: q.cursor,
-        limit: q.limit,
-    };
-    let (rows, limit) = page.rows()?;
+    let (rows, limit) = q.page().rows()?;
     let env = q.environment_id.as_deref();
     let items = approvals::list(&state.db, auth.tenant(), env, &rows).await?;
     Ok(axum::Json(Paged::from_rows(

@@ -1,13 +1,15 @@
 //! `/factory/environments`: register a tenant's environments and their class.
 
 use super::pagination::Items;
-use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
+use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
+use crate::tenancy::require_environment;
 use crate::{AppState, Error};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::targets::Target;
 use runtime_cloud_models::validation::check_id;
 use runtime_cloud_store::environments::{self, Environment, NewEnvironment};
 use serde::Deserialize;
@@ -15,7 +17,10 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list, register))
+    OpenApiRouter::new()
+        .routes(routes!(list, register))
+        .routes(routes!(read))
+        .routes(routes!(change_target))
 }
 
 /// `POST /factory/environments`.
@@ -28,9 +33,11 @@ pub struct RegisterEnvironment {
     pub project_id: String,
     /// Production runs wait for an operator's approval.
     pub class: EnvironmentClass,
-    /// The adapter that serves it; only `sandbox` is built in.
+    /// Where it runs: `{"runner": {"kind": "sandbox"}}` (the default) or
+    /// `{"runner": {"kind": "pulumi", "stack": "org/project/stack", "backendUrl": "s3://…",
+    /// "passphraseRef": "secretbroker://…"}}`.
     #[serde(default)]
-    pub target: Option<String>,
+    pub target: Target,
 }
 
 fn already_exists(environment_id: &str) -> Error {
@@ -52,12 +59,7 @@ async fn register(
 ) -> Result<(StatusCode, axum::Json<Environment>), Error> {
     check_id("environmentId", &body.environment_id)?;
     check_id("projectId", &body.project_id)?;
-    let target = body.target.unwrap_or_else(|| "sandbox".to_owned());
-    if target != "sandbox" {
-        return Err(Error::Unprocessable(format!(
-            "target `{target}` is not available; use `sandbox`"
-        )));
-    }
+    body.target.validate().map_err(Error::Unprocessable)?;
     if environments::find(&state.db, auth.tenant(), &body.environment_id)
         .await?
         .is_some()
@@ -69,7 +71,7 @@ async fn register(
         environment_id: body.environment_id.clone(),
         project_id: body.project_id,
         class: body.class,
-        target,
+        target: body.target,
     };
     let env = match environments::register(&state.db, new).await {
         Ok(env) => env,
@@ -95,4 +97,58 @@ async fn list(
 ) -> Result<axum::Json<Items<Environment>>, Error> {
     let rows = environments::list(&state.db, auth.tenant()).await?;
     Ok(axum::Json(Items { items: rows }))
+}
+
+/// One environment of the caller's, with its target.
+#[utoipa::path(operation_id = "getEnvironment", get, path = "/factory/environments/{environmentId}", tag = "environments",
+    security(("bearer" = ["factory.provisioning.read"])),
+    params(("environmentId" = String, Path, description = "The environment id")),
+    responses(
+        (status = 200, description = "The environment", body = Environment),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
+async fn read(
+    State(state): State<AppState>,
+    auth: Scoped<ProvisioningRead>,
+    Path(environment_id): Path<String>,
+) -> Result<axum::Json<Environment>, Error> {
+    Ok(axum::Json(
+        require_environment(&state.db, auth.tenant(), &environment_id).await?,
+    ))
+}
+
+/// Moves an environment to another target (runner, observer). Needs the `Operator` or
+/// `PlatformAdmin` role; recorded as an `EnvironmentTargetChanged` event naming who did it.
+/// Runs already started keep the target they planned with.
+#[utoipa::path(operation_id = "changeEnvironmentTarget", put, path = "/factory/environments/{environmentId}/target", tag = "environments",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    params(("environmentId" = String, Path, description = "The environment id")),
+    request_body = Target,
+    responses(
+        (status = 200, description = "The environment with its new target", body = Environment),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), environment_id = %environment_id))]
+async fn change_target(
+    State(state): State<AppState>,
+    auth: Scoped<ProvisioningApply>,
+    Path(environment_id): Path<String>,
+    Json(target): Json<Target>,
+) -> Result<axum::Json<Environment>, Error> {
+    auth.require_role(PRODUCTION_DECIDERS)?;
+    target.validate().map_err(Error::Unprocessable)?;
+    require_environment(&state.db, auth.tenant(), &environment_id).await?;
+    let env = environments::change_target(
+        &state.db,
+        auth.tenant(),
+        &environment_id,
+        target,
+        auth.subject(),
+    )
+    .await?;
+    tracing::info!(
+        runner = env.target.runner_kind(),
+        "environment target changed"
+    );
+    Ok(axum::Json(env))
 }

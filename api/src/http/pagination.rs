@@ -46,6 +46,31 @@ impl Page {
     }
 }
 
+/// `?environmentId=…&cursor=…&limit=…`: a page of a list that may be narrowed to one
+/// environment (specification versions, approvals).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct EnvironmentPage {
+    /// Only this environment's.
+    pub environment_id: Option<String>,
+    /// The `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u64>,
+}
+
+impl EnvironmentPage {
+    /// The page it asks for.
+    pub fn page(&self) -> Page {
+        Page {
+            cursor: self.cursor.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
 /// Encodes the last id of a page as the next cursor.
 pub fn encode(last_id: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{last_id}"))

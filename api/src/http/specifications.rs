@@ -1,6 +1,6 @@
 //! `/factory/provisioning/specifications`: declare and list desired-state versions.
 
-use super::pagination::{Page, Paged};
+use super::pagination::{EnvironmentPage, Paged};
 use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
@@ -14,7 +14,7 @@ use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{Refs, SpecificationKind, Workload};
 use runtime_cloud_store::specifications::{self, Specification};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -118,24 +118,10 @@ async fn declare(
     Ok((StatusCode::CREATED, axum::Json(spec.into())))
 }
 
-/// `?environmentId=…&cursor=…&limit=…`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase")]
-#[into_params(parameter_in = Query)]
-struct ListQuery {
-    /// Only this environment's versions.
-    environment_id: Option<String>,
-    /// The `nextCursor` of the previous page.
-    cursor: Option<String>,
-    /// 1–200, default 50.
-    #[param(minimum = 1, maximum = 200)]
-    limit: Option<u64>,
-}
-
 /// Specification versions, newest first, a page at a time.
 #[utoipa::path(operation_id = "listSpecifications", get, path = "/factory/provisioning/specifications", tag = "specifications",
     security(("bearer" = ["factory.provisioning.read"])),
-    params(ListQuery),
+    params(EnvironmentPage),
     responses(
         (status = 200, description = "A page of versions", body = Paged<SpecificationView>),
         Problems<400>, Problems<401>, Problems<403>, Problems<500>,
@@ -143,13 +129,9 @@ struct ListQuery {
 async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
-    Query(q): Query<ListQuery>,
+    Query(q): Query<EnvironmentPage>,
 ) -> Result<axum::Json<Paged<SpecificationView>>, Error> {
-    let page = Page {
-        cursor: q.cursor,
-        limit: q.limit,
-    };
-    let (rows, limit) = page.rows()?;
+    let (rows, limit) = q.page().rows()?;
     let specs =
         specifications::list(&state.db, auth.tenant(), q.environment_id.as_deref(), &rows).await?;
     let views = specs.into_iter().map(SpecificationView::from).collect();

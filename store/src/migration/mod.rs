@@ -8,6 +8,7 @@ mod m20261129_000003_one_open_finding_per_resource;
 mod m20261129_000004_runs_newest_first;
 mod m20261201_000005_run_refused_approvals;
 mod m20261201_000006_create_approvals;
+mod m20261201_000007_typed_targets;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000004_runs_newest_first::Migration),
             Box::new(m20261201_000005_run_refused_approvals::Migration),
             Box::new(m20261201_000006_create_approvals::Migration),
+            Box::new(m20261201_000007_typed_targets::Migration),
         ]
     }
 }
