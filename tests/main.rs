@@ -20,4 +20,5 @@ mod provisioning;
 mod replay;
 mod schedules;
 mod security;
+mod targets;
 mod traces;

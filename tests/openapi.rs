@@ -153,6 +153,8 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "POST",
             "/factory/provisioning/runs/{provisioningRunId}/approval",
         ),
+        ("GET", "/factory/environments/{environmentId}"),
+        ("PUT", "/factory/environments/{environmentId}/target"),
         ("POST", "/factory/approvals"),
         ("GET", "/factory/approvals"),
         ("GET", "/factory/approvals/{approvalId}"),
@@ -175,7 +177,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 22, "documented: {documented:?}");
+    assert_eq!(documented.len(), 24, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -1,0 +1,122 @@
+//! Environment targets: where an environment runs, validated, stored, shown, changed with an
+//! audit event, and the runner the worker picks for each environment.
+
+use crate::common::{Stack, StackOptions, text};
+use reqwest::Method;
+use serde_json::json;
+
+/// A Pulumi stack on a file backend.
+fn pulumi_target(state: &str) -> serde_json::Value {
+    json!({ "runner": { "kind": "pulumi", "stack": "acme/shop/dev", "backendUrl": format!("file://{state}") } })
+}
+
+#[tokio::test]
+async fn a_target_is_validated_stored_shown_and_changed_with_an_audit_event() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+
+    // A target that cannot be served is refused, naming the field; nothing is registered.
+    let bad = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "dev", "projectId": "shop", "class": "non-production",
+                    "target": { "runner": { "kind": "pulumi", "stack": "shop", "backendUrl": "s3://state" } } }),
+        )
+        .await
+        .expect(422);
+    assert!(
+        text(&bad["detail"]).contains("organization/project/stack"),
+        "{bad}"
+    );
+    let unknown = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "dev", "projectId": "shop", "class": "non-production",
+                    "target": { "runner": { "kind": "terraform" } } }),
+        )
+        .await;
+    assert_eq!(unknown.status, 422, "{:?}", unknown.body);
+    api.get("/factory/environments/dev").await.expect(404);
+
+    // The default is the sandbox; a Pulumi target is stored and shown as given.
+    let sandboxed = api.environment("sbx", "non-production").await;
+    assert_eq!(
+        sandboxed["target"]["runner"]["kind"], "sandbox",
+        "{sandboxed}"
+    );
+    let target = pulumi_target("/var/lib/pulumi-state");
+    let created = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "dev", "projectId": "shop", "class": "non-production",
+                    "target": target }),
+        )
+        .await
+        .expect(201);
+    assert_eq!(created["target"]["runner"], target["runner"], "{created}");
+    let shown = api.get("/factory/environments/dev").await.expect(200);
+    assert_eq!(shown["target"], created["target"]);
+
+    // Changing it: an Operator's, recorded with who did it.
+    let path = "/factory/environments/dev/target";
+    let back = json!({ "runner": { "kind": "sandbox" } });
+    let no_role = stack.without_roles(
+        "acme",
+        &["factory.provisioning.apply", "factory.provisioning.read"],
+    );
+    no_role
+        .send(Method::PUT, path, Some(back.clone()), &[])
+        .await
+        .expect(403);
+    let changed = api
+        .send(Method::PUT, path, Some(back.clone()), &[])
+        .await
+        .expect(200);
+    assert_eq!(changed["target"]["runner"]["kind"], "sandbox");
+    let events = stack.events("EnvironmentTargetChanged").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["payload"]["before"]["runner"]["kind"], "pulumi");
+    assert_eq!(events[0]["payload"]["after"]["runner"]["kind"], "sandbox");
+    assert_eq!(events[0]["payload"]["changedBy"], "tester");
+    api.send(
+        Method::PUT,
+        "/factory/environments/nope/target",
+        Some(back),
+        &[],
+    )
+    .await
+    .expect(404);
+}
+
+/// A Pulumi environment on a worker without the Pulumi CLI fails at plan with the reason;
+/// the worker and its sandbox environments keep working.
+#[tokio::test]
+async fn a_pulumi_environment_without_the_cli_fails_at_plan_and_the_sandbox_keeps_working() {
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_PULUMI_BINARY",
+        "/nonexistent/bin/pulumi",
+    ))
+    .await;
+    let api = stack.operator("acme");
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "dev", "projectId": "shop", "class": "non-production",
+                "target": pulumi_target("/tmp/state") }),
+    )
+    .await
+    .expect(201);
+    api.declare("dev", &[("api", "1.0.0", 1)]).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Failed").await;
+    let reason = text(&run["reason"]);
+    assert!(
+        reason.contains("Pulumi CLI") && reason.contains("/nonexistent/bin/pulumi"),
+        "{run}"
+    );
+    assert!(run["planReceipt"].is_null(), "no plan: {run}");
+
+    api.environment("sbx", "non-production").await;
+    api.declare("sbx", &[("api", "1.0.0", 1)]).await;
+    let id = api.plan_run("sbx", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+}
