@@ -17,6 +17,7 @@ mod health;
 mod metrics;
 mod openapi;
 mod provisioning;
+mod pulumi;
 mod replay;
 mod schedules;
 mod security;

@@ -195,8 +195,7 @@ async fn secret_values_never_reach_tables_events_logs_or_workflows() {
 
     // The value is nowhere: not in the read DB file, the outbox, the logs, or the history.
     // With WAL the newest pages may still be in the log file: read both.
-    let mut db_bytes = std::fs::read(stack.data_path().join("read.db")).expect("read db");
-    db_bytes.extend(std::fs::read(stack.data_path().join("read.db-wal")).unwrap_or_default());
+    let db_bytes = stack.read_db_bytes();
     assert!(
         String::from_utf8_lossy(&db_bytes).contains("secretbroker://shop/db"),
         "the check reads where the rows are"

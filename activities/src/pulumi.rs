@@ -1,10 +1,17 @@
 //! The Pulumi adapter of the Runner port: drives the `pulumi` CLI as a process, the way
 //! Pulumi's Automation API does, against the stack an environment's target names.
 //!
-//! Plan: the program is exported at its commit ([`crate::programs`]) and previewed with
-//! `pulumi preview --json --diff --save-plan <file>`; the preview's steps become the plan
-//! receipt. Apply (`pulumi up --plan`) is not built yet: an apply on a Pulumi environment
-//! fails with that reason and changes nothing.
+//! - **Plan**: the program is exported at its commit ([`crate::programs`]), the stack selected
+//!   (`pulumi stack select --create`), and previewed with
+//!   `pulumi preview --json --diff --save-plan <file>`. The preview's steps become the plan
+//!   receipt; the plan file is kept under `{data_dir}/pulumi/plans/`, named by the receipt's
+//!   inputs hash, for the apply.
+//! - **Apply**: `pulumi up --yes --skip-preview --plan <file> --json --message <tag>`: Pulumi
+//!   refuses any operation the approved plan did not show. The engine events name a failing
+//!   resource; the outputs come from `pulumi stack output --json` (secret outputs stay
+//!   `[secret]`). The update is tagged with the run id, and a retried apply first reads
+//!   `pulumi stack history --json`: an update of this run that finished is answered with its
+//!   receipt instead of applying again.
 
 use crate::Error;
 use crate::ports::{Runner, Target};
@@ -89,31 +96,100 @@ impl Pulumi {
         }
     }
 
-    /// Runs `pulumi args…` for `stack` in `dir`; its stdout, or the failure with its stderr.
-    async fn run(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<String, Error> {
+    /// Runs `pulumi args…` for `stack` in `dir`: its exit status and stdout. Only a CLI that
+    /// cannot be started is an error here; what a failed command means is the caller's.
+    async fn exec(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<Output, Error> {
         let out = Command::new(&self.binary)
             .args(args)
             .args(["--stack", &stack.stack, "--non-interactive"])
             .current_dir(dir)
             .env("PULUMI_BACKEND_URL", &stack.backend_url)
             .env("PULUMI_SKIP_UPDATE_CHECK", "true")
+            .env("PULUMI_EXPERIMENTAL", "true")
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output()
             .await
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            Ok(stdout)
+        Ok(Output {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+
+    /// [`Self::exec`] that must succeed; a failure is retried (the backend may come back).
+    async fn run(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<String, Error> {
+        let out = self.exec(stack, dir, args).await?;
+        if out.ok {
+            Ok(out.stdout)
         } else {
-            let stderr = String::from_utf8_lossy(&out.stderr);
             Err(Error::Unreachable(format!(
                 "pulumi {} failed: {}",
                 args.first().copied().unwrap_or_default(),
-                stderr.trim()
+                out.stderr
             )))
         }
     }
+
+    /// The plan file of a receipt.
+    fn plan_file(&self, target: &Target, inputs_hash: &str) -> PathBuf {
+        let hash = inputs_hash.trim_start_matches("sha256:");
+        self.plans.join(format!(
+            "{}-{}-{hash}.json",
+            target.tenant_id, target.environment_id
+        ))
+    }
+
+    /// The stack's updates, newest first, and the one tagged with `tag` if any.
+    async fn tagged_update(
+        &self,
+        stack: &PulumiStack,
+        dir: &Path,
+        tag: &str,
+    ) -> Result<Option<UpdateInfo>, Error> {
+        let history = self
+            .run(stack, dir, &["stack", "history", "--json"])
+            .await?;
+        let updates: Vec<UpdateInfo> = serde_json::from_str(&history)
+            .map_err(|e| Error::Unreachable(format!("reading pulumi stack history --json: {e}")))?;
+        Ok(updates
+            .into_iter()
+            .find(|u| u.kind == "update" && u.message == tag))
+    }
+
+    /// The stack's outputs; secret ones as Pulumi shows them without `--show-secrets`.
+    async fn outputs(&self, stack: &PulumiStack, dir: &Path) -> Result<serde_json::Value, Error> {
+        let out = self.run(stack, dir, &["stack", "output", "--json"]).await?;
+        serde_json::from_str(&out)
+            .map_err(|e| Error::Unreachable(format!("reading pulumi stack output --json: {e}")))
+    }
+
+    /// A checkout of the spec's program at its commit, for `step`.
+    async fn program(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        step: &str,
+    ) -> Result<crate::programs::Checkout, Error> {
+        let program = ProgramRef::parse(&spec.program_ref)?;
+        let name = format!("{}-{step}-{}", target.environment_id, uuid::Uuid::now_v7());
+        self.programs
+            .checkout(&program, &spec.program_version, &name)
+            .await
+    }
+}
+
+/// What a `pulumi` command did.
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// The tag of a run's update (`--message`), found again in `pulumi stack history`.
+fn update_tag(run_id: &str) -> String {
+    format!("runtime-cloud run {run_id}")
 }
 
 #[async_trait::async_trait]
@@ -132,41 +208,229 @@ impl Runner for Pulumi {
                     .into(),
             ));
         }
-        let program = ProgramRef::parse(&spec.program_ref)?;
-        let name = format!("{}-plan-{}", target.environment_id, uuid::Uuid::now_v7());
-        let checkout = self
-            .programs
-            .checkout(&program, &spec.program_version, &name)
-            .await?;
+        let checkout = self.program(target, spec, "plan").await?;
+        let dir = checkout.program_dir.clone();
         tokio::fs::create_dir_all(&self.plans)
             .await
             .map_err(|e| Error::Unreachable(format!("creating {}: {e}", self.plans.display())))?;
-        let plan_file = self.plans.join(format!("{name}.json"));
-        let plan_arg = plan_file.display().to_string();
-        let preview = self
-            .run(
+        let draft = self
+            .plans
+            .join(format!("{}.draft.json", uuid::Uuid::now_v7()));
+        let draft_arg = draft.display().to_string();
+        let preview = async {
+            self.run(&stack, &dir, &["stack", "select", "--create"])
+                .await?;
+            self.run(
                 &stack,
-                &checkout.program_dir,
-                &["preview", "--json", "--diff", "--save-plan", &plan_arg],
+                &dir,
+                &["preview", "--json", "--diff", "--save-plan", &draft_arg],
             )
-            .await;
+            .await
+        }
+        .await;
         checkout.remove().await;
         let digest: PreviewDigest = serde_json::from_str(&preview?)
             .map_err(|e| Error::Unreachable(format!("reading pulumi preview --json: {e}")))?;
-        Ok(digest.receipt(spec))
+        let receipt = digest.receipt(spec);
+        // Kept under the receipt's hash: the apply uses the plan that was approved.
+        let kept = self.plan_file(target, &receipt.inputs_hash);
+        tokio::fs::rename(&draft, &kept)
+            .await
+            .map_err(|e| Error::Unreachable(format!("keeping the plan {}: {e}", kept.display())))?;
+        Ok(receipt)
     }
 
     async fn apply(
         &self,
-        _run_id: &str,
-        _target: &Target,
-        _spec: &SpecificationSnapshot,
-        _plan: &PlanReceipt,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
     ) -> Result<ApplyReceipt, Error> {
-        Err(Error::ApplyFailed(
-            "applying Pulumi stacks is not built yet; nothing was changed".into(),
-        ))
+        let started = std::time::Instant::now();
+        let stack = self.stack(target).await?;
+        let version = self
+            .version()
+            .await
+            .map_err(|e| Error::ApplyFailed(e.to_string()))?;
+        let runner_version = format!("pulumi/{}", version.trim_start_matches('v'));
+        let checkout = self.program(target, spec, "apply").await?;
+        let dir = checkout.program_dir.clone();
+        let tag = update_tag(run_id);
+        let receipt = async {
+            // A retry after a lost worker: this run's update already ran.
+            if let Some(done) = self.tagged_update(&stack, &dir, &tag).await? {
+                if done.result == "succeeded" {
+                    let outputs = self.outputs(&stack, &dir).await?;
+                    return Ok(receipt(outputs, started, &runner_version, None));
+                }
+                if done.result == "failed" {
+                    let why = "the update of this run failed before (see the stack's history)";
+                    return Ok(receipt(
+                        serde_json::Value::Null,
+                        started,
+                        &runner_version,
+                        Some(why.into()),
+                    ));
+                }
+                // In progress: its process is gone (the worker died); unlock the stack, then
+                // apply the plan again, which refuses whatever the plan no longer allows.
+                self.run(&stack, &dir, &["cancel", "--yes"]).await?;
+            }
+            let plan_file = self.plan_file(target, &plan.inputs_hash);
+            if !plan_file.exists() {
+                return Err(Error::ApplyFailed(format!(
+                    "the approved plan {} is not on this worker ({}); nothing was applied",
+                    plan.inputs_hash,
+                    plan_file.display()
+                )));
+            }
+            let plan_arg = plan_file.display().to_string();
+            let up = self
+                .exec(
+                    &stack,
+                    &dir,
+                    &[
+                        "up",
+                        "--yes",
+                        "--skip-preview",
+                        "--plan",
+                        &plan_arg,
+                        "--json",
+                        "--message",
+                        &tag,
+                    ],
+                )
+                .await?;
+            let events = EngineEvents::read(&up.stdout);
+            if up.ok && events.failure().is_none() {
+                let outputs = self.outputs(&stack, &dir).await?;
+                Ok(receipt(outputs, started, &runner_version, None))
+            } else {
+                let why = events
+                    .failure()
+                    .unwrap_or_else(|| format!("pulumi up failed: {}", up.stderr));
+                Ok(receipt(
+                    serde_json::Value::Null,
+                    started,
+                    &runner_version,
+                    Some(why),
+                ))
+            }
+        }
+        .await;
+        checkout.remove().await;
+        receipt
     }
+}
+
+/// An apply receipt: succeeded without a reason, failed with one.
+fn receipt(
+    outputs: serde_json::Value,
+    started: std::time::Instant,
+    runner_version: &str,
+    failure: Option<String>,
+) -> ApplyReceipt {
+    ApplyReceipt {
+        outputs,
+        duration_ms: started.elapsed().as_millis() as u64,
+        result: if failure.is_some() {
+            runtime_cloud_models::ApplyResult::Failed
+        } else {
+            runtime_cloud_models::ApplyResult::Succeeded
+        },
+        runner_version: runner_version.to_owned(),
+        reason: failure,
+    }
+}
+
+/// One entry of `pulumi stack history --json` (`updateInfoJSON`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateInfo {
+    pub kind: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub result: String,
+}
+
+/// The engine events of `pulumi up --json`: one JSON object per line
+/// (`sdk/go/common/apitype/events.go`, `EngineEvent`). Lines that do not read are skipped.
+#[derive(Debug, Default)]
+pub struct EngineEvents {
+    /// `resOpFailedEvent`s: the URNs of resources whose operation failed.
+    pub failed: Vec<String>,
+    /// Error `diagnosticEvent`s: (URN if any, message).
+    pub errors: Vec<(Option<String>, String)>,
+    /// The `summaryEvent`'s `result`, when the CLI reports one (v3.237+).
+    pub result: Option<String>,
+}
+
+impl EngineEvents {
+    pub fn read(stdout: &str) -> Self {
+        let mut events = Self::default();
+        for line in stdout.lines() {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(failed) = event.get("resOpFailedEvent") {
+                let urn = failed["metadata"]["urn"].as_str().unwrap_or_default();
+                events.failed.push(urn.to_owned());
+            }
+            if let Some(d) = event.get("diagnosticEvent")
+                && d["severity"] == "error"
+            {
+                let urn = d["urn"]
+                    .as_str()
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned);
+                let message = strip_colour(d["message"].as_str().unwrap_or_default());
+                events.errors.push((urn, message.trim().to_owned()));
+            }
+            if let Some(summary) = event.get("summaryEvent") {
+                events.result = summary["result"].as_str().map(str::to_owned);
+            }
+        }
+        events
+    }
+
+    /// Why the update failed, naming the failing resource, or None when nothing failed.
+    pub fn failure(&self) -> Option<String> {
+        let failed_urn = self.failed.first();
+        let diagnostic = self
+            .errors
+            .iter()
+            .find(|(urn, _)| urn.is_some() && urn.as_ref() == failed_urn)
+            .or_else(|| self.errors.iter().find(|(urn, _)| urn.is_some()))
+            .or_else(|| self.errors.first());
+        match (failed_urn, diagnostic) {
+            (None, None) if self.result.as_deref() != Some("failed") => None,
+            (Some(urn), Some((_, message))) => Some(format!("{urn}: {message}")),
+            (Some(urn), None) => Some(format!("{urn}: the operation failed")),
+            (None, Some((Some(urn), message))) => Some(format!("{urn}: {message}")),
+            (None, Some((None, message))) => Some(message.clone()),
+            (None, None) => Some("the update failed".into()),
+        }
+    }
+}
+
+/// A diagnostic without Pulumi's colour directives (`<{%fg 1%}>`, `<{%reset%}>`).
+fn strip_colour(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find("<{%") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("%}>") {
+            Some(end) => rest = &rest[start + end + 3..],
+            None => {
+                rest = &rest[start..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `pulumi preview --json`: the fields the receipt needs (`pkg/backend/display/json.go`,
@@ -312,5 +576,40 @@ mod tests {
         let mut other = spec();
         other.program_version = "ffff".into();
         assert_ne!(digest.receipt(&other).inputs_hash, receipt.inputs_hash);
+    }
+}
+
+#[cfg(test)]
+mod engine_events {
+    use super::*;
+
+    /// Lines shaped like `pulumi up --json`'s (`EngineEvent`): a failed create with its
+    /// diagnostic, the summary, and the closing `cancelEvent`.
+    const FAILED_UP: &str = r#"{"sequence":0,"timestamp":1764590000,"preludeEvent":{"config":{}}}
+{"sequence":3,"timestamp":1764590001,"resourcePreEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs","type":"aws:s3/bucket:Bucket","old":null,"new":null,"detailedDiff":null,"provider":""}}}
+{"sequence":5,"timestamp":1764590002,"diagnosticEvent":{"urn":"urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs","prefix":"error: ","message":"<{%fg 1%}>error: <{%reset%}>creating bucket: AccessDenied<{%reset%}>\n","color":"raw","severity":"error"}}
+{"sequence":6,"timestamp":1764590002,"resOpFailedEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs","type":"aws:s3/bucket:Bucket","old":null,"new":null,"detailedDiff":null,"provider":""},"status":0,"steps":0}}
+{"sequence":8,"timestamp":1764590003,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":2,"resourceChanges":{},"PolicyPacks":{},"isPreview":false,"result":"failed"}}
+{"sequence":9,"timestamp":1764590003,"cancelEvent":{}}
+"#;
+
+    #[test]
+    fn a_failed_update_names_the_failing_resource_and_its_diagnostic() {
+        let events = EngineEvents::read(FAILED_UP);
+        assert_eq!(
+            events.failure().as_deref(),
+            Some(
+                "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs: error: creating bucket: AccessDenied"
+            )
+        );
+    }
+
+    #[test]
+    fn a_clean_update_has_no_failure_even_from_an_older_cli_without_a_result() {
+        let ok = "{\"sequence\":1,\"timestamp\":1,\"summaryEvent\":{\"maybeCorrupt\":false,\"durationSeconds\":1,\"resourceChanges\":{\"create\":1},\"PolicyPacks\":{}}}\n{\"sequence\":2,\"timestamp\":1,\"cancelEvent\":{}}\nnot json\n";
+        assert_eq!(EngineEvents::read(ok).failure(), None);
+        let violated = "{\"sequence\":1,\"timestamp\":1,\"diagnosticEvent\":{\"message\":\"resource urn:pulumi:dev::shop::x:y:Z::a violates plan: properties changed: ~~size[{1}!={2}]\",\"color\":\"never\",\"severity\":\"error\"}}\n";
+        let why = EngineEvents::read(violated).failure().unwrap();
+        assert!(why.contains("violates plan"), "{why}");
     }
 }

@@ -402,6 +402,14 @@ impl Stack {
         }
     }
 
+    /// The bytes of the SQLite read DB file and its write-ahead log (with WAL the newest pages
+    /// may still be in the log), for tests that check a value reached no table.
+    pub fn read_db_bytes(&self) -> Vec<u8> {
+        let mut bytes = std::fs::read(self.data_path().join("read.db")).expect("read db");
+        bytes.extend(std::fs::read(self.data_path().join("read.db-wal")).unwrap_or_default());
+        bytes
+    }
+
     /// Reads the read DB directly.
     pub async fn db(&self) -> sea_orm::DatabaseConnection {
         sea_orm::Database::connect(&self.database_url)

@@ -1,0 +1,237 @@
+//! The Pulumi runner end to end: programs in real Git repositories made here, planned and
+//! applied through the product's Pulumi adapter against the stand-in `pulumi` under
+//! `tests/stand_ins/` (the real CLI cannot be installed on these machines).
+
+use crate::common::{Api, Stack, StackOptions, text};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The stand-in CLI.
+fn stand_in() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/stand_ins/pulumi")
+        .display()
+        .to_string()
+}
+
+/// A Git repository holding the program `shop/Pulumi.yaml`.
+struct Repository {
+    dir: tempfile::TempDir,
+}
+
+impl Repository {
+    fn new() -> Self {
+        let repo = Self {
+            dir: tempfile::tempdir().expect("repository dir"),
+        };
+        repo.git(&["init", "--quiet", "-b", "main"]);
+        repo
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=dev", "-c", "user.email=dev@example.com"])
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Commits `program` as `shop/Pulumi.yaml`; returns the commit.
+    fn commit(&self, program: &Value) -> String {
+        std::fs::create_dir_all(self.dir.path().join("shop")).expect("shop dir");
+        let file = self.dir.path().join("shop/Pulumi.yaml");
+        std::fs::write(file, serde_json::to_string_pretty(program).expect("json")).expect("write");
+        self.git(&["add", "."]);
+        self.git(&["commit", "--quiet", "-m", "program"]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    fn program_ref(&self) -> String {
+        format!("file://{}//shop", self.dir.path().display())
+    }
+}
+
+/// A program with a bucket (and `extra` properties) and two outputs, one secret.
+fn program(extra: Value) -> Value {
+    let mut properties = json!({ "acl": "private" });
+    if let Value::Object(more) = extra {
+        properties.as_object_mut().expect("object").extend(more);
+    }
+    json!({
+        "name": "shop", "runtime": "yaml",
+        "resources": { "docs": { "type": "aws:s3/bucket:Bucket", "properties": properties } },
+        "outputs": { "bucketName": "docs-1234", "password": { "fn::secret": "hunter2" } }
+    })
+}
+
+/// A stack whose worker plans Pulumi environments with the stand-in; the backend directory.
+async fn stack() -> (Stack, PathBuf) {
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_PULUMI_BINARY",
+        stand_in(),
+    ))
+    .await;
+    let state = stack.data_dir.path().join("pulumi-state");
+    (stack, state)
+}
+
+async fn pulumi_environment(api: &Api, env: &str, class: &str, state: &Path) {
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": env, "projectId": "shop", "class": class,
+                "target": { "runner": { "kind": "pulumi", "stack": format!("acme/shop/{env}"),
+                                        "backendUrl": format!("file://{}", state.display()) } } }),
+    )
+    .await
+    .expect(201);
+}
+
+async fn declare(api: &Api, env: &str, program_ref: &str, commit: &str) {
+    api.post(
+        "/factory/provisioning/specifications",
+        json!({ "environmentId": env, "kind": "environment", "programRef": program_ref,
+                "programVersion": commit, "configRefs": {}, "secretRefs": {}, "workloads": [] }),
+    )
+    .await
+    .expect(201);
+}
+
+/// A production stack plans from a real commit, waits for approval, applies that plan and
+/// shows the outputs with the secret one redacted.
+#[tokio::test]
+async fn a_production_stack_plans_from_its_commit_waits_and_applies_the_approved_plan() {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({})));
+    pulumi_environment(&api, "prod", "production", &state).await;
+    declare(&api, "prod", &repo.program_ref(), &commit).await;
+
+    let id = api.plan_run("prod", "baseline").await;
+    let run = api.wait_state(&id, "AwaitingApproval").await;
+    let plan = &run["planReceipt"];
+    assert_eq!(
+        plan["adds"],
+        json!([{ "name": "docs", "kind": "aws:s3/bucket:Bucket" }]),
+        "{run}"
+    );
+    assert_eq!(plan["programVersion"], commit.as_str());
+    api.decide(&id, "approve").await.expect(202);
+    let run = api.wait_state(&id, "Applied").await;
+    let receipt = &run["applyReceipt"];
+    assert_eq!(
+        receipt["outputs"],
+        json!({ "bucketName": "docs-1234", "password": "[secret]" }),
+        "{run}"
+    );
+    assert_eq!(receipt["runnerVersion"], "pulumi/3.240.0");
+    // The stack's history names the run: a retried apply finds it.
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("acme__shop__prod.json")).expect("stack state"),
+    )
+    .expect("state json");
+    assert_eq!(
+        saved["history"][0]["message"],
+        format!("runtime-cloud run {id}")
+    );
+    assert_eq!(saved["history"][0]["result"], "succeeded");
+    // Nothing of the secret output reached the read tables or the events.
+    let db = String::from_utf8_lossy(&stack.read_db_bytes()).into_owned();
+    assert!(
+        !db.contains("hunter2"),
+        "the secret output reached the read DB"
+    );
+
+    // A change: planned as a change of the changed property.
+    let next = repo.commit(&program(json!({ "acl": "public-read" })));
+    declare(&api, "prod", &repo.program_ref(), &next).await;
+    let id = api.plan_run("prod", "promotion").await;
+    let run = api.wait_state(&id, "AwaitingApproval").await;
+    assert_eq!(
+        run["planReceipt"]["changes"],
+        json!([{ "name": "docs", "kind": "aws:s3/bucket:Bucket", "fields": ["acl"] }])
+    );
+}
+
+/// A commit the repository does not have fails the run at plan, naming the reference.
+#[tokio::test]
+async fn a_missing_commit_fails_the_plan_with_the_reference() {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    repo.commit(&program(json!({})));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    declare(&api, "dev", &repo.program_ref(), missing).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Failed").await;
+    let reason = text(&run["reason"]);
+    assert!(
+        reason.contains(missing) && reason.contains("not found"),
+        "{run}"
+    );
+    assert!(run["planReceipt"].is_null());
+}
+
+/// A failed update names the failing resource and Pulumi's diagnostic; nothing is retried.
+#[tokio::test]
+async fn a_failed_update_names_its_resource() {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(
+        json!({ "failOnApply": "creating bucket: AccessDenied" }),
+    ));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Failed").await;
+    let reason = text(&run["applyReceipt"]["reason"]);
+    assert!(
+        reason.contains("urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs")
+            && reason.contains("AccessDenied"),
+        "{run}"
+    );
+    assert_eq!(run["applyReceipt"]["result"], "failed");
+}
+
+/// A plan that no longer matches the stack when it is applied fails instead of applying
+/// something else: here the bucket was deleted out of band after the plan was approved.
+#[tokio::test]
+async fn a_plan_that_no_longer_matches_fails_at_apply() {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({})));
+    pulumi_environment(&api, "prod", "production", &state).await;
+    declare(&api, "prod", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("prod", "baseline").await;
+    api.wait_state(&id, "AwaitingApproval").await;
+    api.decide(&id, "approve").await.expect(202);
+    api.wait_state(&id, "Applied").await;
+
+    // The next plan changes the bucket; before it is approved, someone deletes the bucket.
+    let next = repo.commit(&program(json!({ "acl": "public-read" })));
+    declare(&api, "prod", &repo.program_ref(), &next).await;
+    let id = api.plan_run("prod", "promotion").await;
+    api.wait_state(&id, "AwaitingApproval").await;
+    let file = state.join("acme__shop__prod.json");
+    let mut saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("state")).expect("json");
+    saved["resources"] = json!({});
+    std::fs::write(&file, saved.to_string()).expect("write state");
+    api.decide(&id, "approve").await.expect(202);
+    let run = api.wait_state(&id, "Failed").await;
+    assert!(
+        text(&run["applyReceipt"]["reason"]).contains("violates plan"),
+        "{run}"
+    );
+}
