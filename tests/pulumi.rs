@@ -235,3 +235,54 @@ async fn a_plan_that_no_longer_matches_fails_at_apply() {
         "{run}"
     );
 }
+
+/// The stack's state as the stand-in keeps it.
+fn saved(state: &Path, env: &str) -> Value {
+    let file = state.join(format!("acme__shop__{env}.json"));
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// A worker SIGKILLed while `pulumi up` runs: the CLI dies with it, the retried apply on the
+/// next worker finds the run's update unfinished in the stack's history, cancels it (the lock
+/// it left) and applies the approved plan once.
+#[tokio::test]
+async fn worker_killed_mid_pulumi_apply_applies_once() {
+    let (mut stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({ "applySeconds": 3 })));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    crate::common::eventually(60, "the update to start", || async {
+        (saved(&state, "dev")["history"][0]["result"] == "in-progress").then_some(())
+    })
+    .await;
+    stack.kill_worker();
+    stack.start_worker();
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["applyReceipt"]["result"], "succeeded", "{run}");
+    let saved = saved(&state, "dev");
+    let tag = format!("runtime-cloud run {id}");
+    let updates: Vec<&Value> = saved["history"]
+        .as_array()
+        .map(|h| h.iter().filter(|u| u["message"] == tag.as_str()).collect())
+        .unwrap_or_default();
+    let finished: Vec<&&Value> = updates
+        .iter()
+        .filter(|u| u["result"] == "succeeded")
+        .collect();
+    assert_eq!(finished.len(), 1, "applied once: {saved}");
+    assert_eq!(
+        finished[0]["resourceChanges"],
+        json!({ "create": 1 }),
+        "{saved}"
+    );
+    assert_eq!(saved["lock"], Value::Null, "no lock left: {saved}");
+    // The killed worker's CLI died with it: its update never finished.
+    assert_eq!(updates.len(), 2, "{saved}");
+    assert_eq!(updates[1]["result"], "in-progress", "{saved}");
+}

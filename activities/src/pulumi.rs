@@ -28,6 +28,8 @@ use tokio::process::Command;
 
 /// The oldest Pulumi major version the adapter drives (update plans need 3.x).
 const SUPPORTED_MAJOR: u64 = 3;
+/// util-linux's `setpriv`, which Debian always has.
+const SETPRIV: &str = "/usr/bin/setpriv";
 
 /// Plans Pulumi stacks.
 #[derive(Debug, Clone)]
@@ -96,10 +98,25 @@ impl Pulumi {
         }
     }
 
+    /// The CLI as a child that dies with this worker (util-linux `setpriv --pdeathsig`, where
+    /// there is one): a worker killed mid-apply must not leave an update running that the
+    /// retried apply on another worker would race. The stack lock it leaves is what
+    /// [`Runner::apply`] cancels first.
+    fn command(&self) -> Command {
+        if Path::new(SETPRIV).exists() {
+            let mut cmd = Command::new(SETPRIV);
+            cmd.args(["--pdeathsig", "KILL", "--"]).arg(&self.binary);
+            cmd
+        } else {
+            Command::new(&self.binary)
+        }
+    }
+
     /// Runs `pulumi args…` for `stack` in `dir`: its exit status and stdout. Only a CLI that
     /// cannot be started is an error here; what a failed command means is the caller's.
     async fn exec(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<Output, Error> {
-        let out = Command::new(&self.binary)
+        let out = self
+            .command()
             .args(args)
             .args(["--stack", &stack.stack, "--non-interactive"])
             .current_dir(dir)
