@@ -7,6 +7,7 @@ use runtime_cloud_activities::ports::{
     Approvals, ConfiguredPolicy, RecordedApprovals, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
+use runtime_cloud_activities::references::LocalReferences;
 use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
@@ -89,6 +90,8 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
                 db.clone(),
                 &config.data_dir,
                 config.pulumi_binary.clone().into(),
+                Arc::new(LocalReferences),
+                Arc::new(LocalReferences),
             )),
         }),
         observer: sandbox,

@@ -286,3 +286,78 @@ async fn worker_killed_mid_pulumi_apply_applies_once() {
     assert_eq!(updates.len(), 2, "{saved}");
     assert_eq!(updates[1]["result"], "in-progress", "{saved}");
 }
+
+/// Configuration and secret references resolve at plan and apply time only: the program gets
+/// them as stack config (the secret as secret config, on the CLI's stdin), the outputs show the
+/// configuration and redact the secret, and the secret's value is nowhere in the product: not
+/// in the read DB, the events, the workflow history or the logs. A reference that does not
+/// resolve fails the plan with the reference, never a value.
+#[tokio::test]
+async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
+    const SECRET: &str = "pa55-Only-The-Runner-Sees";
+    let (stack, state) = stack().await;
+    let secrets = stack.data_dir.path().join("secrets.toml");
+    std::fs::write(&secrets, format!("[db]\npassword = \"{SECRET}\"\n")).expect("secrets file");
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let mut prog = program(json!({}));
+    prog["outputs"] = json!({
+        "region": { "fn::config": "region" },
+        "dbPassword": { "fn::secret": { "fn::config": "dbPassword" } },
+    });
+    let commit = repo.commit(&prog);
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    let secret_ref = format!("file://{}#db.password", secrets.display());
+    let spec = |config: &str| {
+        json!({ "environmentId": "dev", "kind": "environment", "programRef": repo.program_ref(),
+                "programVersion": commit, "configRefs": { "region": config },
+                "secretRefs": { "dbPassword": secret_ref }, "workloads": [] })
+    };
+    // HOME is set for every process: its value is the configuration.
+    api.post("/factory/provisioning/specifications", spec("env://HOME"))
+        .await
+        .expect(201);
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    let outputs = &run["applyReceipt"]["outputs"];
+    assert_eq!(outputs["dbPassword"], "[secret]", "{run}");
+    assert_eq!(
+        outputs["region"],
+        std::env::var("HOME").unwrap_or_default().as_str()
+    );
+
+    let db = String::from_utf8_lossy(&stack.read_db_bytes()).into_owned();
+    assert!(
+        db.contains(&secret_ref),
+        "the check reads where the rows are"
+    );
+    assert!(!db.contains(SECRET), "the secret reached the read DB");
+    assert!(
+        !stack.logs().contains(SECRET),
+        "the secret reached the logs"
+    );
+    let history = stack.history_payloads(&format!("provisioning-run/{id}"));
+    assert!(
+        history.contains(&secret_ref),
+        "the history carries the reference"
+    );
+    assert!(
+        !history.contains(SECRET),
+        "the secret reached the workflow history"
+    );
+
+    // A reference that does not resolve: the plan fails naming it.
+    api.post(
+        "/factory/provisioning/specifications",
+        spec("env://RUNTIME_CLOUD_NO_SUCH_VARIABLE"),
+    )
+    .await
+    .expect(201);
+    let id = api.plan_run("dev", "reconciliation").await;
+    let run = api.wait_state(&id, "Failed").await;
+    let reason = text(&run["reason"]);
+    assert!(
+        reason.contains("env://RUNTIME_CLOUD_NO_SUCH_VARIABLE") && reason.contains("region"),
+        "{run}"
+    );
+}

@@ -9,6 +9,8 @@
 //! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
+//! - [`references`]: configuration and secret references resolved at apply time (`env://`,
+//!   `file://`).
 //! - [`run_control`]: the Approvals port's RunControlService adapter (HTTP).
 //! - [`sandbox`]: the embedded Runner: a simulated target, one JSON document per environment.
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
@@ -24,6 +26,7 @@ pub mod ports;
 pub mod programs;
 pub mod provisioning;
 pub mod pulumi;
+pub mod references;
 pub mod run_control;
 pub mod sandbox;
 pub mod scheduled;

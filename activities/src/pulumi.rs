@@ -16,6 +16,7 @@
 use crate::Error;
 use crate::ports::{Runner, Target};
 use crate::programs::{ProgramRef, Programs};
+use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
@@ -24,6 +25,7 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use tokio::process::Command;
 
 /// The oldest Pulumi major version the adapter drives (update plans need 3.x).
@@ -32,9 +34,13 @@ const SUPPORTED_MAJOR: u64 = 3;
 const SETPRIV: &str = "/usr/bin/setpriv";
 
 /// Plans Pulumi stacks.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Pulumi {
     db: sea_orm::DatabaseConnection,
+    /// Resolves `secretRefs` at plan and apply time.
+    secrets: Arc<dyn SecretBroker>,
+    /// Resolves `configRefs` at plan and apply time.
+    config: Arc<dyn ConfigPlatform>,
     /// The CLI (`pulumi` on the worker's PATH by default).
     binary: PathBuf,
     programs: Programs,
@@ -44,9 +50,17 @@ pub struct Pulumi {
 
 impl Pulumi {
     /// The adapter of a worker whose data lives in `data_dir`, running `binary`.
-    pub fn new(db: sea_orm::DatabaseConnection, data_dir: &Path, binary: PathBuf) -> Self {
+    pub fn new(
+        db: sea_orm::DatabaseConnection,
+        data_dir: &Path,
+        binary: PathBuf,
+        secrets: Arc<dyn SecretBroker>,
+        config: Arc<dyn ConfigPlatform>,
+    ) -> Self {
         Self {
             db,
+            secrets,
+            config,
             binary,
             programs: Programs::new(data_dir),
             plans: data_dir.join("pulumi").join("plans"),
@@ -126,6 +140,82 @@ impl Pulumi {
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output()
+            .await
+            .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
+        Ok(Output {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+
+    /// Sets the spec's configuration and secrets on the stack for the commands that follow in
+    /// `dir`: each value goes to `pulumi config set [--secret] <key>` on stdin, never in an
+    /// argument (which `ps` shows) or a log line, into the stack's config file of this step's
+    /// working tree, which is removed with it. Returns the fingerprint the inputs hash covers:
+    /// a digest of every key and a digest of its value, never a value.
+    async fn configure(
+        &self,
+        stack: &PulumiStack,
+        dir: &Path,
+        spec: &SpecificationSnapshot,
+    ) -> Result<String, Error> {
+        let config = resolve_all(&spec.config_refs, |r| self.config.resolve_owned(r)).await?;
+        let secrets = resolve_all(&spec.secret_refs, |r| self.secrets.resolve_owned(r)).await?;
+        let mut fingerprint = Sha256::new();
+        for (secret, values) in [(false, &config), (true, &secrets)] {
+            for (key, value) in values {
+                let mut args = vec!["config", "set"];
+                if secret {
+                    args.push("--secret");
+                }
+                args.push(key);
+                let out = self
+                    .exec_with_input(stack, dir, &args, value.expose())
+                    .await?;
+                if !out.ok {
+                    return Err(Error::Unreachable(format!(
+                        "pulumi config set {key} failed: {}",
+                        out.stderr
+                    )));
+                }
+                fingerprint.update(key.as_bytes());
+                fingerprint.update(Sha256::digest(value.expose().as_bytes()));
+            }
+        }
+        Ok(hex::encode(fingerprint.finalize()))
+    }
+
+    /// [`Self::exec`] with `input` on the CLI's stdin.
+    async fn exec_with_input(
+        &self,
+        stack: &PulumiStack,
+        dir: &Path,
+        args: &[&str],
+        input: &str,
+    ) -> Result<Output, Error> {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self
+            .command()
+            .args(args)
+            .args(["--stack", &stack.stack, "--non-interactive"])
+            .current_dir(dir)
+            .env("PULUMI_BACKEND_URL", &stack.backend_url)
+            .env("PULUMI_SKIP_UPDATE_CHECK", "true")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .await
+                .map_err(|e| Error::Unreachable(format!("writing to pulumi: {e}")))?;
+        }
+        let out = child
+            .wait_with_output()
             .await
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
         Ok(Output {
@@ -237,18 +327,22 @@ impl Runner for Pulumi {
         let preview = async {
             self.run(&stack, &dir, &["stack", "select", "--create"])
                 .await?;
-            self.run(
-                &stack,
-                &dir,
-                &["preview", "--json", "--diff", "--save-plan", &draft_arg],
-            )
-            .await
+            let fingerprint = self.configure(&stack, &dir, spec).await?;
+            let out = self
+                .run(
+                    &stack,
+                    &dir,
+                    &["preview", "--json", "--diff", "--save-plan", &draft_arg],
+                )
+                .await?;
+            Ok::<_, Error>((out, fingerprint))
         }
         .await;
         checkout.remove().await;
-        let digest: PreviewDigest = serde_json::from_str(&preview?)
+        let (preview, fingerprint) = preview?;
+        let digest: PreviewDigest = serde_json::from_str(&preview)
             .map_err(|e| Error::Unreachable(format!("reading pulumi preview --json: {e}")))?;
-        let receipt = digest.receipt(spec);
+        let receipt = digest.receipt(spec, &fingerprint);
         // Kept under the receipt's hash: the apply uses the plan that was approved.
         let kept = self.plan_file(target, &receipt.inputs_hash);
         tokio::fs::rename(&draft, &kept)
@@ -294,6 +388,7 @@ impl Runner for Pulumi {
                 // apply the plan again, which refuses whatever the plan no longer allows.
                 self.run(&stack, &dir, &["cancel", "--yes"]).await?;
             }
+            self.configure(&stack, &dir, spec).await?;
             let plan_file = self.plan_file(target, &plan.inputs_hash);
             if !plan_file.exists() {
                 return Err(Error::ApplyFailed(format!(
@@ -499,8 +594,9 @@ impl PreviewDigest {
     /// The plan receipt: creates are adds, updates and replaces are changes, deletes are
     /// deletes (a replace shows as a change of its fields; it also deletes, so it counts as
     /// destructive through `deletes` when Pulumi deletes the old resource first). The inputs
-    /// hash covers the program commit and the preview's steps.
-    pub fn receipt(&self, spec: &SpecificationSnapshot) -> PlanReceipt {
+    /// hash covers the program commit, the resolved configuration's fingerprint and the preview's
+    /// steps.
+    pub fn receipt(&self, spec: &SpecificationSnapshot, config_fingerprint: &str) -> PlanReceipt {
         let mut changes = PlanChanges::default();
         for step in &self.steps {
             let (kind, name) = step.type_and_name();
@@ -521,6 +617,7 @@ impl PreviewDigest {
         let mut hash = Sha256::new();
         hash.update(spec.program_ref.as_bytes());
         hash.update(spec.program_version.as_bytes());
+        hash.update(config_fingerprint.as_bytes());
         for step in &self.steps {
             hash.update(step.op.as_bytes());
             hash.update(step.urn.as_bytes());
@@ -574,7 +671,7 @@ mod tests {
     fn a_preview_becomes_a_plan_receipt_of_adds_changes_and_deletes() {
         let digest: PreviewDigest = serde_json::from_str(PREVIEW).unwrap();
         assert_eq!(digest.change_summary["create"], 1);
-        let receipt = digest.receipt(&spec());
+        let receipt = digest.receipt(&spec(), "fp");
         let names = |c: &[WorkloadChange]| c.iter().map(|w| w.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&receipt.changes.adds), ["logs"]);
         assert_eq!(receipt.changes.adds[0].kind, "aws:s3/bucket:Bucket");
@@ -589,10 +686,20 @@ mod tests {
         assert!(receipt.changes.is_destructive());
         assert_eq!(receipt.program_version, "a1b2c3d4");
         // The same preview of the same commit hashes the same; another commit does not.
-        assert_eq!(digest.receipt(&spec()).inputs_hash, receipt.inputs_hash);
+        assert_eq!(
+            digest.receipt(&spec(), "fp").inputs_hash,
+            receipt.inputs_hash
+        );
+        assert_ne!(
+            digest.receipt(&spec(), "other config").inputs_hash,
+            receipt.inputs_hash
+        );
         let mut other = spec();
         other.program_version = "ffff".into();
-        assert_ne!(digest.receipt(&other).inputs_hash, receipt.inputs_hash);
+        assert_ne!(
+            digest.receipt(&other, "fp").inputs_hash,
+            receipt.inputs_hash
+        );
     }
 }
 

@@ -410,6 +410,19 @@ impl Stack {
         bytes
     }
 
+    /// Every payload of a workflow's history, decoded and joined (`temporal workflow show`).
+    pub fn history_payloads(&self, workflow_id: &str) -> String {
+        let out = self.temporal_ok(&[
+            "workflow",
+            "show",
+            "--workflow-id",
+            workflow_id,
+            "-o",
+            "json",
+        ]);
+        decoded_payloads(&serde_json::from_slice(&out.stdout).expect("history JSON"))
+    }
+
     /// Reads the read DB directly.
     pub async fn db(&self) -> sea_orm::DatabaseConnection {
         sea_orm::Database::connect(&self.database_url)
@@ -987,5 +1000,30 @@ impl Stack {
         let mut list = client.list_workflows(query.as_str(), Default::default());
         let first = list.next().await?.ok()?;
         Some(first.id().to_owned())
+    }
+}
+
+/// Every payload in a history (`data` fields are base64), decoded and joined.
+pub fn decoded_payloads(v: &serde_json::Value) -> String {
+    use base64::Engine;
+    match v {
+        serde_json::Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| match (k.as_str(), v.as_str()) {
+                ("data", Some(b64)) => base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default(),
+                _ => decoded_payloads(v),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(decoded_payloads)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        serde_json::Value::String(s) => s.clone(),
+        _ => String::new(),
     }
 }
