@@ -84,11 +84,20 @@ async fn stack() -> (Stack, PathBuf) {
 }
 
 async fn pulumi_environment(api: &Api, env: &str, class: &str, state: &Path) {
+    pulumi_environment_with(api, env, class, state, json!({})).await;
+}
+
+/// A Pulumi environment whose runner target has `extra` fields too (`passphraseRef`).
+async fn pulumi_environment_with(api: &Api, env: &str, class: &str, state: &Path, extra: Value) {
+    let mut runner = json!({ "kind": "pulumi", "stack": format!("acme/shop/{env}"),
+                             "backendUrl": format!("file://{}", state.display()) });
+    if let (Some(r), Value::Object(more)) = (runner.as_object_mut(), extra) {
+        r.extend(more);
+    }
     api.post(
         "/factory/environments",
         json!({ "environmentId": env, "projectId": "shop", "class": class,
-                "target": { "runner": { "kind": "pulumi", "stack": format!("acme/shop/{env}"),
-                                        "backendUrl": format!("file://{}", state.display()) } } }),
+                "target": { "runner": runner } }),
     )
     .await
     .expect(201);
@@ -287,7 +296,8 @@ async fn worker_killed_mid_pulumi_apply_applies_once() {
     assert_eq!(updates[1]["result"], "in-progress", "{saved}");
 }
 
-/// Configuration and secret references resolve at plan and apply time only: the program gets
+/// Configuration and secret references (and the stack's `passphraseRef`) resolve at plan and
+/// apply time only: the program gets
 /// them as stack config (the secret as secret config, on the CLI's stdin), the outputs show the
 /// configuration and redact the secret, and the secret's value is nowhere in the product: not
 /// in the read DB, the events, the workflow history or the logs. A reference that does not
@@ -295,9 +305,14 @@ async fn worker_killed_mid_pulumi_apply_applies_once() {
 #[tokio::test]
 async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
     const SECRET: &str = "pa55-Only-The-Runner-Sees";
+    const PASSPHRASE: &str = "stack-Passphrase-Only-The-Runner-Sees";
     let (stack, state) = stack().await;
     let secrets = stack.data_dir.path().join("secrets.toml");
-    std::fs::write(&secrets, format!("[db]\npassword = \"{SECRET}\"\n")).expect("secrets file");
+    std::fs::write(
+        &secrets,
+        format!("[db]\npassword = \"{SECRET}\"\n[pulumi]\npassphrase = \"{PASSPHRASE}\"\n"),
+    )
+    .expect("secrets file");
     let api = stack.operator("acme");
     let repo = Repository::new();
     let mut prog = program(json!({}));
@@ -306,7 +321,9 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
         "dbPassword": { "fn::secret": { "fn::config": "dbPassword" } },
     });
     let commit = repo.commit(&prog);
-    pulumi_environment(&api, "dev", "non-production", &state).await;
+    let passphrase_ref = format!("file://{}#pulumi.passphrase", secrets.display());
+    let extra = json!({ "passphraseRef": passphrase_ref });
+    pulumi_environment_with(&api, "dev", "non-production", &state, extra).await;
     let secret_ref = format!("file://{}#db.password", secrets.display());
     let spec = |config: &str| {
         json!({ "environmentId": "dev", "kind": "environment", "programRef": repo.program_ref(),
@@ -332,6 +349,17 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
         "the check reads where the rows are"
     );
     assert!(!db.contains(SECRET), "the secret reached the read DB");
+    assert!(
+        !db.contains(PASSPHRASE),
+        "the passphrase reached the read DB"
+    );
+    assert!(
+        !stack.logs().contains(PASSPHRASE),
+        "the passphrase reached the logs"
+    );
+    // The stack was created with the passphrase, and every later command opened it.
+    let created = saved(&state, "dev");
+    assert!(created["passphraseSha"].is_string(), "{created}");
     assert!(
         !stack.logs().contains(SECRET),
         "the secret reached the logs"

@@ -67,21 +67,32 @@ impl Pulumi {
         }
     }
 
-    /// The stack the environment's target names.
-    async fn stack(&self, target: &Target) -> Result<PulumiStack, Error> {
+    /// The stack the environment's target names, with its passphrase resolved (the
+    /// SecretBroker) when the target names one.
+    async fn stack(&self, target: &Target) -> Result<CliStack, Error> {
         let env = runtime_cloud_store::environments::find(
             &self.db,
             &target.tenant_id,
             &target.environment_id,
         )
         .await?;
-        match env.map(|e| e.target.runner) {
-            Some(RunnerTarget::Pulumi(stack)) => Ok(stack),
-            _ => Err(Error::PlanInvalid(format!(
-                "environment `{}` has no Pulumi stack as its runner",
-                target.environment_id
-            ))),
-        }
+        let stack = match env.map(|e| e.target.runner) {
+            Some(RunnerTarget::Pulumi(stack)) => stack,
+            _ => {
+                return Err(Error::PlanInvalid(format!(
+                    "environment `{}` has no Pulumi stack as its runner",
+                    target.environment_id
+                )));
+            }
+        };
+        let passphrase = match &stack.passphrase_ref {
+            Some(r) => Some(self.secrets.resolve(r).await.map_err(|e| match e {
+                Error::PlanInvalid(why) => Error::PlanInvalid(format!("passphraseRef: {why}")),
+                other => other,
+            })?),
+            None => None,
+        };
+        Ok(CliStack { stack, passphrase })
     }
 
     /// `pulumi version`: the CLI must be there and of a supported major version.
@@ -126,19 +137,29 @@ impl Pulumi {
         }
     }
 
-    /// Runs `pulumi args…` for `stack` in `dir`: its exit status and stdout. Only a CLI that
-    /// cannot be started is an error here; what a failed command means is the caller's.
-    async fn exec(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<Output, Error> {
-        let out = self
-            .command()
-            .args(args)
-            .args(["--stack", &stack.stack, "--non-interactive"])
+    /// `pulumi args… --stack <stack> --non-interactive` in `dir`, against the target's backend,
+    /// with the passphrase (when there is one) in the child's environment only.
+    fn cli(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Command {
+        let mut cmd = self.command();
+        cmd.args(args)
+            .args(["--stack", &stack.stack.stack, "--non-interactive"])
             .current_dir(dir)
-            .env("PULUMI_BACKEND_URL", &stack.backend_url)
+            .env("PULUMI_BACKEND_URL", &stack.stack.backend_url)
             .env("PULUMI_SKIP_UPDATE_CHECK", "true")
             .env("PULUMI_EXPERIMENTAL", "true")
+            .kill_on_drop(true);
+        if let Some(p) = &stack.passphrase {
+            cmd.env("PULUMI_CONFIG_PASSPHRASE", p.expose());
+        }
+        cmd
+    }
+
+    /// Runs `pulumi args…` for `stack` in `dir`: its exit status and stdout. Only a CLI that
+    /// cannot be started is an error here; what a failed command means is the caller's.
+    async fn exec(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Result<Output, Error> {
+        let out = self
+            .cli(stack, dir, args)
             .stdin(Stdio::null())
-            .kill_on_drop(true)
             .output()
             .await
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
@@ -156,7 +177,7 @@ impl Pulumi {
     /// a digest of every key and a digest of its value, never a value.
     async fn configure(
         &self,
-        stack: &PulumiStack,
+        stack: &CliStack,
         dir: &Path,
         spec: &SpecificationSnapshot,
     ) -> Result<String, Error> {
@@ -189,23 +210,17 @@ impl Pulumi {
     /// [`Self::exec`] with `input` on the CLI's stdin.
     async fn exec_with_input(
         &self,
-        stack: &PulumiStack,
+        stack: &CliStack,
         dir: &Path,
         args: &[&str],
         input: &str,
     ) -> Result<Output, Error> {
         use tokio::io::AsyncWriteExt;
         let mut child = self
-            .command()
-            .args(args)
-            .args(["--stack", &stack.stack, "--non-interactive"])
-            .current_dir(dir)
-            .env("PULUMI_BACKEND_URL", &stack.backend_url)
-            .env("PULUMI_SKIP_UPDATE_CHECK", "true")
+            .cli(stack, dir, args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -226,7 +241,7 @@ impl Pulumi {
     }
 
     /// [`Self::exec`] that must succeed; a failure is retried (the backend may come back).
-    async fn run(&self, stack: &PulumiStack, dir: &Path, args: &[&str]) -> Result<String, Error> {
+    async fn run(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Result<String, Error> {
         let out = self.exec(stack, dir, args).await?;
         if out.ok {
             Ok(out.stdout)
@@ -251,7 +266,7 @@ impl Pulumi {
     /// The stack's updates, newest first, and the one tagged with `tag` if any.
     async fn tagged_update(
         &self,
-        stack: &PulumiStack,
+        stack: &CliStack,
         dir: &Path,
         tag: &str,
     ) -> Result<Option<UpdateInfo>, Error> {
@@ -266,7 +281,7 @@ impl Pulumi {
     }
 
     /// The stack's outputs; secret ones as Pulumi shows them without `--show-secrets`.
-    async fn outputs(&self, stack: &PulumiStack, dir: &Path) -> Result<serde_json::Value, Error> {
+    async fn outputs(&self, stack: &CliStack, dir: &Path) -> Result<serde_json::Value, Error> {
         let out = self.run(stack, dir, &["stack", "output", "--json"]).await?;
         serde_json::from_str(&out)
             .map_err(|e| Error::Unreachable(format!("reading pulumi stack output --json: {e}")))
@@ -285,6 +300,12 @@ impl Pulumi {
             .checkout(&program, &spec.program_version, &name)
             .await
     }
+}
+
+/// A stack as the CLI runs against it: the target's stack and its resolved passphrase.
+struct CliStack {
+    stack: PulumiStack,
+    passphrase: Option<crate::references::Resolved>,
 }
 
 /// What a `pulumi` command did.
@@ -308,13 +329,6 @@ impl Runner for Pulumi {
     ) -> Result<PlanReceipt, Error> {
         let stack = self.stack(target).await?;
         self.version().await?;
-        if stack.passphrase_ref.is_some() {
-            return Err(Error::PlanInvalid(
-                "passphraseRef is not resolved yet (the SecretBroker port comes next); use a \
-                 stack without a passphrase secrets provider"
-                    .into(),
-            ));
-        }
         let checkout = self.program(target, spec, "plan").await?;
         let dir = checkout.program_dir.clone();
         tokio::fs::create_dir_all(&self.plans)
