@@ -4,7 +4,7 @@ use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::{
-    Approvals, ConfiguredPolicy, RecordedApprovals, TargetRunners,
+    Approvals, ConfiguredPolicy, FileArtifacts, RecordedApprovals, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::references::LocalReferences;
@@ -12,6 +12,7 @@ use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
+
 use runtime_cloud_store::migration::Migrator;
 use runtime_cloud_temporal::worker::WorkerDeps;
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
@@ -98,6 +99,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,
         }),
+        artifacts: Arc::new(FileArtifacts::new(&config.data_dir)),
         approvals: Arc::new(RecordedApprovals {
             db: db.clone(),
             elsewhere: run_control(config)?,
@@ -155,6 +157,7 @@ pub async fn run_api(
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
         approvals_elsewhere: config.run_control_url.is_some(),
+        artifacts: Arc::new(FileArtifacts::new(&config.data_dir)),
         http_metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)

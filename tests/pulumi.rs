@@ -315,7 +315,7 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
     .expect("secrets file");
     let api = stack.operator("acme");
     let repo = Repository::new();
-    let mut prog = program(json!({}));
+    let mut prog = program(json!({ "printConfig": "dbPassword" }));
     prog["outputs"] = json!({
         "region": { "fn::config": "region" },
         "dbPassword": { "fn::secret": { "fn::config": "dbPassword" } },
@@ -364,6 +364,38 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
         !stack.logs().contains(SECRET),
         "the secret reached the logs"
     );
+    // The logs: every command and what it printed, the secret the program printed redacted.
+    let logs = api
+        .get(&format!("/factory/provisioning/runs/{id}/logs"))
+        .await;
+    assert_eq!(logs.status, 200, "{:?}", logs.body);
+    let logs = text(&logs.body);
+    assert!(
+        logs.contains("pulumi preview") && logs.contains("pulumi up"),
+        "{logs}"
+    );
+    assert!(logs.contains("dbPassword is [secret]"), "{logs}");
+    assert!(
+        !logs.contains(SECRET) && !logs.contains(PASSPHRASE),
+        "{logs}"
+    );
+    let apply = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs?phase=apply"))
+            .await
+            .expect(200),
+    );
+    assert!(
+        apply.contains("pulumi up") && !apply.contains("pulumi preview"),
+        "{apply}"
+    );
+    assert_eq!(
+        run["logsRef"],
+        format!("/factory/provisioning/runs/{id}/logs")
+    );
+    let artifacts = std::fs::read_dir(stack.data_dir.path().join("artifacts/runs"))
+        .map(|d| d.count())
+        .unwrap_or_default();
+    assert_eq!(artifacts, 1, "one tenant's logs");
     let history = stack.history_payloads(&format!("provisioning-run/{id}"));
     assert!(
         history.contains(&secret_ref),

@@ -119,4 +119,43 @@ async fn a_pulumi_environment_without_the_cli_fails_at_plan_and_the_sandbox_keep
     api.declare("sbx", &[("api", "1.0.0", 1)]).await;
     let id = api.plan_run("sbx", "baseline").await;
     api.wait_state(&id, "Applied").await;
+    // Sandbox runs keep their logs too; the failed plan's log says why it failed.
+    let logs = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs"))
+            .await
+            .expect(200),
+    );
+    assert!(
+        logs.contains("sandbox plan") && logs.contains("sandbox apply"),
+        "{logs}"
+    );
+    let failed = api.list_runs("?environmentId=dev").await;
+    let failed_id = text(&failed["items"][0]["provisioningRunId"]);
+    let log = text(
+        &api.get(&format!(
+            "/factory/provisioning/runs/{failed_id}/logs?phase=plan"
+        ))
+        .await
+        .expect(200),
+    );
+    assert!(
+        log.contains("failed:") && log.contains("Pulumi CLI"),
+        "{log}"
+    );
+    api.get(&format!(
+        "/factory/provisioning/runs/{failed_id}/logs?phase=apply"
+    ))
+    .await
+    .expect(404);
+    api.get(&format!(
+        "/factory/provisioning/runs/{id}/logs?phase=everything"
+    ))
+    .await
+    .expect(400);
+    // Another tenant's run has no logs for this one.
+    stack
+        .operator("globex")
+        .get(&format!("/factory/provisioning/runs/{id}/logs"))
+        .await
+        .expect(404);
 }

@@ -1,6 +1,7 @@
 //! Ports: the traits activities call, with an embedded default adapter each.
 
 use crate::Error;
+use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
@@ -14,11 +15,13 @@ pub struct Target {
 /// Plans and applies a specification on a target (sandbox, Pulumi).
 #[async_trait::async_trait]
 pub trait Runner: Send + Sync + 'static {
-    /// Diffs the specification against the target. Reads only.
+    /// Diffs the specification against the target. Reads only. What it ran and printed goes
+    /// to `log` (the run's plan artifact).
     async fn plan(
         &self,
         target: &Target,
         spec: &SpecificationSnapshot,
+        log: &StepLog,
     ) -> Result<PlanReceipt, Error>;
 
     /// Converges the target to the specification. Applying the same run twice returns the
@@ -30,6 +33,7 @@ pub trait Runner: Send + Sync + 'static {
         target: &Target,
         spec: &SpecificationSnapshot,
         plan: &PlanReceipt,
+        log: &StepLog,
     ) -> Result<ApplyReceipt, Error>;
 }
 
@@ -134,8 +138,9 @@ impl Runner for TargetRunners {
         &self,
         target: &Target,
         spec: &SpecificationSnapshot,
+        log: &StepLog,
     ) -> Result<PlanReceipt, Error> {
-        self.runner(target).await?.plan(target, spec).await
+        self.runner(target).await?.plan(target, spec, log).await
     }
 
     async fn apply(
@@ -144,10 +149,15 @@ impl Runner for TargetRunners {
         target: &Target,
         spec: &SpecificationSnapshot,
         plan: &PlanReceipt,
+        log: &StepLog,
     ) -> Result<ApplyReceipt, Error> {
         self.runner(target)
             .await?
-            .apply(run_id, target, spec, plan)
+            .apply(run_id, target, spec, plan, log)
             .await
     }
 }
+
+/// The ArtifactStore port (plan and apply logs) and its filesystem adapter, kept in the store
+/// crate so the API reads what the workers write.
+pub use runtime_cloud_store::artifacts::{ArtifactStore, FileArtifacts};

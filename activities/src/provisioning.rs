@@ -2,8 +2,10 @@
 
 use crate::error::{Error, activity_error};
 use crate::ports::{Approvals, Runner, Target};
+use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
+use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
@@ -29,6 +31,8 @@ pub struct ProvisioningActivitiesImpl {
     pub runner: Arc<dyn Runner>,
     /// Verifies and spends the approvals of production applies.
     pub approvals: Arc<dyn Approvals>,
+    /// Keeps every plan's and apply's log.
+    pub artifacts: Arc<dyn ArtifactStore>,
     /// Used to signal-with-start environment locks.
     pub client: Client,
     /// The task queue the locks run on.
@@ -45,6 +49,26 @@ fn target(tenant_id: &str, environment_id: &str) -> Target {
 }
 
 impl ProvisioningActivitiesImpl {
+    /// Keeps a step's log as the run's artifact of `phase`, with the error the step ended in.
+    /// A log that cannot be kept fails the step (retried): a run's logs are part of its record.
+    async fn keep_log(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        phase: &str,
+        log: StepLog,
+        failed: Option<&Error>,
+    ) -> Result<(), ActivityError> {
+        if let Some(e) = failed {
+            log.line(format!("failed: {e}"));
+        }
+        let key = artifacts::run_log(tenant_id, run_id, phase);
+        self.artifacts
+            .put(&key, log.finish().into_bytes())
+            .await
+            .map_err(|e| activity_error(e.into()))
+    }
+
     /// Signal-with-start: queue `req`'s requester on the lock, starting the lock if it is idle.
     async fn ask_for_lock(&self, req: LockRequest) -> Result<(), ActivityError> {
         let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
@@ -151,15 +175,18 @@ impl ProvisioningActivitiesImpl {
         let span =
             tracing::info_span!("plan", run_id = %req.run_id, environment_id = %req.environment_id);
         async move {
-            let plan = self
-                .runner
-                .plan(
-                    &target(&req.tenant_id, &req.environment_id),
-                    &req.specification,
-                )
-                .await
-                .map_err(activity_error)?;
-            Ok(plan)
+            let log = StepLog::default();
+            let target = target(&req.tenant_id, &req.environment_id);
+            let plan = self.runner.plan(&target, &req.specification, &log).await;
+            self.keep_log(
+                &req.tenant_id,
+                &req.run_id,
+                "plan",
+                log,
+                plan.as_ref().err(),
+            )
+            .await?;
+            plan.map_err(activity_error)
         }
         .instrument(span)
         .await
@@ -176,21 +203,33 @@ impl ProvisioningActivitiesImpl {
         async move {
             tracing::info!(program_version = %req.plan.program_version, "applying the plan");
             let target = target(&req.tenant_id, &req.environment_id);
-            let apply = self
-                .runner
-                .apply(&req.run_id, &target, &req.specification, &req.plan);
-            tokio::pin!(apply);
-            // Heartbeat while the runner works, so a lost worker is noticed within the heartbeat
-            // timeout instead of the whole ApplyTimeoutMinutes.
-            let mut beat = tokio::time::interval(Duration::from_secs(2));
-            loop {
-                tokio::select! {
-                    receipt = &mut apply => return receipt.map_err(activity_error),
-                    _ = beat.tick() => {
-                        let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+            let log = StepLog::default();
+            let receipt = {
+                let apply =
+                    self.runner
+                        .apply(&req.run_id, &target, &req.specification, &req.plan, &log);
+                tokio::pin!(apply);
+                // Heartbeat while the runner works, so a lost worker is noticed within the
+                // heartbeat timeout instead of the whole ApplyTimeoutMinutes.
+                let mut beat = tokio::time::interval(Duration::from_secs(2));
+                loop {
+                    tokio::select! {
+                        receipt = &mut apply => break receipt,
+                        _ = beat.tick() => {
+                            let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+                        }
                     }
                 }
-            }
+            };
+            self.keep_log(
+                &req.tenant_id,
+                &req.run_id,
+                "apply",
+                log,
+                receipt.as_ref().err(),
+            )
+            .await?;
+            receipt.map_err(activity_error)
         }
         .instrument(span)
         .await

@@ -17,6 +17,7 @@ use crate::Error;
 use crate::ports::{Runner, Target};
 use crate::programs::{ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
+use crate::step_log::StepLog;
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
@@ -69,7 +70,7 @@ impl Pulumi {
 
     /// The stack the environment's target names, with its passphrase resolved (the
     /// SecretBroker) when the target names one.
-    async fn stack(&self, target: &Target) -> Result<CliStack, Error> {
+    async fn stack<'a>(&self, target: &Target, log: &'a StepLog) -> Result<CliStack<'a>, Error> {
         let env = runtime_cloud_store::environments::find(
             &self.db,
             &target.tenant_id,
@@ -92,7 +93,14 @@ impl Pulumi {
             })?),
             None => None,
         };
-        Ok(CliStack { stack, passphrase })
+        if let Some(p) = &passphrase {
+            log.redact(p);
+        }
+        Ok(CliStack {
+            stack,
+            passphrase,
+            log,
+        })
     }
 
     /// `pulumi version`: the CLI must be there and of a supported major version.
@@ -139,7 +147,7 @@ impl Pulumi {
 
     /// `pulumi args… --stack <stack> --non-interactive` in `dir`, against the target's backend,
     /// with the passphrase (when there is one) in the child's environment only.
-    fn cli(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Command {
+    fn cli(&self, stack: &CliStack<'_>, dir: &Path, args: &[&str]) -> Command {
         let mut cmd = self.command();
         cmd.args(args)
             .args(["--stack", &stack.stack.stack, "--non-interactive"])
@@ -156,18 +164,14 @@ impl Pulumi {
 
     /// Runs `pulumi args…` for `stack` in `dir`: its exit status and stdout. Only a CLI that
     /// cannot be started is an error here; what a failed command means is the caller's.
-    async fn exec(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Result<Output, Error> {
+    async fn exec(&self, stack: &CliStack<'_>, dir: &Path, args: &[&str]) -> Result<Output, Error> {
         let out = self
             .cli(stack, dir, args)
             .stdin(Stdio::null())
             .output()
             .await
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
-        Ok(Output {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
+        Ok(Output::logged(stack.log, args, out))
     }
 
     /// Sets the spec's configuration and secrets on the stack for the commands that follow in
@@ -177,7 +181,7 @@ impl Pulumi {
     /// a digest of every key and a digest of its value, never a value.
     async fn configure(
         &self,
-        stack: &CliStack,
+        stack: &CliStack<'_>,
         dir: &Path,
         spec: &SpecificationSnapshot,
     ) -> Result<String, Error> {
@@ -186,6 +190,9 @@ impl Pulumi {
         let mut fingerprint = Sha256::new();
         for (secret, values) in [(false, &config), (true, &secrets)] {
             for (key, value) in values {
+                if secret {
+                    stack.log.redact(value);
+                }
                 let mut args = vec!["config", "set"];
                 if secret {
                     args.push("--secret");
@@ -210,7 +217,7 @@ impl Pulumi {
     /// [`Self::exec`] with `input` on the CLI's stdin.
     async fn exec_with_input(
         &self,
-        stack: &CliStack,
+        stack: &CliStack<'_>,
         dir: &Path,
         args: &[&str],
         input: &str,
@@ -233,15 +240,11 @@ impl Pulumi {
             .wait_with_output()
             .await
             .map_err(|e| Error::Unreachable(format!("running pulumi: {e}")))?;
-        Ok(Output {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
+        Ok(Output::logged(stack.log, args, out))
     }
 
     /// [`Self::exec`] that must succeed; a failure is retried (the backend may come back).
-    async fn run(&self, stack: &CliStack, dir: &Path, args: &[&str]) -> Result<String, Error> {
+    async fn run(&self, stack: &CliStack<'_>, dir: &Path, args: &[&str]) -> Result<String, Error> {
         let out = self.exec(stack, dir, args).await?;
         if out.ok {
             Ok(out.stdout)
@@ -266,7 +269,7 @@ impl Pulumi {
     /// The stack's updates, newest first, and the one tagged with `tag` if any.
     async fn tagged_update(
         &self,
-        stack: &CliStack,
+        stack: &CliStack<'_>,
         dir: &Path,
         tag: &str,
     ) -> Result<Option<UpdateInfo>, Error> {
@@ -281,7 +284,7 @@ impl Pulumi {
     }
 
     /// The stack's outputs; secret ones as Pulumi shows them without `--show-secrets`.
-    async fn outputs(&self, stack: &CliStack, dir: &Path) -> Result<serde_json::Value, Error> {
+    async fn outputs(&self, stack: &CliStack<'_>, dir: &Path) -> Result<serde_json::Value, Error> {
         let out = self.run(stack, dir, &["stack", "output", "--json"]).await?;
         serde_json::from_str(&out)
             .map_err(|e| Error::Unreachable(format!("reading pulumi stack output --json: {e}")))
@@ -302,10 +305,13 @@ impl Pulumi {
     }
 }
 
-/// A stack as the CLI runs against it: the target's stack and its resolved passphrase.
-struct CliStack {
+/// A stack as the CLI runs against it: the target's stack, its resolved passphrase, and the
+/// log of the step.
+struct CliStack<'a> {
     stack: PulumiStack,
     passphrase: Option<crate::references::Resolved>,
+    /// Every command and its output, for the step's log artifact.
+    log: &'a StepLog,
 }
 
 /// What a `pulumi` command did.
@@ -313,6 +319,20 @@ struct Output {
     ok: bool,
     stdout: String,
     stderr: String,
+}
+
+impl Output {
+    /// The output of `pulumi args…`, written to the step's log as it is read.
+    fn logged(log: &StepLog, args: &[&str], out: std::process::Output) -> Self {
+        let output = Self {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        };
+        let heading = format!("pulumi {} ({})", args.join(" "), out.status);
+        log.output(&heading, &output.stdout, &output.stderr);
+        output
+    }
 }
 
 /// The tag of a run's update (`--message`), found again in `pulumi stack history`.
@@ -326,8 +346,9 @@ impl Runner for Pulumi {
         &self,
         target: &Target,
         spec: &SpecificationSnapshot,
+        log: &StepLog,
     ) -> Result<PlanReceipt, Error> {
-        let stack = self.stack(target).await?;
+        let stack = self.stack(target, log).await?;
         self.version().await?;
         let checkout = self.program(target, spec, "plan").await?;
         let dir = checkout.program_dir.clone();
@@ -371,9 +392,10 @@ impl Runner for Pulumi {
         target: &Target,
         spec: &SpecificationSnapshot,
         plan: &PlanReceipt,
+        log: &StepLog,
     ) -> Result<ApplyReceipt, Error> {
         let started = std::time::Instant::now();
-        let stack = self.stack(target).await?;
+        let stack = self.stack(target, log).await?;
         let version = self
             .version()
             .await

@@ -8,6 +8,7 @@
 
 use crate::Error;
 use crate::ports::{Observer, Runner, Target};
+use crate::step_log::StepLog;
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::plan::{diff, inputs_hash};
 use runtime_cloud_models::{
@@ -221,6 +222,7 @@ impl Runner for Sandbox {
         &self,
         target: &Target,
         spec: &SpecificationSnapshot,
+        log: &StepLog,
     ) -> Result<PlanReceipt, Error> {
         if !program_version_exists(&spec.program_version) {
             return Err(Error::PlanInvalid(format!(
@@ -229,11 +231,23 @@ impl Runner for Sandbox {
             )));
         }
         let current = self.current(target).await?;
-        Ok(PlanReceipt {
+        let receipt = PlanReceipt {
             changes: diff(&spec.workloads, &current),
             inputs_hash: inputs_hash(spec, &current),
             program_version: spec.program_version.clone(),
-        })
+        };
+        let c = &receipt.changes;
+        log.line(format!(
+            "sandbox plan of {}/{} at {}: {} to add, {} to change, {} to delete ({})",
+            target.tenant_id,
+            target.environment_id,
+            spec.program_version,
+            c.adds.len(),
+            c.changes.len(),
+            c.deletes.len(),
+            receipt.inputs_hash
+        ));
+        Ok(receipt)
     }
 
     async fn apply(
@@ -242,7 +256,12 @@ impl Runner for Sandbox {
         target: &Target,
         spec: &SpecificationSnapshot,
         plan: &PlanReceipt,
+        log: &StepLog,
     ) -> Result<ApplyReceipt, Error> {
+        log.line(format!(
+            "sandbox apply of run {run_id} (plan {}) to {}/{}",
+            plan.inputs_hash, target.tenant_id, target.environment_id
+        ));
         let started = Instant::now();
         let lock = self.lock_for(&self.path(target));
         let _guard = lock.lock().await;
@@ -340,15 +359,18 @@ mod tests {
     async fn apply_converges_once_per_run() {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Sandbox::new(dir.path());
-        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let plan = sandbox
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
         assert_eq!(plan.changes.adds.len(), 1);
         let first = sandbox
-            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .apply("run-1", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await
             .unwrap();
         // The same run again returns the recorded receipt and changes nothing.
         let again = sandbox
-            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .apply("run-1", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await
             .unwrap();
         assert_eq!(first, again);
@@ -357,7 +379,7 @@ mod tests {
         assert_eq!(doc.workloads, spec("1.0").workloads);
         assert!(
             sandbox
-                .plan(&target(), &spec("1.0"))
+                .plan(&target(), &spec("1.0"), &StepLog::default())
                 .await
                 .unwrap()
                 .changes
@@ -369,14 +391,32 @@ mod tests {
     async fn apply_refuses_a_plan_whose_target_moved() {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Sandbox::new(dir.path());
-        let stale = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
-        let fresh = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let stale = sandbox
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
+        let fresh = sandbox
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
         sandbox
-            .apply("run-1", &target(), &spec("1.0"), &fresh)
+            .apply(
+                "run-1",
+                &target(),
+                &spec("1.0"),
+                &fresh,
+                &StepLog::default(),
+            )
             .await
             .unwrap();
         let err = sandbox
-            .apply("run-2", &target(), &spec("1.0"), &stale)
+            .apply(
+                "run-2",
+                &target(),
+                &spec("1.0"),
+                &stale,
+                &StepLog::default(),
+            )
             .await
             .unwrap_err();
         assert!(
@@ -395,18 +435,24 @@ mod tests {
             })
             .await
             .unwrap();
-        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let plan = sandbox
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
         let err = sandbox
-            .apply("run-1", &target(), &spec("1.0"), &plan)
+            .apply("run-1", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await
             .unwrap_err();
         assert!(matches!(err, Error::ApplyFailed(ref m) if m == "deployment/api: quota"));
         let doc = sandbox.load(&target()).await.unwrap();
         assert!(doc.workloads.is_empty() && doc.fail_next_apply.is_none());
         // The next run applies.
-        let plan = sandbox.plan(&target(), &spec("1.0")).await.unwrap();
+        let plan = sandbox
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
         sandbox
-            .apply("run-2", &target(), &spec("1.0"), &plan)
+            .apply("run-2", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await
             .unwrap();
     }
@@ -417,7 +463,7 @@ mod tests {
         let mut s = spec("1.0");
         s.program_version = "main".into();
         let err = Sandbox::new(dir.path())
-            .plan(&target(), &s)
+            .plan(&target(), &s, &StepLog::default())
             .await
             .unwrap_err();
         assert!(matches!(err, Error::PlanInvalid(ref m) if m.contains("`main`")));

@@ -51,7 +51,9 @@ impl ScheduledActivitiesImpl {
             tenant_id: key.tenant_id.clone(),
             environment_id: key.environment_id.clone(),
         };
-        let plan = match self.runner.plan(&target, &spec.snapshot()).await {
+        // A look, not a run's plan: its log is not kept (the run it starts plans and logs).
+        let log = crate::step_log::StepLog::default();
+        let plan = match self.runner.plan(&target, &spec.snapshot(), &log).await {
             Ok(plan) => plan,
             // Unreachable now: the observation sweep marks it stale; try again next pass.
             Err(Error::Unreachable(_)) => return Ok(ReplanOutcome::Nothing),

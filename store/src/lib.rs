@@ -13,6 +13,7 @@
 //! - [`environments`]: a tenant's environments: register, find, list, page through all.
 //! - [`specifications`]: declared versions (validated, numbered, announced) and their reads.
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
+//! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
@@ -27,6 +28,7 @@
 //! - [`migration`]: the migrations (never edited once landed).
 
 pub mod approvals;
+pub mod artifacts;
 pub mod entities;
 pub mod environments;
 pub mod error;

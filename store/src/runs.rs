@@ -28,9 +28,9 @@ use serde_json::value::RawValue;
 
 const TABLE: &str = "provisioning_runs";
 
-/// Where a run's plan and apply logs are found: its workflow history.
+/// Where a run's plan and apply logs are read: the API route that serves its artifacts.
 pub fn logs_ref(run_id: &str) -> String {
-    format!("temporal://workflows/provisioning-run/{run_id}/history")
+    format!("/factory/provisioning/runs/{run_id}/logs")
 }
 
 /// A run to create: of `specification` on `environment`, not yet planned (state null).

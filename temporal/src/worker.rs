@@ -30,6 +30,8 @@ pub struct WorkerDeps {
     pub policy: Arc<dyn Policy>,
     /// The approvals adapter.
     pub approvals: Arc<dyn Approvals>,
+    /// Where plan and apply logs are kept.
+    pub artifacts: Arc<dyn runtime_cloud_activities::ports::ArtifactStore>,
     /// `RuntimeCloud:Provisioning`.
     pub provisioning: ProvisioningOptions,
     /// `RuntimeCloud:Inventory`.
@@ -65,6 +67,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         db: deps.db,
         runner: deps.runner,
         approvals: deps.approvals,
+        artifacts: deps.artifacts,
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
         lock_holder_check_secs,
