@@ -113,16 +113,29 @@ async fn declare(api: &Api, env: &str, program_ref: &str, commit: &str) {
     .expect(201);
 }
 
+/// A stack with a Pulumi environment `env` of `class` whose specification is `prog`, committed
+/// to a new repository: the stack, its backend directory, the operator, the repository and the
+/// commit.
+async fn declared(
+    env: &str,
+    class: &str,
+    prog: Value,
+) -> (Stack, PathBuf, Api, Repository, String) {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&prog);
+    pulumi_environment(&api, env, class, &state).await;
+    declare(&api, env, &repo.program_ref(), &commit).await;
+    (stack, state, api, repo, commit)
+}
+
 /// A production stack plans from a real commit, waits for approval, applies that plan and
 /// shows the outputs with the secret one redacted.
 #[tokio::test]
 async fn a_production_stack_plans_from_its_commit_waits_and_applies_the_approved_plan() {
-    let (stack, state) = stack().await;
-    let api = stack.operator("acme");
-    let repo = Repository::new();
-    let commit = repo.commit(&program(json!({})));
-    pulumi_environment(&api, "prod", "production", &state).await;
-    declare(&api, "prod", &repo.program_ref(), &commit).await;
+    let (stack, state, api, repo, commit) =
+        declared("prod", "production", program(json!({}))).await;
 
     let id = api.plan_run("prod", "baseline").await;
     let run = api.wait_state(&id, "AwaitingApproval").await;
@@ -216,12 +229,8 @@ async fn a_failed_update_names_its_resource() {
 /// something else: here the bucket was deleted out of band after the plan was approved.
 #[tokio::test]
 async fn a_plan_that_no_longer_matches_fails_at_apply() {
-    let (stack, state) = stack().await;
-    let api = stack.operator("acme");
-    let repo = Repository::new();
-    let commit = repo.commit(&program(json!({})));
-    pulumi_environment(&api, "prod", "production", &state).await;
-    declare(&api, "prod", &repo.program_ref(), &commit).await;
+    // The stack's processes live until the end of the test.
+    let (_stack, state, api, repo, _) = declared("prod", "production", program(json!({}))).await;
     let id = api.plan_run("prod", "baseline").await;
     api.wait_state(&id, "AwaitingApproval").await;
     api.decide(&id, "approve").await.expect(202);
@@ -259,12 +268,12 @@ fn saved(state: &Path, env: &str) -> Value {
 /// it left) and applies the approved plan once.
 #[tokio::test]
 async fn worker_killed_mid_pulumi_apply_applies_once() {
-    let (mut stack, state) = stack().await;
-    let api = stack.operator("acme");
-    let repo = Repository::new();
-    let commit = repo.commit(&program(json!({ "applySeconds": 3 })));
-    pulumi_environment(&api, "dev", "non-production", &state).await;
-    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let (mut stack, state, api, _repo, _) = declared(
+        "dev",
+        "non-production",
+        program(json!({ "applySeconds": 3 })),
+    )
+    .await;
     let id = api.plan_run("dev", "baseline").await;
     crate::common::eventually(60, "the update to start", || async {
         (saved(&state, "dev")["history"][0]["result"] == "in-progress").then_some(())
