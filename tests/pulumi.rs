@@ -430,3 +430,54 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
         "{run}"
     );
 }
+
+/// An apply that outlives `ApplyTimeoutMinutes` is stopped: its CLI is killed, the stack is
+/// unlocked with `pulumi cancel`, and the run fails with the reason, never retried.
+#[tokio::test]
+async fn an_apply_past_its_timeout_is_cancelled_and_leaves_the_stack_unlocked() {
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            ("RUNTIME_CLOUD_PULUMI_BINARY".into(), stand_in()),
+            (
+                "RuntimeCloud__Provisioning__ApplyTimeoutMinutes".into(),
+                "0.2".into(),
+            ),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let state = stack.data_dir.path().join("pulumi-state");
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({ "applySeconds": 120 })));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Failed").await;
+    let reason = text(&run["applyReceipt"]["reason"]);
+    assert!(reason.contains("ApplyTimeoutMinutes"), "{run}");
+    let saved = saved(&state, "dev");
+    assert_eq!(
+        saved["lock"],
+        Value::Null,
+        "the stack is not left locked: {saved}"
+    );
+    assert_eq!(
+        saved["history"][0]["result"], "in-progress",
+        "stopped, not finished: {saved}"
+    );
+    assert_eq!(
+        saved["history"].as_array().map(Vec::len),
+        Some(1),
+        "not retried: {saved}"
+    );
+    let logs = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs?phase=apply"))
+            .await
+            .expect(200),
+    );
+    assert!(
+        logs.contains("pulumi cancel --yes") && logs.contains("ApplyTimeoutMinutes"),
+        "{logs}"
+    );
+}

@@ -35,6 +35,12 @@ pub trait Runner: Send + Sync + 'static {
         plan: &PlanReceipt,
         log: &StepLog,
     ) -> Result<ApplyReceipt, Error>;
+
+    /// An apply was stopped at its deadline (`ApplyTimeoutMinutes`): leave the target usable
+    /// by the next run (Pulumi: `pulumi cancel`, so the stack is not left locked).
+    async fn abandon(&self, _target: &Target, _log: &StepLog) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// Reads what an environment actually runs (sandbox; later Kubernetes).
@@ -155,6 +161,10 @@ impl Runner for TargetRunners {
             .await?
             .apply(run_id, target, spec, plan, log)
             .await
+    }
+
+    async fn abandon(&self, target: &Target, log: &StepLog) -> Result<(), Error> {
+        self.runner(target).await?.abandon(target, log).await
     }
 }
 

@@ -89,6 +89,15 @@ impl ProvisioningActivitiesImpl {
     }
 }
 
+/// How long an apply may run before it is stopped: until shortly before the attempt's
+/// deadline (`ApplyTimeoutMinutes`), leaving time to stop it and release the target.
+fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
+    let left = deadline
+        .and_then(|d| d.duration_since(std::time::SystemTime::now()).ok())
+        .unwrap_or(Duration::from_secs(24 * 3600));
+    left.saturating_sub((left / 10).min(Duration::from_secs(10)))
+}
+
 /// A Temporal call that failed: retried by the activity's policy.
 fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
     activity_error(Error::Temporal(e.to_string()))
@@ -204,21 +213,49 @@ impl ProvisioningActivitiesImpl {
             tracing::info!(program_version = %req.plan.program_version, "applying the plan");
             let target = target(&req.tenant_id, &req.environment_id);
             let log = StepLog::default();
+            let started = std::time::Instant::now();
+            let budget = stop_before(ctx.info().deadline);
             let receipt = {
                 let apply =
                     self.runner
                         .apply(&req.run_id, &target, &req.specification, &req.plan, &log);
                 tokio::pin!(apply);
+                let out_of_time = tokio::time::sleep(budget);
+                tokio::pin!(out_of_time);
                 // Heartbeat while the runner works, so a lost worker is noticed within the
                 // heartbeat timeout instead of the whole ApplyTimeoutMinutes.
                 let mut beat = tokio::time::interval(Duration::from_secs(2));
                 loop {
                     tokio::select! {
-                        receipt = &mut apply => break receipt,
+                        receipt = &mut apply => break Some(receipt),
                         _ = beat.tick() => {
                             let _ = ctx.record_heartbeat(req.run_id.clone()).await;
                         }
+                        _ = &mut out_of_time => break None,
                     }
+                }
+            };
+            // Out of time: the runner's work was dropped (its process killed); the target is
+            // left usable and the run fails with the reason, never retried.
+            let receipt = match receipt {
+                Some(receipt) => receipt,
+                None => {
+                    let reason = format!(
+                        "the apply did not finish within ApplyTimeoutMinutes ({} s); it was \
+                         stopped and the target released",
+                        started.elapsed().as_secs()
+                    );
+                    log.line(&reason);
+                    if let Err(e) = self.runner.abandon(&target, &log).await {
+                        log.line(format!("releasing the target failed: {e}"));
+                    }
+                    Ok(ApplyReceipt {
+                        outputs: serde_json::Value::Null,
+                        duration_ms: started.elapsed().as_millis() as u64,
+                        result: runtime_cloud_models::ApplyResult::Failed,
+                        runner_version: String::new(),
+                        reason: Some(reason),
+                    })
                 }
             };
             self.keep_log(

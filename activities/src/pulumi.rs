@@ -470,6 +470,15 @@ impl Runner for Pulumi {
         checkout.remove().await;
         receipt
     }
+
+    async fn abandon(&self, target: &Target, log: &StepLog) -> Result<(), Error> {
+        let stack = self.stack(target, log).await?;
+        tokio::fs::create_dir_all(&self.plans)
+            .await
+            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", self.plans.display())))?;
+        self.run(&stack, &self.plans, &["cancel", "--yes"]).await?;
+        Ok(())
+    }
 }
 
 /// An apply receipt: succeeded without a reason, failed with one.
