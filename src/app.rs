@@ -7,7 +7,7 @@ use runtime_cloud_activities::ports::{
     Approvals, ConfiguredPolicy, FileArtifacts, RecordedApprovals, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
-use runtime_cloud_activities::references::LocalReferences;
+use runtime_cloud_activities::references::{HttpReferences, References};
 use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
@@ -61,6 +61,15 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A references port: local schemes, and the service at `url` for the others when set.
+fn references(url: &Option<String>, token: &Option<String>) -> anyhow::Result<References> {
+    let remote = match url {
+        Some(url) => Some(HttpReferences::new(url, token.clone())?),
+        None => None,
+    };
+    Ok(References { remote })
+}
+
 /// The RunControlService adapter, when `RUNTIME_CLOUD_RUN_CONTROL_URL` is set.
 fn run_control(config: &Config) -> anyhow::Result<Option<Arc<dyn Approvals>>> {
     let Some(url) = &config.run_control_url else {
@@ -91,8 +100,14 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
                 db.clone(),
                 &config.data_dir,
                 config.pulumi_binary.clone().into(),
-                Arc::new(LocalReferences),
-                Arc::new(LocalReferences),
+                Arc::new(references(
+                    &config.secret_broker_url,
+                    &config.secret_broker_token,
+                )?),
+                Arc::new(references(
+                    &config.config_platform_url,
+                    &config.config_platform_token,
+                )?),
             )),
         }),
         observer: sandbox,

@@ -57,6 +57,18 @@ pub struct Config {
     pub nats_url: Option<String>,
     /// The Pulumi CLI the Pulumi runner drives.
     pub pulumi_binary: String,
+    /// The Secret Broker for `secretRefs` of other schemes than env:// and file://.
+    #[serde(default)]
+    pub secret_broker_url: Option<String>,
+    /// Its bearer token (a secret).
+    #[serde(default)]
+    pub secret_broker_token: Option<String>,
+    /// The Config Platform for `configRefs` of other schemes than env:// and file://.
+    #[serde(default)]
+    pub config_platform_url: Option<String>,
+    /// Its bearer token (a secret).
+    #[serde(default)]
+    pub config_platform_token: Option<String>,
     /// RunControlService: approvals not recorded here are claimed there; none when absent.
     #[serde(default)]
     pub run_control_url: Option<String>,

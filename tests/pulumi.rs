@@ -481,3 +481,78 @@ async fn an_apply_past_its_timeout_is_cancelled_and_leaves_the_stack_unlocked() 
         "{logs}"
     );
 }
+
+/// A `secretbroker://` reference is resolved by the Secret Broker (the stand-in under
+/// `tests/common`, speaking the documented contract) at plan and apply time; the value reaches
+/// the program and nowhere else, and a reference the broker does not know fails the plan.
+#[tokio::test]
+async fn a_secret_broker_reference_reaches_the_program_and_nowhere_else() {
+    use crate::common::secret_broker_stand_in::{SecretBrokerStandIn, TOKEN};
+    const VALUE: &str = "broker-Held-Api-Key-Value";
+    let broker = SecretBrokerStandIn::start().await;
+    broker.hold("secretbroker://shop/api-key", VALUE);
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            ("RUNTIME_CLOUD_PULUMI_BINARY".into(), stand_in()),
+            ("RUNTIME_CLOUD_SECRET_BROKER_URL".into(), broker.url.clone()),
+            ("RUNTIME_CLOUD_SECRET_BROKER_TOKEN".into(), TOKEN.into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let state = stack.data_dir.path().join("pulumi-state");
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let mut prog = program(json!({ "printConfig": "apiKey" }));
+    prog["outputs"] = json!({ "apiKey": { "fn::secret": { "fn::config": "apiKey" } } });
+    let commit = repo.commit(&prog);
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    let spec = |reference: &str| {
+        json!({ "environmentId": "dev", "kind": "environment", "programRef": repo.program_ref(),
+                "programVersion": commit, "configRefs": {},
+                "secretRefs": { "apiKey": reference }, "workloads": [] })
+    };
+    api.post(
+        "/factory/provisioning/specifications",
+        spec("secretbroker://shop/api-key"),
+    )
+    .await
+    .expect(201);
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(
+        run["applyReceipt"]["outputs"]["apiKey"], "[secret]",
+        "{run}"
+    );
+    // Asked at plan and at apply.
+    assert_eq!(broker.asked(), ["secretbroker://shop/api-key"; 2]);
+    let logs = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs"))
+            .await
+            .expect(200),
+    );
+    assert!(
+        logs.contains("apiKey is [secret]") && !logs.contains(VALUE),
+        "{logs}"
+    );
+    let db = String::from_utf8_lossy(&stack.read_db_bytes()).into_owned();
+    assert!(!db.contains(VALUE) && !stack.logs().contains(VALUE));
+    assert!(
+        !stack
+            .history_payloads(&format!("provisioning-run/{id}"))
+            .contains(VALUE)
+    );
+
+    api.post(
+        "/factory/provisioning/specifications",
+        spec("secretbroker://shop/unknown"),
+    )
+    .await
+    .expect(201);
+    let id = api.plan_run("dev", "reconciliation").await;
+    let run = api.wait_state(&id, "Failed").await;
+    assert!(
+        text(&run["reason"]).contains("secretbroker://shop/unknown"),
+        "{run}"
+    );
+}

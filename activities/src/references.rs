@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `env://NAME` | the worker's environment variable `NAME` |
 //! | `file:///path#key` | `key` (dotted for nested tables) of the TOML or JSON file at `/path` |
+//! | any other scheme (`secretbroker://…`, `config://…`) | the service configured for the port ([`HttpReferences`]) |
 //!
 //! A resolved value is a [`Resolved`]: its `Debug` shows no value, so it cannot reach a log
 //! line by accident. A reference that does not resolve is [`Error::PlanInvalid`] naming the
@@ -71,6 +72,105 @@ impl ConfigPlatform for LocalReferences {
     }
 }
 
+/// A port's adapter: `env://` and `file://` locally, every other scheme from the service at
+/// `remote` (the Secret Broker, the Config Platform) when one is configured.
+#[derive(Debug, Clone, Default)]
+pub struct References {
+    pub remote: Option<HttpReferences>,
+}
+
+impl References {
+    async fn resolve_any(&self, reference: &str) -> Result<Resolved, Error> {
+        let local = reference.starts_with("env://") || reference.starts_with("file://");
+        match &self.remote {
+            Some(remote) if !local => remote.resolve(reference).await,
+            _ => resolve_local(reference).await,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SecretBroker for References {
+    async fn resolve(&self, reference: &str) -> Result<Resolved, Error> {
+        self.resolve_any(reference).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ConfigPlatform for References {
+    async fn resolve(&self, reference: &str) -> Result<Resolved, Error> {
+        self.resolve_any(reference).await
+    }
+}
+
+/// A Secret Broker or Config Platform over HTTP. The contract (docs/targets.md):
+///
+/// ```text
+/// POST {base}/resolve            Authorization: Bearer {token} (when set)
+/// {"reference": "secretbroker://shop/db"}
+/// ```
+///
+/// answered `200 {"value": "…"}`, `404` for a reference the service does not know (the plan
+/// fails naming it), anything else retried.
+#[derive(Clone)]
+pub struct HttpReferences {
+    base_url: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for HttpReferences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpReferences")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpReferences {
+    pub fn new(base_url: &str, token: Option<String>) -> Result<Self, Error> {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::Unavailable(format!("reference service client: {e}")))?;
+        Ok(Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            token,
+            http,
+        })
+    }
+
+    async fn resolve(&self, reference: &str) -> Result<Resolved, Error> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            value: String,
+        }
+        let url = format!("{}/resolve", self.base_url);
+        let mut request = self
+            .http
+            .post(&url)
+            .json(&serde_json::json!({ "reference": reference }));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let unavailable = |e: reqwest::Error| Error::Unavailable(format!("{}: {e}", self.base_url));
+        let response = request.send().await.map_err(unavailable)?;
+        match response.status().as_u16() {
+            200 => Ok(Resolved(
+                response.json::<Answer>().await.map_err(unavailable)?.value,
+            )),
+            404 => Err(unresolved(
+                reference,
+                format!("{} does not know it", self.base_url),
+            )),
+            status => Err(Error::Unavailable(format!(
+                "{} answered {status} for `{reference}`",
+                self.base_url
+            ))),
+        }
+    }
+}
+
 fn unresolved(reference: &str, why: impl std::fmt::Display) -> Error {
     Error::PlanInvalid(format!("reference `{reference}` does not resolve: {why}"))
 }
@@ -97,7 +197,7 @@ async fn resolve_local(reference: &str) -> Result<Resolved, Error> {
     }
     Err(unresolved(
         reference,
-        "this worker resolves env:// and file:// references only",
+        "no service is configured for this scheme on this worker (env:// and file:// resolve locally)",
     ))
 }
 

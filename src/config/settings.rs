@@ -225,6 +225,38 @@ pub const SETTINGS: &[Setting] = &[
               looked up on the worker's PATH, or a path).",
     },
     Setting {
+        source: Source::File("secret_broker_url"),
+        env: "RUNTIME_CLOUD_SECRET_BROKER_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "The Secret Broker (`https://…`): the runner resolves `secretRefs` of schemes other than \
+              `env://` and `file://` (`secretbroker://…`) there at plan and apply time (contract in \
+              docs/targets.md). Unset: such references fail the plan, naming them.",
+    },
+    Setting {
+        source: Source::File("secret_broker_token"),
+        env: "RUNTIME_CLOUD_SECRET_BROKER_TOKEN",
+        kind: Kind::Text,
+        default: None,
+        doc: "The bearer token sent to the Secret Broker. A secret: never logged.",
+    },
+    Setting {
+        source: Source::File("config_platform_url"),
+        env: "RUNTIME_CLOUD_CONFIG_PLATFORM_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "The Config Platform (`https://…`): the runner resolves `configRefs` of schemes other than \
+              `env://` and `file://` (`config://…`) there at plan and apply time (contract in \
+              docs/targets.md). Unset: such references fail the plan, naming them.",
+    },
+    Setting {
+        source: Source::File("config_platform_token"),
+        env: "RUNTIME_CLOUD_CONFIG_PLATFORM_TOKEN",
+        kind: Kind::Text,
+        default: None,
+        doc: "The bearer token sent to the Config Platform. A secret: never logged.",
+    },
+    Setting {
         source: Source::File("run_control_url"),
         env: "RUNTIME_CLOUD_RUN_CONTROL_URL",
         kind: Kind::Text,

@@ -10,6 +10,7 @@
 
 pub mod proxy;
 pub mod run_control_stand_in;
+pub mod secret_broker_stand_in;
 
 use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
