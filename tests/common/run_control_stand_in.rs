@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::loopback::{Served, serve};
+
 /// The bearer token the stand-in expects.
 pub const TOKEN: &str = "stand-in-run-control-token";
 
@@ -27,7 +29,7 @@ pub struct RunControlStandIn {
     /// Its base URL, for `RUNTIME_CLOUD_RUN_CONTROL_URL`.
     pub url: String,
     held: Shared,
-    server: tokio::task::JoinHandle<()>,
+    _served: Served,
 }
 
 impl RunControlStandIn {
@@ -36,14 +38,12 @@ impl RunControlStandIn {
         let app = Router::new()
             .route("/v1/approvals/{approval_id}/claims", post(claim))
             .with_state(held.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the stand-in");
-        let url = format!("http://{}/v1", listener.local_addr().expect("its address"));
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("serve");
-        });
-        Self { url, held, server }
+        let served = serve(app, "/v1").await;
+        Self {
+            url: served.url.clone(),
+            held,
+            _served: served,
+        }
     }
 
     /// Holds `approval` (the JSON of `GET /factory/approvals/{approvalId}`).
@@ -62,12 +62,6 @@ impl RunControlStandIn {
     /// Every claim received, in order: `{"authorization": …, "body": …}`.
     pub fn claims(&self) -> Vec<Value> {
         self.held.lock().expect("not poisoned").claims.clone()
-    }
-}
-
-impl Drop for RunControlStandIn {
-    fn drop(&mut self) {
-        self.server.abort();
     }
 }
 

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::loopback::{Served, serve};
+
 /// The bearer token the stand-in expects.
 pub const TOKEN: &str = "stand-in-secret-broker-token";
 
@@ -26,7 +28,7 @@ pub struct SecretBrokerStandIn {
     /// Its base URL.
     pub url: String,
     held: Shared,
-    server: tokio::task::JoinHandle<()>,
+    _served: Served,
 }
 
 impl SecretBrokerStandIn {
@@ -35,14 +37,12 @@ impl SecretBrokerStandIn {
         let app = Router::new()
             .route("/v1/resolve", post(resolve))
             .with_state(held.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the stand-in");
-        let url = format!("http://{}/v1", listener.local_addr().expect("its address"));
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("serve");
-        });
-        Self { url, held, server }
+        let served = serve(app, "/v1").await;
+        Self {
+            url: served.url.clone(),
+            held,
+            _served: served,
+        }
     }
 
     /// Serves `value` for `reference`.
@@ -54,12 +54,6 @@ impl SecretBrokerStandIn {
     /// Every reference asked for, in order.
     pub fn asked(&self) -> Vec<String> {
         self.held.lock().expect("not poisoned").asked.clone()
-    }
-}
-
-impl Drop for SecretBrokerStandIn {
-    fn drop(&mut self) {
-        self.server.abort();
     }
 }
 
