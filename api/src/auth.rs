@@ -23,7 +23,7 @@ pub const RUNTIME_READ: &str = "factory.runtime.read";
 /// Observe now; decide proposals.
 pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
 
-/// Roles that may accept a production proposal.
+/// Roles that may grant a production approval, accept a production proposal or change a target.
 pub const PRODUCTION_DECIDERS: &[&str] = runtime_cloud_models::approvals::APPROVER_ROLES;
 
 /// Issuer of the tokens this process mints and accepts.

@@ -137,14 +137,23 @@ pub async fn forget(
     Ok(())
 }
 
+/// Whether `claim` may spend the recorded approval it names ([`verify_approval`]), without
+/// spending it: the API's check of a request, and the first half of [`claim`].
+pub async fn verify(
+    db: &impl ConnectionTrait,
+    claim: &ApprovalClaim,
+) -> Result<Result<(), RefusalReason>, Error> {
+    let found = find(db, &claim.tenant_id, &claim.approval_id).await?;
+    Ok(verify_approval(found.as_ref(), claim))
+}
+
 /// Verifies `claim` ([`verify_approval`]) and spends the approval on the claim's run. The
 /// same run claiming again (a retried activity) spends nothing more and gets it again.
 pub async fn claim(
     db: &impl ConnectionTrait,
     claim: &ApprovalClaim,
 ) -> Result<ClaimOutcome, Error> {
-    let found = find(db, &claim.tenant_id, &claim.approval_id).await?;
-    if let Err(why) = verify_approval(found.as_ref(), claim) {
+    if let Err(why) = verify(db, claim).await? {
         return Ok(ClaimOutcome::Refused { why });
     }
     rows::Entity::update_many()

@@ -16,9 +16,8 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use runtime_cloud_models::ApprovalDecision;
-use runtime_cloud_models::approvals::verify_approval;
 use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource, RecordedApproval};
+use runtime_cloud_models::{ApprovalDecision, RefusalReason};
 use runtime_cloud_store::approvals::{self, NewApproval};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -150,17 +149,15 @@ async fn list(
 /// spends it, before anything is created, so a bad id is a 422 with the reason rather than
 /// a run that waits. (The run checks again, and spends it, before it applies.)
 pub(crate) async fn check_named(state: &AppState, claim: &ApprovalClaim) -> Result<(), Error> {
-    let found = approvals::find(&state.db, &claim.tenant_id, &claim.approval_id).await?;
-    if found.is_none() && state.approvals_elsewhere {
+    match approvals::verify(&state.db, claim).await? {
+        Ok(()) => Ok(()),
         // Perhaps RunControlService's: the run claims it there before it applies.
-        return Ok(());
-    }
-    verify_approval(found.as_ref(), claim).map_err(|why| {
-        Error::Unprocessable(format!(
+        Err(RefusalReason::UnknownApproval) if state.approvals_elsewhere => Ok(()),
+        Err(why) => Err(Error::Unprocessable(format!(
             "approval `{}` does not open the gate of `{}`: {} ({why})",
             claim.approval_id,
             claim.environment_id,
             why.describe()
-        ))
-    })
+        ))),
+    }
 }
