@@ -414,10 +414,7 @@ async fn worker_killed_mid_sweep_batch_observes_every_environment_once() {
         "proposal/{}",
         proposals[0]["proposalId"].as_str().unwrap_or_default()
     );
-    let described =
-        stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
-    let described: Value =
-        serde_json::from_slice(&described.stdout).expect("the proposal's workflow");
+    let described = stack.described_workflow(&id).await;
     assert_eq!(
         described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
         "{described}"

@@ -91,9 +91,7 @@ async fn sweep_observes_every_environment() {
     .await;
     assert_eq!(proposal["state"], "Proposed", "{proposal}");
     let id = format!("proposal/{}", proposal["proposalId"].as_str().unwrap());
-    let described =
-        stack.temporal_cli(&["workflow", "describe", "--workflow-id", &id, "-o", "json"]);
-    let described: Value = serde_json::from_slice(&described.stdout).expect("describe proposal");
+    let described = stack.described_workflow(&id).await;
     assert_eq!(
         described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
         "{described}"

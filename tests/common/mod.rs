@@ -587,6 +587,28 @@ impl Stack {
             .output()
             .expect("run temporal CLI")
     }
+
+    /// `temporal workflow describe` of `workflow_id`, once the workflow exists: read rows
+    /// are written before the workflows they hand work to are started.
+    pub async fn described_workflow(&self, workflow_id: &str) -> Value {
+        eventually(60, &format!("workflow {workflow_id} to exist"), || {
+            let out = self.temporal_cli(&[
+                "workflow",
+                "describe",
+                "--workflow-id",
+                workflow_id,
+                "-o",
+                "json",
+            ]);
+            let described = out
+                .status
+                .success()
+                .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
+                .flatten();
+            async move { described }
+        })
+        .await
+    }
 }
 
 /// An HTTP client of the API acting as one caller.
