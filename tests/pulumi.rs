@@ -556,3 +556,41 @@ async fn a_secret_broker_reference_reaches_the_program_and_nowhere_else() {
         "{run}"
     );
 }
+
+/// A long update reports how far it is: the apply activity's heartbeat carries the engine
+/// events' count of finished resources against the plan's, visible to `temporal workflow
+/// describe` while `pulumi up` still runs.
+#[tokio::test]
+async fn a_long_update_heartbeats_its_progress_in_resources() {
+    let prog = json!({
+        "name": "shop", "runtime": "yaml",
+        "resources": {
+            "docs": { "type": "aws:s3/bucket:Bucket", "properties": { "acl": "private" } },
+            "media": { "type": "aws:s3/bucket:Bucket",
+                       "properties": { "acl": "private", "applySeconds": 12 } }
+        },
+        "outputs": {}
+    });
+    let (stack, _state, api, _repo, _) = declared("dev", "non-production", prog).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let workflow = runtime_cloud_workflows::ids::run_workflow_id(&id);
+    crate::common::eventually(60, "a heartbeat of 1 of 2 resources done", || {
+        let out = stack.temporal_cli(&[
+            "workflow",
+            "describe",
+            "--workflow-id",
+            &workflow,
+            "-o",
+            "json",
+        ]);
+        let described: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        // The CLI shows JSON payloads decoded; base64 `data` is decoded too, either way.
+        let pending = &described["pendingActivities"];
+        let beat = format!("{pending} {}", crate::common::decoded_payloads(pending));
+        let seen = beat.contains("\"resourcesDone\":1") && beat.contains("\"resourcesTotal\":2");
+        async move { seen.then_some(()) }
+    })
+    .await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["applyReceipt"]["result"], "succeeded", "{run}");
+}

@@ -98,6 +98,17 @@ fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
     left.saturating_sub((left / 10).min(Duration::from_secs(10)))
 }
 
+/// What an apply's heartbeat carries: whose apply it is and, once the runner reports it, how
+/// many of the plan's resources are done (`temporal workflow describe` shows it under the
+/// pending activity's heartbeat details).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplyHeartbeat {
+    run_id: String,
+    #[serde(flatten)]
+    progress: Option<crate::step_log::Progress>,
+}
+
 /// A Temporal call that failed: retried by the activity's policy.
 fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
     activity_error(Error::Temporal(e.to_string()))
@@ -229,7 +240,11 @@ impl ProvisioningActivitiesImpl {
                     tokio::select! {
                         receipt = &mut apply => break Some(receipt),
                         _ = beat.tick() => {
-                            let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+                            let beat = ApplyHeartbeat {
+                                run_id: req.run_id.clone(),
+                                progress: log.current_progress(),
+                            };
+                            let _ = ctx.record_heartbeat(beat).await;
                         }
                         _ = &mut out_of_time => break None,
                     }

@@ -243,6 +243,61 @@ impl Pulumi {
         Ok(Output::logged(stack.log, args, out))
     }
 
+    /// [`Self::exec`] of a command that prints engine events (`pulumi up --json`), read as
+    /// they come: each finished resource moves the step's progress toward `total`, which the
+    /// activity's heartbeat reports while the update runs.
+    async fn exec_events(
+        &self,
+        stack: &CliStack<'_>,
+        dir: &Path,
+        args: &[&str],
+        total: u64,
+    ) -> Result<Output, Error> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+        let unstartable = |e: std::io::Error| Error::Unreachable(format!("running pulumi: {e}"));
+        let mut child = self
+            .cli(stack, dir, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(unstartable)?;
+        let mut stderr = child.stderr.take();
+        // Read stderr alongside: a CLI blocked on a full stderr pipe would never finish stdout.
+        let stderr = tokio::spawn(async move {
+            let mut text = Vec::new();
+            if let Some(err) = stderr.as_mut() {
+                let _ = err.read_to_end(&mut text).await;
+            }
+            text
+        });
+        let mut stdout = Vec::new();
+        let mut done = 0;
+        stack.log.progress(done, total);
+        if let Some(out) = child.stdout.take() {
+            let mut lines = BufReader::new(out).lines();
+            while let Some(line) = lines.next_line().await.map_err(unstartable)? {
+                if finishes_a_resource(&line) {
+                    done += 1;
+                    stack.log.progress(done, total.max(done));
+                }
+                stdout.extend_from_slice(line.as_bytes());
+                stdout.push(b'\n');
+            }
+        }
+        let status = child.wait().await.map_err(unstartable)?;
+        let stderr = stderr.await.unwrap_or_default();
+        Ok(Output::logged(
+            stack.log,
+            args,
+            std::process::Output {
+                status,
+                stdout,
+                stderr,
+            },
+        ))
+    }
+
     /// [`Self::exec`] that must succeed; a failure is retried (the backend may come back).
     async fn run(&self, stack: &CliStack<'_>, dir: &Path, args: &[&str]) -> Result<String, Error> {
         let out = self.exec(stack, dir, args).await?;
@@ -435,7 +490,7 @@ impl Runner for Pulumi {
             }
             let plan_arg = plan_file.display().to_string();
             let up = self
-                .exec(
+                .exec_events(
                     &stack,
                     &dir,
                     &[
@@ -448,6 +503,7 @@ impl Runner for Pulumi {
                         "--message",
                         &tag,
                     ],
+                    plan.changes.count() as u64,
                 )
                 .await?;
             let events = EngineEvents::read(&up.stdout);
@@ -570,6 +626,21 @@ impl EngineEvents {
             (None, None) => Some("the update failed".into()),
         }
     }
+}
+
+/// Whether an engine event line reports a resource whose step finished (its outputs, or
+/// its failure). Unchanged resources (`same`) and reads are not steps of the plan.
+fn finishes_a_resource(line: &str) -> bool {
+    let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+        return false;
+    };
+    if event.get("resOpFailedEvent").is_some() {
+        return true;
+    }
+    event
+        .get("resOutputsEvent")
+        .and_then(|e| e["metadata"]["op"].as_str())
+        .is_some_and(|op| !matches!(op, "same" | "read" | "refresh"))
 }
 
 /// A diagnostic without Pulumi's colour directives (`<{%fg 1%}>`, `<{%reset%}>`).
@@ -771,6 +842,35 @@ mod engine_events {
                 "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs: error: creating bucket: AccessDenied"
             )
         );
+    }
+
+    /// Real engine-event streams from Pulumi's own test data (`tests/fixtures/pulumi/`, sources
+    /// in its SOURCES.md).
+    const REAL_DESTROY: &str =
+        include_str!("../../tests/fixtures/pulumi/destroy-with-components.json");
+    const REAL_INTERRUPTED_UP: &str =
+        include_str!("../../tests/fixtures/pulumi/up-interrupted.json");
+
+    fn finished(stream: &str) -> usize {
+        stream.lines().filter(|l| finishes_a_resource(l)).count()
+    }
+
+    #[test]
+    fn real_engine_events_count_the_finished_resources_and_show_no_failure() {
+        // Two deletes finish; the stack itself is `same` and is not a step of the plan.
+        assert_eq!(finished(REAL_DESTROY), 2);
+        assert_eq!(EngineEvents::read(REAL_DESTROY).failure(), None);
+        // Interrupted after the bucket: one of four started resources finished, and nothing
+        // in the events names a failure (the exit status does; the apply reports stderr).
+        assert_eq!(finished(REAL_INTERRUPTED_UP), 1);
+        let events = EngineEvents::read(REAL_INTERRUPTED_UP);
+        assert!(
+            events.failed.is_empty() && events.errors.is_empty(),
+            "{events:?}"
+        );
+        assert_eq!(events.failure(), None);
+        // A failed step counts as finished too: the progress reaches its end.
+        assert_eq!(finished(FAILED_UP), 1);
     }
 
     #[test]

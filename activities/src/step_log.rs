@@ -19,6 +19,16 @@ pub struct StepLog {
 struct Kept {
     text: String,
     secrets: Vec<String>,
+    progress: Option<Progress>,
+}
+
+/// How far a step is: resources done of the resources it changes. The apply activity's
+/// heartbeat carries it, so `temporal workflow describe` shows a long apply moving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub resources_done: u64,
+    pub resources_total: u64,
 }
 
 impl StepLog {
@@ -42,6 +52,19 @@ impl StepLog {
                 self.line(text.trim_end());
             }
         }
+    }
+
+    /// Records how far the step is.
+    pub fn progress(&self, done: u64, total: u64) {
+        self.kept().progress = Some(Progress {
+            resources_done: done,
+            resources_total: total,
+        });
+    }
+
+    /// How far the step is, once its runner has said.
+    pub fn current_progress(&self) -> Option<Progress> {
+        self.kept().progress
     }
 
     /// Registers a value never to be kept. Short values are not registered: replacing every

@@ -36,6 +36,11 @@ impl PlanChanges {
         !self.deletes.is_empty()
     }
 
+    /// How many resources applying changes: every add, change and delete.
+    pub fn count(&self) -> usize {
+        self.adds.len() + self.changes.len() + self.deletes.len()
+    }
+
     /// Whether applying would change nothing.
     pub fn is_empty(&self) -> bool {
         self.adds.is_empty() && self.changes.is_empty() && self.deletes.is_empty()
