@@ -4,7 +4,7 @@ use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::{
-    Approvals, ConfiguredPolicy, FileArtifacts, RecordedApprovals, TargetRunners,
+    Approvals, ConfiguredPolicy, RecordedApprovals, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::references::{HttpReferences, References};
@@ -13,6 +13,7 @@ use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
 
+use runtime_cloud_store::artifacts;
 use runtime_cloud_store::migration::Migrator;
 use runtime_cloud_temporal::worker::WorkerDeps;
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
@@ -89,6 +90,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     )
     .await?;
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
+    let artifacts = artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?;
     let inventory = config.runtime_cloud.inventory.clone();
     let deps = WorkerDeps {
         client,
@@ -108,13 +110,14 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
                     &config.config_platform_url,
                     &config.config_platform_token,
                 )?),
+                artifacts.clone(),
             )),
         }),
         observer: sandbox,
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,
         }),
-        artifacts: Arc::new(FileArtifacts::new(&config.data_dir)),
+        artifacts,
         approvals: Arc::new(RecordedApprovals {
             db: db.clone(),
             elsewhere: run_control(config)?,
@@ -172,7 +175,7 @@ pub async fn run_api(
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
         approvals_elsewhere: config.run_control_url.is_some(),
-        artifacts: Arc::new(FileArtifacts::new(&config.data_dir)),
+        artifacts: artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?,
         http_metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)

@@ -57,6 +57,9 @@ pub struct Config {
     pub nats_url: Option<String>,
     /// The Pulumi CLI the Pulumi runner drives.
     pub pulumi_binary: String,
+    /// Where run logs are kept: `s3://bucket/prefix`, or the data dir when absent.
+    #[serde(default)]
+    pub artifacts_url: Option<String>,
     /// The Secret Broker for `secretRefs` of other schemes than env:// and file://.
     #[serde(default)]
     pub secret_broker_url: Option<String>,

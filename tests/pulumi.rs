@@ -146,6 +146,15 @@ async fn a_production_stack_plans_from_its_commit_waits_and_applies_the_approved
         "{run}"
     );
     assert_eq!(plan["programVersion"], commit.as_str());
+    // The plan file is kept in the artifact store (here the data dir's), by its inputs hash:
+    // the worker that applies it need not be the one that planned.
+    let hash = text(&plan["inputsHash"]);
+    let kept = stack.data_path().join(format!(
+        "artifacts/plans/{}/prod/{}.json",
+        api.tenant,
+        hash.trim_start_matches("sha256:")
+    ));
+    assert!(kept.is_file(), "{} kept", kept.display());
     api.decide(&id, "approve").await.expect(202);
     let run = api.wait_state(&id, "Applied").await;
     let receipt = &run["applyReceipt"];

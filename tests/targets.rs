@@ -159,3 +159,37 @@ async fn a_pulumi_environment_without_the_cli_fails_at_plan_and_the_sandbox_keep
         .await
         .expect(404);
 }
+
+/// With `RUNTIME_CLOUD_ARTIFACTS_URL=s3://…` the run logs go to an S3-compatible bucket (a
+/// real `moto` server on loopback): the worker writes them there, not under the data dir, and
+/// the API streams them back from there.
+#[tokio::test]
+async fn run_logs_are_kept_in_an_s3_bucket() {
+    let s3 = crate::common::s3::S3Server::start("runtime-cloud-artifacts").await;
+    let stack = Stack::with(StackOptions {
+        env: s3.env("logs/prod"),
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("sbx", "non-production").await;
+    api.declare("sbx", &[("api", "1.0.0", 1)]).await;
+    let id = api.plan_run("sbx", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+    let prefix = format!("logs/prod/runs/{}/{id}", api.tenant);
+    assert_eq!(
+        s3.keys().await,
+        [format!("{prefix}/apply.log"), format!("{prefix}/plan.log")],
+        "both logs in the bucket, under the prefix and the tenant"
+    );
+    assert!(
+        !stack.data_path().join("artifacts").exists(),
+        "nothing under the data dir"
+    );
+    let served = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs?phase=apply"))
+            .await
+            .expect(200),
+    );
+    assert!(served.contains("sandbox apply"), "{served}");
+}

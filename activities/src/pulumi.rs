@@ -21,6 +21,7 @@ use crate::step_log::StepLog;
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
+use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -45,8 +46,10 @@ pub struct Pulumi {
     /// The CLI (`pulumi` on the worker's PATH by default).
     binary: PathBuf,
     programs: Programs,
-    /// Plan files, one per plan.
-    plans: PathBuf,
+    /// Where the CLI writes a plan file before it is kept, and runs `pulumi cancel`.
+    scratch: PathBuf,
+    /// Keeps plan files (the apply of another worker reads them) beside the run logs.
+    artifacts: Arc<dyn ArtifactStore>,
 }
 
 impl Pulumi {
@@ -57,6 +60,7 @@ impl Pulumi {
         binary: PathBuf,
         secrets: Arc<dyn SecretBroker>,
         config: Arc<dyn ConfigPlatform>,
+        artifacts: Arc<dyn ArtifactStore>,
     ) -> Self {
         Self {
             db,
@@ -64,7 +68,8 @@ impl Pulumi {
             config,
             binary,
             programs: Programs::new(data_dir),
-            plans: data_dir.join("pulumi").join("plans"),
+            scratch: data_dir.join("pulumi").join("scratch"),
+            artifacts,
         }
     }
 
@@ -313,12 +318,20 @@ impl Pulumi {
     }
 
     /// The plan file of a receipt.
-    fn plan_file(&self, target: &Target, inputs_hash: &str) -> PathBuf {
-        let hash = inputs_hash.trim_start_matches("sha256:");
-        self.plans.join(format!(
-            "{}-{}-{hash}.json",
-            target.tenant_id, target.environment_id
-        ))
+    fn plan_key(target: &Target, inputs_hash: &str) -> String {
+        artifacts::pulumi_plan(
+            &target.tenant_id,
+            &target.environment_id,
+            inputs_hash.trim_start_matches("sha256:"),
+        )
+    }
+
+    /// The scratch directory, created.
+    async fn scratch(&self) -> Result<&Path, Error> {
+        tokio::fs::create_dir_all(&self.scratch)
+            .await
+            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", self.scratch.display())))?;
+        Ok(&self.scratch)
     }
 
     /// The stack's updates, newest first, and the one tagged with `tag` if any.
@@ -407,12 +420,10 @@ impl Runner for Pulumi {
         self.version().await?;
         let checkout = self.program(target, spec, "plan").await?;
         let dir = checkout.program_dir.clone();
-        tokio::fs::create_dir_all(&self.plans)
-            .await
-            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", self.plans.display())))?;
         let draft = self
-            .plans
-            .join(format!("{}.draft.json", uuid::Uuid::now_v7()));
+            .scratch()
+            .await?
+            .join(format!("{}.plan.json", uuid::Uuid::now_v7()));
         let draft_arg = draft.display().to_string();
         let preview = async {
             self.run(&stack, &dir, &["stack", "select", "--create"])
@@ -429,15 +440,22 @@ impl Runner for Pulumi {
         }
         .await;
         checkout.remove().await;
+        let saved = tokio::fs::read(&draft).await;
+        let _ = tokio::fs::remove_file(&draft).await;
         let (preview, fingerprint) = preview?;
         let digest: PreviewDigest = serde_json::from_str(&preview)
             .map_err(|e| Error::Unreachable(format!("reading pulumi preview --json: {e}")))?;
         let receipt = digest.receipt(spec, &fingerprint);
-        // Kept under the receipt's hash: the apply uses the plan that was approved.
-        let kept = self.plan_file(target, &receipt.inputs_hash);
-        tokio::fs::rename(&draft, &kept)
+        // Kept in the artifact store under the receipt's hash: the apply, on whichever worker,
+        // uses the plan that was approved. Pulumi writes secrets into a plan file encrypted by
+        // the stack's secrets provider, never in the clear.
+        let saved = saved.map_err(|e| {
+            Error::Unreachable(format!("reading the plan {}: {e}", draft.display()))
+        })?;
+        self.artifacts
+            .put(&Self::plan_key(target, &receipt.inputs_hash), saved)
             .await
-            .map_err(|e| Error::Unreachable(format!("keeping the plan {}: {e}", kept.display())))?;
+            .map_err(|e| Error::Unreachable(format!("keeping the plan: {e}")))?;
         Ok(receipt)
     }
 
@@ -480,14 +498,23 @@ impl Runner for Pulumi {
                 self.run(&stack, &dir, &["cancel", "--yes"]).await?;
             }
             self.configure(&stack, &dir, spec).await?;
-            let plan_file = self.plan_file(target, &plan.inputs_hash);
-            if !plan_file.exists() {
+            let key = Self::plan_key(target, &plan.inputs_hash);
+            let Some(saved) = self
+                .artifacts
+                .get(&key)
+                .await
+                .map_err(|e| Error::Unreachable(format!("reading the plan: {e}")))?
+            else {
                 return Err(Error::ApplyFailed(format!(
-                    "the approved plan {} is not on this worker ({}); nothing was applied",
-                    plan.inputs_hash,
-                    plan_file.display()
+                    "the approved plan {} is not in the artifact store ({key}); nothing was applied",
+                    plan.inputs_hash
                 )));
-            }
+            };
+            // Beside the program, so it is removed with the working tree.
+            let plan_file = checkout.program_dir.join(".runtime-cloud-plan.json");
+            tokio::fs::write(&plan_file, saved).await.map_err(|e| {
+                Error::Unreachable(format!("writing the plan {}: {e}", plan_file.display()))
+            })?;
             let plan_arg = plan_file.display().to_string();
             let up = self
                 .exec_events(
@@ -529,10 +556,8 @@ impl Runner for Pulumi {
 
     async fn abandon(&self, target: &Target, log: &StepLog) -> Result<(), Error> {
         let stack = self.stack(target, log).await?;
-        tokio::fs::create_dir_all(&self.plans)
-            .await
-            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", self.plans.display())))?;
-        self.run(&stack, &self.plans, &["cancel", "--yes"]).await?;
+        let scratch = self.scratch().await?;
+        self.run(&stack, scratch, &["cancel", "--yes"]).await?;
         Ok(())
     }
 }

@@ -257,6 +257,17 @@ pub const SETTINGS: &[Setting] = &[
         doc: "The bearer token sent to the Config Platform. A secret: never logged.",
     },
     Setting {
+        source: Source::File("artifacts_url"),
+        env: "RUNTIME_CLOUD_ARTIFACTS_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "Where plan and apply logs are kept: `s3://bucket[/prefix]` for an S3-compatible \
+              bucket (endpoint, region and credentials from the standard `AWS_*` environment: \
+              `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` or \
+              the instance's role; `AWS_ALLOW_HTTP=true` for a server without TLS). Unset: \
+              `{data_dir}/artifacts`, which only serves workers and APIs sharing that directory.",
+    },
+    Setting {
         source: Source::File("run_control_url"),
         env: "RUNTIME_CLOUD_RUN_CONTROL_URL",
         kind: Kind::Text,

@@ -1,11 +1,14 @@
 //! Run artifacts: the full output of every plan and apply, kept as files and named by run.
 //!
 //! The `ArtifactStore` port has a filesystem adapter under the data dir (the default, shared
-//! by the workers and APIs of one host). Keys are `runs/{tenant}/{run}/{phase}.log`: a tenant's
+//! by the workers and APIs of one host) and an S3-compatible adapter for production, where
+//! workers and APIs run on many hosts. Keys are `runs/{tenant}/{run}/{phase}.log`: a tenant's
 //! artifacts are under its own prefix, and a key never leaves the store's root.
 
 use crate::Error;
+use object_store::ObjectStore;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where artifacts are kept.
 #[async_trait::async_trait]
@@ -24,6 +27,11 @@ pub fn run_log(tenant_id: &str, run_id: &str, phase: &str) -> String {
     format!("runs/{tenant_id}/{run_id}/{phase}.log")
 }
 
+/// The key of a Pulumi plan file (`pulumi preview --save-plan`) by its plan's inputs hash.
+pub fn pulumi_plan(tenant_id: &str, environment_id: &str, inputs_hash: &str) -> String {
+    format!("plans/{tenant_id}/{environment_id}/{inputs_hash}.json")
+}
+
 /// The filesystem adapter: `{data_dir}/artifacts/{key}`.
 #[derive(Debug, Clone)]
 pub struct FileArtifacts {
@@ -39,15 +47,7 @@ impl FileArtifacts {
 
     /// The file of `key`; a key with an empty, `.` or `..` part names nothing.
     fn path(&self, key: &str) -> Result<PathBuf, Error> {
-        let bad = key
-            .split('/')
-            .any(|p| p.is_empty() || p == "." || p == ".." || p.contains('\\'));
-        if bad {
-            return Err(Error::Missing {
-                what: "artifact",
-                id: key.to_owned(),
-            });
-        }
+        checked(key)?;
         Ok(self.root.join(key))
     }
 }
@@ -85,6 +85,102 @@ impl ArtifactStore for FileArtifacts {
     }
 }
 
+/// Where `artifacts_url` says: `s3://bucket[/prefix]` is an S3-compatible bucket, anything
+/// else (unset included) the data dir.
+pub fn from_url(
+    artifacts_url: Option<&str>,
+    data_dir: &Path,
+) -> Result<Arc<dyn ArtifactStore>, Error> {
+    match artifacts_url {
+        Some(url) if !url.trim().is_empty() => Ok(Arc::new(S3Artifacts::new(url)?)),
+        _ => Ok(Arc::new(FileArtifacts::new(data_dir))),
+    }
+}
+
+/// The S3-compatible adapter (`object_store`): `s3://bucket/prefix`. The endpoint, region and
+/// credentials come from the process's standard `AWS_*` environment (or the instance's
+/// workload identity), never from a table: `AWS_ENDPOINT_URL` points it at any S3-compatible
+/// server, `AWS_ALLOW_HTTP=true` allows one without TLS.
+#[derive(Debug, Clone)]
+pub struct S3Artifacts {
+    store: Arc<object_store::aws::AmazonS3>,
+    prefix: String,
+}
+
+impl S3Artifacts {
+    pub fn new(url: &str) -> Result<Self, Error> {
+        let parsed = url::Url::parse(url)
+            .ok()
+            .filter(|u| u.scheme() == "s3" && u.host_str().is_some_and(|h| !h.is_empty()))
+            .ok_or_else(|| {
+                Error::Artifacts(format!(
+                    "the artifact store {url} is not of the form s3://bucket[/prefix]"
+                ))
+            })?;
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_url(url)
+            .build()
+            .map_err(|e| Error::Artifacts(format!("the artifact store {url}: {e}")))?;
+        Ok(Self {
+            store: Arc::new(store),
+            prefix: parsed.path().trim_matches('/').to_owned(),
+        })
+    }
+
+    /// The object of `key` under the prefix; a key with an empty, `.` or `..` part names
+    /// nothing, as in the filesystem adapter.
+    fn location(&self, key: &str) -> Result<object_store::path::Path, Error> {
+        checked(key)?;
+        let full = if self.prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", self.prefix)
+        };
+        object_store::path::Path::parse(&full).map_err(|_| missing(key))
+    }
+}
+
+#[async_trait::async_trait]
+impl ArtifactStore for S3Artifacts {
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
+        let location = self.location(key)?;
+        // One PUT: an object is whole or absent, so a reader never sees half a log.
+        self.store
+            .put(&location, bytes.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::Artifacts(format!("writing {location}: {e}")))
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let location = self.location(key)?;
+        match self.store.get(&location).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map(|b| Some(b.to_vec()))
+                .map_err(|e| Error::Artifacts(format!("reading {location}: {e}"))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::Artifacts(format!("reading {location}: {e}"))),
+        }
+    }
+}
+
+fn missing(key: &str) -> Error {
+    Error::Missing {
+        what: "artifact",
+        id: key.to_owned(),
+    }
+}
+
+/// A key of non-empty parts, none `.` or `..`.
+fn checked(key: &str) -> Result<(), Error> {
+    let bad = key
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == ".." || p.contains('\\'));
+    if bad { Err(missing(key)) } else { Ok(()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +197,24 @@ mod tests {
             store.get(&key).await.unwrap().as_deref(),
             Some(&b"second"[..])
         );
+    }
+
+    #[tokio::test]
+    async fn an_s3_store_needs_a_bucket_and_keeps_keys_under_its_prefix() {
+        for bad in ["s3://", "https://example.com/bucket", "bucket/prefix"] {
+            let err = S3Artifacts::new(bad).unwrap_err().to_string();
+            assert!(err.contains("s3://bucket"), "{bad}: {err}");
+        }
+        // Bucket `logs`, prefix `prod`.
+        let store = S3Artifacts::new("s3://logs/prod/").unwrap();
+        assert_eq!(
+            store.location("runs/acme/r1/plan.log").unwrap().as_ref(),
+            "prod/runs/acme/r1/plan.log"
+        );
+        // Refused before any request is made: no server is needed to see it.
+        for key in ["../escape", "runs//x", "runs/./x", "/etc/passwd"] {
+            assert!(store.get(key).await.is_err(), "{key}");
+        }
     }
 
     #[tokio::test]

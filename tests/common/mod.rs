@@ -11,6 +11,7 @@
 pub mod loopback;
 pub mod proxy;
 pub mod run_control_stand_in;
+pub mod s3;
 pub mod secret_broker_stand_in;
 
 use reqwest::{Method, StatusCode};
