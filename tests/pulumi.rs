@@ -603,3 +603,89 @@ async fn a_long_update_heartbeats_its_progress_in_resources() {
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["applyReceipt"]["result"], "succeeded", "{run}");
 }
+
+/// A private program repository: the Git server (the real `git http-backend` behind Basic
+/// authentication) serves the runner with the credential the target's
+/// `repositoryCredentialRef` names (resolved from a file); the token is nowhere in the product.
+/// Another tenant naming the same repository and commit without a credential is refused by the
+/// server: the commit the first tenant fetched is not served to it from a cache.
+#[tokio::test]
+async fn a_private_repository_is_fetched_with_the_credential_its_reference_names() {
+    let (stack, state) = stack().await;
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({})));
+    let token = "glpat-private-7f3a9c";
+    let server =
+        crate::common::git_http::serve(repo.dir.path().to_path_buf(), "ci-bot", token).await;
+    let program_ref = format!("{}//shop", server.url);
+
+    let secrets = tempfile::tempdir().expect("secrets dir");
+    let file = secrets.path().join("git.toml");
+    std::fs::write(&file, format!("infra = \"ci-bot:{token}\"\n")).expect("secrets file");
+    let credential = format!("file://{}#infra", file.display());
+    pulumi_environment_with(
+        &api,
+        "dev",
+        "non-production",
+        &state,
+        json!({ "repositoryCredentialRef": credential }),
+    )
+    .await;
+    declare(&api, "dev", &program_ref, &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["planReceipt"]["programVersion"], commit.as_str());
+    let shown = api.get("/factory/environments/dev").await.expect(200);
+    assert_eq!(
+        shown["target"]["runner"]["repositoryCredentialRef"],
+        credential.as_str(),
+        "{shown}"
+    );
+
+    let other = stack.operator("globex");
+    pulumi_environment(&other, "dev", "non-production", &state).await;
+    declare(&other, "dev", &program_ref, &commit).await;
+    let refused = other.plan_run("dev", "baseline").await;
+    // Its plan's log says why (the plan is retried: a credential may yet be added).
+    crate::common::eventually(60, "the refused plan's log", || {
+        let other = other.clone();
+        let path = format!("/factory/provisioning/runs/{refused}/logs?phase=plan");
+        async move {
+            let got = other.get(&path).await;
+            let logs = text(&got.body);
+            (got.status == 200 && logs.contains("Authentication failed")).then_some(())
+        }
+    })
+    .await;
+    let run = other
+        .get(&format!("/factory/provisioning/runs/{refused}"))
+        .await
+        .expect(200);
+    assert!(run["planReceipt"].is_null(), "nothing planned: {run}");
+
+    let db = String::from_utf8_lossy(&stack.read_db_bytes()).into_owned();
+    let history = stack.history_payloads(&runtime_cloud_workflows::ids::run_workflow_id(&id));
+    let logs = text(
+        &api.get(&format!("/factory/provisioning/runs/{id}/logs"))
+            .await
+            .expect(200),
+    );
+    for (what, text) in [
+        ("the read DB", &db),
+        ("the run's history", &history),
+        ("the logs", &logs),
+    ] {
+        assert!(!text.contains(token), "the token reached {what}");
+    }
+    let mirrors = stack.data_path().join("programs/mirrors");
+    let config = std::fs::read_dir(&mirrors)
+        .expect("mirrors")
+        .filter_map(|m| std::fs::read_to_string(m.ok()?.path().join("config")).ok())
+        .collect::<String>();
+    assert!(config.contains(&server.url), "{config}");
+    assert!(
+        !config.contains(token),
+        "the token in a mirror's config: {config}"
+    );
+}

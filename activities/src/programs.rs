@@ -36,13 +36,21 @@ impl ProgramRef {
         let (scheme, rest) = program_ref
             .split_once("://")
             .ok_or_else(|| invalid("has no scheme"))?;
-        if !["https", "ssh", "file"].contains(&scheme) {
-            return Err(invalid("names a scheme the runner does not fetch from"));
-        }
         let (location, path) = match rest.split_once("//") {
             Some((location, path)) => (location, path.trim_matches('/')),
             None => (rest, ""),
         };
+        // Plain http only to this host (a Git server beside the worker): a credential must
+        // never cross a network in the clear.
+        let loopback = ["127.0.0.1", "localhost", "[::1]"].iter().any(|h| {
+            location == *h
+                || location.starts_with(&format!("{h}:"))
+                || location.starts_with(&format!("{h}/"))
+        });
+        let allowed = ["https", "ssh", "file"].contains(&scheme) || (scheme == "http" && loopback);
+        if !allowed {
+            return Err(invalid("names a scheme the runner does not fetch from"));
+        }
         if location.is_empty() || location.chars().any(char::is_whitespace) {
             return Err(invalid("has no repository"));
         }
@@ -98,9 +106,10 @@ impl Programs {
         }
     }
 
-    /// The bare mirror of `repository`.
-    fn mirror(&self, repository: &str) -> PathBuf {
-        let digest = hex::encode(Sha256::digest(repository.as_bytes()));
+    /// The bare mirror of `repository` for `tenant_id`. One per tenant: a commit fetched with
+    /// one tenant's credential is never served to another tenant from the cache.
+    fn mirror(&self, tenant_id: &str, repository: &str) -> PathBuf {
+        let digest = hex::encode(Sha256::digest(format!("{tenant_id}\n{repository}")));
         self.root
             .join("mirrors")
             .join(format!("{}.git", &digest[..24]))
@@ -111,16 +120,18 @@ impl Programs {
     /// [`Error::PlanInvalid`] naming the reference.
     pub async fn checkout(
         &self,
+        tenant_id: &str,
         program: &ProgramRef,
         commit: &str,
         name: &str,
+        credential: Option<&GitCredential>,
     ) -> Result<Checkout, Error> {
         if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::PlanInvalid(format!(
                 "programVersion `{commit}` is not a commit id"
             )));
         }
-        let mirror = self.mirror(&program.repository);
+        let mirror = self.mirror(tenant_id, &program.repository);
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
             locks.entry(mirror.clone()).or_default().clone()
@@ -128,14 +139,17 @@ impl Programs {
         {
             let _held = lock.lock().await;
             if !mirror.exists() {
-                self.create_mirror(&mirror, &program.repository).await?;
+                self.create_mirror(&mirror, &program.repository, credential)
+                    .await?;
             }
             if !has_commit(&mirror, commit).await? {
                 // Fetch every ref, then the commit itself (servers that allow it give commits
                 // no ref points at).
-                git(&mirror, &["fetch", "--quiet", "--prune", "origin"]).await?;
+                let fetch_all = ["fetch", "--quiet", "--prune", "origin"];
+                fetch(&mirror, &fetch_all, credential).await?;
                 if !has_commit(&mirror, commit).await? {
-                    let _ = git(&mirror, &["fetch", "--quiet", "origin", commit]).await;
+                    let _ =
+                        fetch(&mirror, &["fetch", "--quiet", "origin", commit], credential).await;
                 }
                 if !has_commit(&mirror, commit).await? {
                     return Err(Error::PlanInvalid(format!(
@@ -164,7 +178,12 @@ impl Programs {
         Ok(checkout)
     }
 
-    async fn create_mirror(&self, mirror: &Path, repository: &str) -> Result<(), Error> {
+    async fn create_mirror(
+        &self,
+        mirror: &Path,
+        repository: &str,
+        credential: Option<&GitCredential>,
+    ) -> Result<(), Error> {
         let parent = mirror.parent().unwrap_or(&self.root);
         tokio::fs::create_dir_all(parent)
             .await
@@ -172,7 +191,9 @@ impl Programs {
         // Built beside its final name and renamed, so a half-made mirror is never used.
         let partial = mirror.with_extension("partial");
         let _ = tokio::fs::remove_dir_all(&partial).await;
-        let out = git_command()
+        let mut clone = git_command();
+        let _key = authenticate(&mut clone, credential)?;
+        let out = clone
             .args(["clone", "--quiet", "--mirror", "--", repository])
             .arg(&partial)
             .output()
@@ -205,9 +226,95 @@ fn git_command() -> Command {
     cmd
 }
 
+/// The credential of a private repository, resolved from the target's
+/// `repositoryCredentialRef` for one fetch. It reaches `git` through the child's environment
+/// only (never an argument, which `ps` shows, nor the mirror's config on disk).
+pub enum GitCredential {
+    /// https: `Authorization: Basic` of `user:token`.
+    Basic { user: String, token: String },
+    /// ssh: a private key, written to a file only this user can read while git runs.
+    SshKey(String),
+}
+
+impl GitCredential {
+    /// `user:token` or a bare token (sent as `x-access-token:token`, which GitHub, Gitea and
+    /// Bitbucket accept) for https; a PEM/OpenSSH private key for ssh.
+    pub fn from_secret(value: &str) -> Self {
+        let value = value.trim();
+        if value.starts_with("-----BEGIN") {
+            return Self::SshKey(format!("{value}\n"));
+        }
+        match value.split_once(':') {
+            Some((user, token)) => Self::Basic {
+                user: user.to_owned(),
+                token: token.to_owned(),
+            },
+            None => Self::Basic {
+                user: "x-access-token".to_owned(),
+                token: value.to_owned(),
+            },
+        }
+    }
+}
+
+/// Gives `cmd` the credential, if any. The returned file (an ssh key) must live until the
+/// command has run; it is deleted when dropped.
+fn authenticate(
+    cmd: &mut Command,
+    credential: Option<&GitCredential>,
+) -> Result<Option<tempfile::NamedTempFile>, Error> {
+    use base64::Engine as _;
+    match credential {
+        None => Ok(None),
+        Some(GitCredential::Basic { user, token }) => {
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{token}"));
+            // `git -c` through the environment (GIT_CONFIG_COUNT, git 2.31+).
+            cmd.env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+                .env(
+                    "GIT_CONFIG_VALUE_0",
+                    format!("Authorization: Basic {basic}"),
+                );
+            Ok(None)
+        }
+        Some(GitCredential::SshKey(key)) => {
+            use std::io::Write as _;
+            // NamedTempFile is created 0600.
+            let mut file = tempfile::NamedTempFile::new()
+                .map_err(|e| Error::Unreachable(format!("writing the ssh key: {e}")))?;
+            file.write_all(key.as_bytes())
+                .map_err(|e| Error::Unreachable(format!("writing the ssh key: {e}")))?;
+            cmd.env(
+                "GIT_SSH_COMMAND",
+                format!(
+                    "ssh -i '{}' -o IdentitiesOnly=yes -o BatchMode=yes \
+                     -o StrictHostKeyChecking=accept-new",
+                    file.path().display()
+                ),
+            );
+            Ok(Some(file))
+        }
+    }
+}
+
+/// `git --git-dir=mirror args…` that talks to the remote, with the credential.
+async fn fetch(
+    mirror: &Path,
+    args: &[&str],
+    credential: Option<&GitCredential>,
+) -> Result<Vec<u8>, Error> {
+    let mut cmd = git_command();
+    let _key = authenticate(&mut cmd, credential)?;
+    run_git(cmd, mirror, args).await
+}
+
 /// Runs `git --git-dir=mirror args…`.
 async fn git(mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Error> {
-    let out = git_command()
+    run_git(git_command(), mirror, args).await
+}
+
+async fn run_git(mut cmd: Command, mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Error> {
+    let out = cmd
         .arg("--git-dir")
         .arg(mirror)
         .args(args)
@@ -267,8 +374,25 @@ mod tests {
             (p.repository.as_str(), p.path.as_str()),
             ("file:///srv/git/infra", "")
         );
+        let p = ProgramRef::parse("http://127.0.0.1:9418/infra.git//shop").unwrap();
+        assert_eq!(p.repository, "http://127.0.0.1:9418/infra.git");
         let p = ProgramRef::parse("ssh://git@host/infra.git//shop/").unwrap();
         assert_eq!(p.path, "shop");
+    }
+
+    #[test]
+    fn a_credential_is_a_user_and_token_a_bare_token_or_an_ssh_key() {
+        let basic = |v: &str| match GitCredential::from_secret(v) {
+            GitCredential::Basic { user, token } => (user, token),
+            GitCredential::SshKey(_) => panic!("{v} read as a key"),
+        };
+        assert_eq!(basic("ci-bot:t0k:en"), ("ci-bot".into(), "t0k:en".into()));
+        assert_eq!(basic(" ghp_abc\n"), ("x-access-token".into(), "ghp_abc".into()));
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----";
+        assert!(matches!(
+            GitCredential::from_secret(key),
+            GitCredential::SshKey(k) if k.ends_with("-----\n")
+        ));
     }
 
     #[test]
@@ -277,6 +401,8 @@ mod tests {
             "infra//shop",
             "ext::sh -c touch% /tmp/pwned//x",
             "git://host/infra//shop",
+            "http://git.example.com/infra.git//shop",
+            "http://127.0.0.1.example.com/infra.git//shop",
             "https:////shop",
             "file:///srv/infra//../../etc",
         ] {
@@ -335,7 +461,7 @@ mod with_git {
             ProgramRef::parse(&format!("file://{}//shop", repo.path().display())).unwrap();
 
         let one = programs
-            .checkout(&program, &first, "r1-plan")
+            .checkout("acme", &program, &first, "r1-plan", None)
             .await
             .unwrap();
         let text = std::fs::read_to_string(one.program_dir.join("Pulumi.yaml")).unwrap();
@@ -352,7 +478,7 @@ mod with_git {
         sh(repo.path(), &["commit", "--quiet", "-am", "three"]);
         let third = sh(repo.path(), &["rev-parse", "HEAD"]);
         let three = programs
-            .checkout(&program, &third[..12], "r2-plan")
+            .checkout("acme", &program, &third[..12], "r2-plan", None)
             .await
             .unwrap();
         assert_eq!(
@@ -368,7 +494,7 @@ mod with_git {
         drop(three);
         std::fs::remove_dir_all(repo.path()).unwrap();
         let again = programs
-            .checkout(&program, &first, "r3-plan")
+            .checkout("acme", &program, &first, "r3-plan", None)
             .await
             .unwrap();
         assert!(again.program_dir.join("Pulumi.yaml").exists());
@@ -384,7 +510,7 @@ mod with_git {
         let program = ProgramRef::parse(&format!("{url}//shop")).unwrap();
         let missing = "0123456789abcdef0123456789abcdef01234567";
         let err = programs
-            .checkout(&program, missing, "r1-plan")
+            .checkout("acme", &program, missing, "r1-plan", None)
             .await
             .unwrap_err();
         match err {
@@ -396,7 +522,7 @@ mod with_git {
         let head = sh(repo.path(), &["rev-parse", "HEAD"]);
         let elsewhere = ProgramRef::parse(&format!("{url}//no-such-dir")).unwrap();
         let err = programs
-            .checkout(&elsewhere, &head, "r2-plan")
+            .checkout("acme", &elsewhere, &head, "r2-plan", None)
             .await
             .unwrap_err();
         assert!(
@@ -404,7 +530,7 @@ mod with_git {
             "{err:?}"
         );
         let err = programs
-            .checkout(&program, "main; rm -rf /", "r3-plan")
+            .checkout("acme", &program, "main; rm -rf /", "r3-plan", None)
             .await
             .unwrap_err();
         assert!(matches!(err, Error::PlanInvalid(_)), "{err:?}");
@@ -417,9 +543,11 @@ mod with_git {
         let program = ProgramRef::parse("file:///nonexistent/repo//shop").unwrap();
         let err = programs
             .checkout(
+                "acme",
                 &program,
                 "0123456789abcdef0123456789abcdef01234567",
                 "r1-plan",
+                None,
             )
             .await
             .unwrap_err();

@@ -15,7 +15,7 @@
 
 use crate::Error;
 use crate::ports::{Runner, Target};
-use crate::programs::{ProgramRef, Programs};
+use crate::programs::{GitCredential, ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use crate::step_log::StepLog;
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
@@ -91,21 +91,42 @@ impl Pulumi {
                 )));
             }
         };
-        let passphrase = match &stack.passphrase_ref {
-            Some(r) => Some(self.secrets.resolve(r).await.map_err(|e| match e {
-                Error::PlanInvalid(why) => Error::PlanInvalid(format!("passphraseRef: {why}")),
-                other => other,
-            })?),
-            None => None,
-        };
-        if let Some(p) = &passphrase {
-            log.redact(p);
-        }
+        let passphrase = self
+            .resolve_secret("passphraseRef", &stack.passphrase_ref, log)
+            .await?;
+        let repository_credential = self
+            .resolve_secret(
+                "repositoryCredentialRef",
+                &stack.repository_credential_ref,
+                log,
+            )
+            .await?
+            .map(|c| GitCredential::from_secret(c.expose()));
         Ok(CliStack {
             stack,
             passphrase,
+            repository_credential,
             log,
         })
+    }
+
+    /// The target's secret named by `field`, when it names one, registered with the log so
+    /// its value is never kept; a reference that does not resolve fails the plan naming it.
+    async fn resolve_secret(
+        &self,
+        field: &str,
+        reference: &Option<String>,
+        log: &StepLog,
+    ) -> Result<Option<crate::references::Resolved>, Error> {
+        let Some(r) = reference else {
+            return Ok(None);
+        };
+        let value = self.secrets.resolve(r).await.map_err(|e| match e {
+            Error::PlanInvalid(why) => Error::PlanInvalid(format!("{field}: {why}")),
+            other => other,
+        })?;
+        log.redact(&value);
+        Ok(Some(value))
     }
 
     /// `pulumi version`: the CLI must be there and of a supported major version.
@@ -361,6 +382,7 @@ impl Pulumi {
     /// A checkout of the spec's program at its commit, for `step`.
     async fn program(
         &self,
+        stack: &CliStack<'_>,
         target: &Target,
         spec: &SpecificationSnapshot,
         step: &str,
@@ -368,7 +390,13 @@ impl Pulumi {
         let program = ProgramRef::parse(&spec.program_ref)?;
         let name = format!("{}-{step}-{}", target.environment_id, uuid::Uuid::now_v7());
         self.programs
-            .checkout(&program, &spec.program_version, &name)
+            .checkout(
+                &target.tenant_id,
+                &program,
+                &spec.program_version,
+                &name,
+                stack.repository_credential.as_ref(),
+            )
             .await
     }
 }
@@ -378,6 +406,8 @@ impl Pulumi {
 struct CliStack<'a> {
     stack: PulumiStack,
     passphrase: Option<crate::references::Resolved>,
+    /// The program repository's credential, for the fetch.
+    repository_credential: Option<GitCredential>,
     /// Every command and its output, for the step's log artifact.
     log: &'a StepLog,
 }
@@ -418,7 +448,7 @@ impl Runner for Pulumi {
     ) -> Result<PlanReceipt, Error> {
         let stack = self.stack(target, log).await?;
         self.version().await?;
-        let checkout = self.program(target, spec, "plan").await?;
+        let checkout = self.program(&stack, target, spec, "plan").await?;
         let dir = checkout.program_dir.clone();
         let draft = self
             .scratch()
@@ -474,7 +504,7 @@ impl Runner for Pulumi {
             .await
             .map_err(|e| Error::ApplyFailed(e.to_string()))?;
         let runner_version = format!("pulumi/{}", version.trim_start_matches('v'));
-        let checkout = self.program(target, spec, "apply").await?;
+        let checkout = self.program(&stack, target, spec, "apply").await?;
         let dir = checkout.program_dir.clone();
         let tag = update_tag(run_id);
         let receipt = async {

@@ -46,6 +46,10 @@ pub struct PulumiStack {
     /// A reference to the passphrase of the stack's secrets provider, resolved at apply time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passphrase_ref: Option<String>,
+    /// A reference to the credential of a private program repository, resolved when the
+    /// runner fetches: `user:token` or a bare token for https, a private key for ssh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_credential_ref: Option<String>,
 }
 
 /// The observer of an environment.
@@ -100,13 +104,21 @@ impl PulumiStack {
                 "target.runner.backendUrl `{backend}` must be a file://, s3:// or https:// URL"
             ));
         }
-        if let Some(r) = &self.passphrase_ref
-            && !is_reference(r)
-        {
-            return Err(
-                "target.runner.passphraseRef must be a reference (scheme://…), never the passphrase"
-                    .to_owned(),
-            );
+        for (field, value, what) in [
+            ("passphraseRef", &self.passphrase_ref, "the passphrase"),
+            (
+                "repositoryCredentialRef",
+                &self.repository_credential_ref,
+                "the credential",
+            ),
+        ] {
+            if let Some(r) = value
+                && !is_reference(r)
+            {
+                return Err(format!(
+                    "target.runner.{field} must be a reference (scheme://…), never {what}"
+                ));
+            }
         }
         Ok(())
     }
@@ -149,6 +161,8 @@ mod tests {
         assert!(with("backendUrl", "file://").contains("backendUrl"));
         let refusal = with("passphraseRef", "hunter2");
         assert!(refusal.contains("passphraseRef") && !refusal.contains("hunter2"));
+        let refusal = with("repositoryCredentialRef", "ghp_token");
+        assert!(refusal.contains("repositoryCredentialRef") && !refusal.contains("ghp_token"));
     }
 
     #[test]
