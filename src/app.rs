@@ -4,7 +4,7 @@ use crate::config::Config;
 use anyhow::Context;
 use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::{
-    Approvals, ConfiguredPolicy, RecordedApprovals, TargetRunners,
+    Approvals, ConfiguredPolicy, RecordedApprovals, TargetObservers, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::references::{HttpReferences, References};
@@ -92,28 +92,33 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
     let artifacts = artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?;
     let inventory = config.runtime_cloud.inventory.clone();
+    let pulumi = Arc::new(Pulumi::new(
+        db.clone(),
+        &config.data_dir,
+        config.pulumi_binary.clone().into(),
+        Arc::new(references(
+            &config.secret_broker_url,
+            &config.secret_broker_token,
+        )?),
+        Arc::new(references(
+            &config.config_platform_url,
+            &config.config_platform_token,
+        )?),
+        artifacts.clone(),
+    ));
     let deps = WorkerDeps {
         client,
         db: db.clone(),
         runner: Arc::new(TargetRunners {
             db: db.clone(),
             sandbox: sandbox.clone(),
-            pulumi: Arc::new(Pulumi::new(
-                db.clone(),
-                &config.data_dir,
-                config.pulumi_binary.clone().into(),
-                Arc::new(references(
-                    &config.secret_broker_url,
-                    &config.secret_broker_token,
-                )?),
-                Arc::new(references(
-                    &config.config_platform_url,
-                    &config.config_platform_token,
-                )?),
-                artifacts.clone(),
-            )),
+            pulumi: pulumi.clone(),
         }),
-        observer: sandbox,
+        observer: Arc::new(TargetObservers {
+            db: db.clone(),
+            sandbox,
+            pulumi,
+        }),
         policy: Arc::new(ConfiguredPolicy {
             auto_accept: inventory.auto_accept_non_destructive_outside_production,
         }),

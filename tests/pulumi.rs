@@ -689,3 +689,75 @@ async fn a_private_repository_is_fetched_with_the_credential_its_reference_names
         "the token in a mirror's config: {config}"
     );
 }
+
+/// The observer reads a Pulumi stack's drift with `pulumi refresh --preview-only`: a resource
+/// changed out of band is a `configuration` finding, one deleted out of band `missing`, each
+/// with its URN as the resource; the proposal re-applies the program, and nothing of the stack
+/// changed by looking.
+#[tokio::test]
+async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            ("RUNTIME_CLOUD_PULUMI_BINARY".into(), stand_in()),
+            (
+                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
+                "false".into(),
+            ),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let state = stack.data_dir.path().join("pulumi-state");
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let prog = json!({
+        "name": "shop", "runtime": "yaml",
+        "resources": {
+            "docs": { "type": "aws:s3/bucket:Bucket", "properties": { "acl": "private" } },
+            "logs": { "type": "aws:s3/bucket:Bucket", "properties": { "acl": "private" } }
+        },
+        "outputs": {}
+    });
+    let commit = repo.commit(&prog);
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+
+    let urn = |name: &str| format!("urn:pulumi:dev::shop::aws:s3/bucket:Bucket::{name}");
+    let file = state.join("acme__shop__dev.json");
+    let mut saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("state")).expect("json");
+    saved["cloud"] = json!({ urn("docs"): { "acl": "public-read" }, urn("logs"): null });
+    std::fs::write(&file, saved.to_string()).expect("write state");
+
+    stack.trigger_schedule("observation-sweep");
+    let open = crate::common::eventually(60, "the sweep to find the stack's drift", || {
+        let api = api.clone();
+        async move {
+            let open = api.drift("dev", Some("open")).await;
+            (open.len() == 2).then_some(open)
+        }
+    })
+    .await;
+    let found = |kind: &str| {
+        open.iter()
+            .find(|f| f["kind"] == kind)
+            .unwrap_or_else(|| panic!("a {kind} finding in {open:?}"))
+            .clone()
+    };
+    assert_eq!(found("configuration")["resource"], urn("docs").as_str());
+    assert_eq!(found("missing")["resource"], urn("logs").as_str());
+    let proposal = crate::common::eventually(60, "the proposal", || {
+        let api = api.clone();
+        async move { api.proposals("dev").await.into_iter().next() }
+    })
+    .await;
+    assert_eq!(proposal["direction"], "apply-declared", "{proposal}");
+    assert_eq!(proposal["destructive"], false, "{proposal}");
+    // Looking changed nothing: the stack still records both buckets as applied.
+    let now: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("state")).expect("json");
+    assert_eq!(now["resources"], saved["resources"]);
+    assert_eq!(now["history"], saved["history"]);
+}

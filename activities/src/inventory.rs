@@ -33,8 +33,14 @@ const READ_ATTEMPTS: u32 = 3;
 impl InventoryActivitiesImpl {
     /// One read of the target; an unreachable one is an observation.
     async fn read_target(&self, target: &Target) -> Result<Observation, Error> {
-        match self.observer.observe(target).await {
-            Ok(workloads) => Ok(Observation::Observed { workloads }),
+        let read = async {
+            Ok(Observation::Observed {
+                workloads: self.observer.observe(target).await?,
+                resources: self.observer.drifted(target).await?,
+            })
+        };
+        match read.await {
+            Ok(observation) => Ok(observation),
             Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
                 reason: e.to_string(),
             }),

@@ -3,6 +3,7 @@
 use crate::Error;
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
+use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
 /// Where an environment runs.
@@ -51,6 +52,19 @@ pub trait Observer: Send + Sync + 'static {
         &self,
         target: &Target,
     ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error>;
+
+    /// The resources of the target's recorded state that drifted in their cloud; none for a
+    /// target that records no such state.
+    async fn drifted(&self, _target: &Target) -> Result<Vec<DriftedResource>, Error> {
+        Ok(Vec::new())
+    }
+}
+
+/// Reads how a runner's recorded state drifted in its cloud (Pulumi:
+/// `pulumi refresh --preview-only`), without changing the state.
+#[async_trait::async_trait]
+pub trait Refresher: Send + Sync + 'static {
+    async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error>;
 }
 
 /// Decides whether a proposal may go ahead without an operator (rules from configuration;
@@ -116,22 +130,27 @@ pub struct TargetRunners {
     pub pulumi: std::sync::Arc<dyn Runner>,
 }
 
+/// The environment's target, read when a call is made.
+async fn target_of(
+    db: &sea_orm::DatabaseConnection,
+    target: &Target,
+) -> Result<runtime_cloud_models::targets::Target, Error> {
+    let env =
+        runtime_cloud_store::environments::find(db, &target.tenant_id, &target.environment_id)
+            .await?
+            .ok_or_else(|| {
+                Error::PlanInvalid(format!(
+                    "environment `{}` is not registered",
+                    target.environment_id
+                ))
+            })?;
+    Ok(env.target)
+}
+
 impl TargetRunners {
     async fn runner(&self, target: &Target) -> Result<&dyn Runner, Error> {
         use runtime_cloud_models::targets::RunnerTarget;
-        let env = runtime_cloud_store::environments::find(
-            &self.db,
-            &target.tenant_id,
-            &target.environment_id,
-        )
-        .await?
-        .ok_or_else(|| {
-            Error::PlanInvalid(format!(
-                "environment `{}` is not registered",
-                target.environment_id
-            ))
-        })?;
-        Ok(match env.target.runner {
+        Ok(match target_of(&self.db, target).await?.runner {
             RunnerTarget::Sandbox => &*self.sandbox,
             RunnerTarget::Pulumi(_) => &*self.pulumi,
         })
@@ -165,6 +184,35 @@ impl Runner for TargetRunners {
 
     async fn abandon(&self, target: &Target, log: &StepLog) -> Result<(), Error> {
         self.runner(target).await?.abandon(target, log).await
+    }
+}
+
+/// The Observer port, per environment: workloads from the observer its target names, and the
+/// drift of its runner's recorded state when the runner records one (a Pulumi stack).
+pub struct TargetObservers {
+    pub db: sea_orm::DatabaseConnection,
+    pub sandbox: std::sync::Arc<dyn Observer>,
+    pub pulumi: std::sync::Arc<dyn Refresher>,
+}
+
+#[async_trait::async_trait]
+impl Observer for TargetObservers {
+    async fn observe(
+        &self,
+        target: &Target,
+    ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
+        use runtime_cloud_models::targets::ObserverTarget;
+        match target_of(&self.db, target).await?.observer {
+            ObserverTarget::Sandbox => self.sandbox.observe(target).await,
+        }
+    }
+
+    async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
+        use runtime_cloud_models::targets::RunnerTarget;
+        match target_of(&self.db, target).await?.runner {
+            RunnerTarget::Sandbox => Ok(Vec::new()),
+            RunnerTarget::Pulumi(_) => self.pulumi.drifted(target).await,
+        }
     }
 }
 

@@ -387,7 +387,10 @@ mod tests {
             GitCredential::SshKey(_) => panic!("{v} read as a key"),
         };
         assert_eq!(basic("ci-bot:t0k:en"), ("ci-bot".into(), "t0k:en".into()));
-        assert_eq!(basic(" ghp_abc\n"), ("x-access-token".into(), "ghp_abc".into()));
+        assert_eq!(
+            basic(" ghp_abc\n"),
+            ("x-access-token".into(), "ghp_abc".into())
+        );
         let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----";
         assert!(matches!(
             GitCredential::from_secret(key),

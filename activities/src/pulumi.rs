@@ -18,6 +18,7 @@ use crate::ports::{Runner, Target};
 use crate::programs::{GitCredential, ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use crate::step_log::StepLog;
+use runtime_cloud_models::observation::{DriftedResource, ResourceChange};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
@@ -592,6 +593,54 @@ impl Runner for Pulumi {
     }
 }
 
+/// The observer's half: how the stack's resources drifted in their cloud, read with
+/// `pulumi refresh --preview-only --json`, which changes neither the stack's state nor the
+/// cloud. Refresh needs a project but never runs the program, so it runs in a scratch project
+/// named after the stack's (no fetch of the program every five minutes). A stack nothing was
+/// applied to yet has nothing to drift.
+#[async_trait::async_trait]
+impl crate::ports::Refresher for Pulumi {
+    async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
+        let applied = runtime_cloud_store::runs::last_applied(
+            &self.db,
+            &target.tenant_id,
+            &target.environment_id,
+        )
+        .await?;
+        if applied.is_none() {
+            return Ok(Vec::new());
+        }
+        // What the observer runs is not a run's: its log is not kept (secrets still never are).
+        let log = StepLog::default();
+        let stack = self.stack(target, &log).await?;
+        self.version()
+            .await
+            .map_err(|e| Error::Unreachable(e.to_string()))?;
+        let project = stack.stack.stack.split('/').nth(1).unwrap_or("project");
+        let dir = self
+            .scratch()
+            .await?
+            .join(format!("refresh-{}", uuid::Uuid::now_v7()));
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", dir.display())))?;
+        let manifest = format!("name: {project}\nruntime: yaml\n");
+        let refreshed = async {
+            tokio::fs::write(dir.join("Pulumi.yaml"), manifest)
+                .await
+                .map_err(|e| Error::Unreachable(format!("writing the scratch project: {e}")))?;
+            self.run(&stack, &dir, &["refresh", "--preview-only", "--json"])
+                .await
+        }
+        .await;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let digest: PreviewDigest = serde_json::from_str(&refreshed?).map_err(|e| {
+            Error::Unreachable(format!("reading pulumi refresh --preview-only --json: {e}"))
+        })?;
+        Ok(digest.drifted())
+    }
+}
+
 /// An apply receipt: succeeded without a reason, failed with one.
 fn receipt(
     outputs: serde_json::Value,
@@ -762,6 +811,37 @@ impl PreviewStep {
 }
 
 impl PreviewDigest {
+    /// The steps of a refresh preview as drifted resources: a resource refresh would delete
+    /// from the state is gone from its cloud; one it would update (or a `refresh` step with a
+    /// diff) changed there. The stack itself and providers are not resources of the cloud.
+    pub fn drifted(&self) -> Vec<DriftedResource> {
+        self.steps
+            .iter()
+            .filter_map(|step| {
+                let (kind, _) = step.type_and_name();
+                if kind == "pulumi:pulumi:Stack" || kind.starts_with("pulumi:providers:") {
+                    return None;
+                }
+                let change = match step.op.as_str() {
+                    "delete" => ResourceChange::Deleted,
+                    "update" => ResourceChange::Changed,
+                    "refresh" if !step.fields().is_empty() => ResourceChange::Changed,
+                    _ => return None,
+                };
+                let fields = match change {
+                    ResourceChange::Changed => step.fields(),
+                    ResourceChange::Deleted => Vec::new(),
+                };
+                Some(DriftedResource {
+                    urn: step.urn.clone(),
+                    kind,
+                    change,
+                    fields,
+                })
+            })
+            .collect()
+    }
+
     /// The plan receipt: creates are adds, updates and replaces are changes, deletes are
     /// deletes (a replace shows as a change of its fields; it also deletes, so it counts as
     /// destructive through `deletes` when Pulumi deletes the old resource first). The inputs
@@ -871,6 +951,58 @@ mod tests {
             digest.receipt(&other, "fp").inputs_hash,
             receipt.inputs_hash
         );
+    }
+}
+
+#[cfg(test)]
+mod refresh {
+    use super::*;
+
+    /// A refresh preview (`previewDigest`): the stack and provider untouched, a bucket whose
+    /// ACL was changed out of band, one deleted out of band, one unchanged.
+    const REFRESH: &str = r#"{
+        "steps": [
+            {"op": "same", "urn": "urn:pulumi:dev::shop::pulumi:pulumi:Stack::shop-dev"},
+            {"op": "update", "urn": "urn:pulumi:dev::shop::pulumi:providers:aws::default",
+             "diffReasons": ["version"]},
+            {"op": "update", "urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs",
+             "diffReasons": ["acl"],
+             "detailedDiff": {"acl": {"kind": "update", "inputDiff": false}}},
+            {"op": "delete", "urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs"},
+            {"op": "refresh", "urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::media"},
+            {"op": "refresh", "urn": "urn:pulumi:dev::shop::aws:sqs/queue:Queue::jobs",
+             "diffReasons": ["visibilityTimeoutSeconds"]}
+        ],
+        "changeSummary": {"same": 2, "update": 2, "delete": 1}
+    }"#;
+
+    #[test]
+    fn a_refresh_preview_names_the_changed_and_deleted_resources_of_the_cloud() {
+        let digest: PreviewDigest = serde_json::from_str(REFRESH).unwrap();
+        let drifted = digest.drifted();
+        let seen: Vec<(&str, ResourceChange, Vec<String>)> = drifted
+            .iter()
+            .map(|d| {
+                (
+                    d.urn.rsplit("::").next().unwrap(),
+                    d.change,
+                    d.fields.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("docs", ResourceChange::Changed, vec!["acl".to_owned()]),
+                ("logs", ResourceChange::Deleted, vec![]),
+                (
+                    "jobs",
+                    ResourceChange::Changed,
+                    vec!["visibilityTimeoutSeconds".to_owned()]
+                ),
+            ]
+        );
+        assert_eq!(drifted[0].kind, "aws:s3/bucket:Bucket");
     }
 }
 

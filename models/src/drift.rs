@@ -1,7 +1,7 @@
 //! The DriftComparer: declared workloads against observed ones, as findings; and how open
 //! findings group into a reconciliation proposal.
 
-use crate::observation::ObservedWorkload;
+use crate::observation::{DriftedResource, ObservedWorkload, ResourceChange};
 use crate::specification::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -132,6 +132,29 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
     findings
 }
 
+/// Findings of the resources a runner's state records that drifted in their cloud: a changed
+/// one is a `configuration` finding, a deleted one `missing`, each with the URN as resource.
+/// Applying the declared specification again restores both.
+pub fn resource_findings(drifted: &[DriftedResource]) -> Vec<Finding> {
+    drifted
+        .iter()
+        .map(|r| match r.change {
+            ResourceChange::Changed => Finding {
+                kind: DriftKind::Configuration,
+                resource: r.urn.clone(),
+                declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
+                observed: Some(serde_json::json!({ "type": r.kind, "changed": r.fields })),
+            },
+            ResourceChange::Deleted => Finding {
+                kind: DriftKind::Missing,
+                resource: r.urn.clone(),
+                declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
+                observed: None,
+            },
+        })
+        .collect()
+}
+
 /// How a set of open findings would be reconciled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,6 +189,48 @@ pub fn proposal_plan(findings: &[Finding]) -> ProposalPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drifted_resources_are_configuration_and_missing_findings_by_urn() {
+        let urn = |n: &str| format!("urn:pulumi:dev::shop::aws:s3/bucket:Bucket::{n}");
+        let drifted = [
+            DriftedResource {
+                urn: urn("docs"),
+                kind: "aws:s3/bucket:Bucket".into(),
+                change: ResourceChange::Changed,
+                fields: vec!["acl".into()],
+            },
+            DriftedResource {
+                urn: urn("logs"),
+                kind: "aws:s3/bucket:Bucket".into(),
+                change: ResourceChange::Deleted,
+                fields: vec![],
+            },
+        ];
+        let found = resource_findings(&drifted);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[0].kind, found[0].resource.as_str()),
+            (DriftKind::Configuration, urn("docs").as_str())
+        );
+        assert_eq!(
+            found[0].observed.as_ref().unwrap()["changed"],
+            serde_json::json!(["acl"])
+        );
+        assert_eq!(
+            (found[1].kind, found[1].resource.as_str()),
+            (DriftKind::Missing, urn("logs").as_str())
+        );
+        assert_eq!(found[1].observed, None);
+        // Reconciling applies the declared program again: a change and an add, nothing deleted.
+        let plan = proposal_plan(&found);
+        assert_eq!(plan.direction, Direction::ApplyDeclared);
+        assert!(!plan.destructive);
+        assert_eq!(
+            plan.plan_summary,
+            serde_json::json!({ "adds": 1, "changes": 1, "deletes": 0 })
+        );
+    }
 
     fn declared(name: &str) -> Workload {
         Workload {

@@ -42,12 +42,42 @@ impl ObservedWorkload {
     }
 }
 
+crate::wire::wire_enum!(
+    /// How a resource of the target's recorded state differs from what its cloud reports.
+    ResourceChange, "resource change" {
+        /// Changed out of band: its properties are not what was applied.
+        Changed => "changed",
+        /// Deleted out of band: recorded, but gone.
+        Deleted => "deleted",
+    }
+);
+
+/// A resource the runner's state records (a Pulumi stack's) that its cloud reports
+/// otherwise (`pulumi refresh --preview-only`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedResource {
+    /// The resource's URN.
+    pub urn: String,
+    /// Its type (`aws:s3/bucket:Bucket`).
+    pub kind: String,
+    pub change: ResourceChange,
+    /// The property paths that differ (changed resources).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+}
+
 /// The result of reading a target once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "outcome")]
 pub enum Observation {
-    /// The target answered with these workloads.
-    Observed { workloads: Vec<ObservedWorkload> },
+    /// The target answered with these workloads, and the resources of its recorded state
+    /// that drifted in its cloud (none for targets without such state).
+    Observed {
+        workloads: Vec<ObservedWorkload>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        resources: Vec<DriftedResource>,
+    },
     /// The target could not be read; the environment becomes stale and no finding is raised.
     Unreachable { reason: String },
 }

@@ -9,7 +9,7 @@ use crate::inventory::find_row;
 use crate::proposals::{self, Acceptance};
 use crate::{Error, environments, findings, outbox, runs, specifications};
 use chrono::{DateTime, Utc};
-use runtime_cloud_models::drift::compare;
+use runtime_cloud_models::drift::{compare, resource_findings};
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
@@ -84,8 +84,12 @@ pub async fn record(
                 ..Default::default()
             });
         }
-        Observation::Observed { workloads } => workloads,
+        Observation::Observed {
+            workloads,
+            resources,
+        } => (workloads, resources),
     };
+    let (workloads, resources) = workloads;
 
     let previous: Vec<ObservedWorkload> = match &existing {
         Some(i) => At {
@@ -114,9 +118,14 @@ pub async fn record(
         outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
     }
 
-    // Compare with the declared specification; without one there is nothing to drift from.
+    // Compare with the declared specification, and take the runner's state's own drift;
+    // without a specification there is nothing to drift from.
     let found = match &spec {
-        Some(spec) => compare(&spec.declaration.workloads, workloads),
+        Some(spec) => {
+            let mut found = compare(&spec.declaration.workloads, workloads);
+            found.extend(resource_findings(resources));
+            found
+        }
         None => Vec::new(),
     };
     let synced = findings::sync(&txn, &req.tenant_id, &req.environment_id, &found, now).await?;
@@ -197,7 +206,10 @@ mod tests {
         RecordRequest {
             tenant_id: "acme".into(),
             environment_id: env.into(),
-            observation: Observation::Observed { workloads },
+            observation: Observation::Observed {
+                workloads,
+                resources: Vec::new(),
+            },
             proposal_id: proposal_id.into(),
         }
     }

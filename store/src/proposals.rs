@@ -557,6 +557,7 @@ mod tests {
             environment_id: "dev".into(),
             observation: Observation::Observed {
                 workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
+                resources: Vec::new(),
             },
             proposal_id: "p1".into(),
         };
