@@ -18,6 +18,7 @@
 //! - [`fleet`]: one observation sweep over a fleet, and its Temporal actions per environment.
 //! - [`read`]: the read API under fixed request rates ([`loadgen`] is the load generator).
 //! - [`idle`]: peak RSS of `runtime-cloud dev` at rest.
+//! - [`runner`]: the Pulumi runner's overhead over the CLI commands it runs.
 //! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
 //!   [`comparer_report`] turns its results into a table).
 //!
@@ -34,6 +35,7 @@ pub mod idle;
 pub mod loadgen;
 pub mod read;
 pub mod rss;
+pub mod runner;
 pub mod stack;
 pub mod stats;
 pub mod table;

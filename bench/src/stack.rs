@@ -115,11 +115,18 @@ pub struct Stack {
     pub api: Option<Proc>,
     /// The PostgreSQL database to drop at the end, with the admin URL to drop it from.
     postgres: Option<(String, String)>,
+    /// More environment for the product's processes.
+    env: Vec<(String, String)>,
 }
 
 impl Stack {
     /// Migrates a fresh read DB and starts the worker and the API.
     pub async fn start(db_kind: Db) -> anyhow::Result<Stack> {
+        Self::start_with(db_kind, Vec::new()).await
+    }
+
+    /// [`Stack::start`] with more environment for the processes.
+    pub async fn start_with(db_kind: Db, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
         let dir = work_dir()?;
         let (database_url, postgres) = match db_kind {
             Db::Sqlite => (
@@ -143,6 +150,7 @@ impl Stack {
             worker: None,
             api: None,
             postgres,
+            env,
         };
         let log = log_file(stack.dir.path(), "migrate")?;
         let status = stack
@@ -174,6 +182,7 @@ impl Stack {
             .env("RUNTIME_CLOUD_SCHEDULES_PAUSED", "true")
             // The product's own default log filter, as an operator would run it.
             .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         Ok(cmd)
     }

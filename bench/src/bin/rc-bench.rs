@@ -2,7 +2,7 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fleet, idle, read, throughput};
+use runtime_cloud_bench::{fleet, idle, read, runner, throughput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,6 +24,8 @@ enum Command {
     Read(read::Args),
     /// 5. Memory of `runtime-cloud dev` at rest.
     Idle(idle::Args),
+    /// 6. The Pulumi runner's overhead over the CLI commands it runs.
+    Runner(runner::Args),
     /// 3. without criterion: a plain median timer (criterion's bench is the reference).
     CompareQuick,
     /// The baseline worker (started by the benchmarks as its own process).
@@ -47,6 +49,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Fleet(args) => fleet::run(args).await,
         Command::Read(args) => read::run(args).await,
         Command::Idle(args) => idle::run(args).await,
+        Command::Runner(args) => runner::run(args).await,
         Command::CompareQuick => {
             runtime_cloud_bench::comparer::quick();
             Ok(())
