@@ -17,16 +17,7 @@ fn slow_applies(stack: &Stack, tenant: &str, env: &str, ms: u64) {
 
 /// The workflow's pending activity of this type, from `temporal workflow describe`.
 fn pending_activity(stack: &Stack, workflow_id: &str, activity: &str) -> Option<Value> {
-    let out = stack.temporal_cli(&[
-        "workflow",
-        "describe",
-        "--workflow-id",
-        workflow_id,
-        "-o",
-        "json",
-    ]);
-    let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
-    doc["pendingActivities"]
+    stack.describe(workflow_id)?["pendingActivities"]
         .as_array()?
         .iter()
         .find(|a| a["activityType"]["name"] == activity)

@@ -74,10 +74,17 @@ fn program(extra: Value) -> Value {
 
 /// A stack whose worker plans Pulumi environments with the stand-in; the backend directory.
 async fn stack() -> (Stack, PathBuf) {
-    let stack = Stack::with(StackOptions::with_env(
-        "RUNTIME_CLOUD_PULUMI_BINARY",
-        stand_in(),
-    ))
+    stack_with(&[]).await
+}
+
+/// [`stack`] with more environment for the processes.
+async fn stack_with(env: &[(&str, &str)]) -> (Stack, PathBuf) {
+    let mut all = vec![("RUNTIME_CLOUD_PULUMI_BINARY".to_owned(), stand_in())];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let stack = Stack::with(StackOptions {
+        env: all,
+        ..Default::default()
+    })
     .await;
     let state = stack.data_dir.path().join("pulumi-state");
     (stack, state)
@@ -444,18 +451,8 @@ async fn references_resolve_at_apply_time_and_the_secret_is_nowhere() {
 /// unlocked with `pulumi cancel`, and the run fails with the reason, never retried.
 #[tokio::test]
 async fn an_apply_past_its_timeout_is_cancelled_and_leaves_the_stack_unlocked() {
-    let stack = Stack::with(StackOptions {
-        env: vec![
-            ("RUNTIME_CLOUD_PULUMI_BINARY".into(), stand_in()),
-            (
-                "RuntimeCloud__Provisioning__ApplyTimeoutMinutes".into(),
-                "0.2".into(),
-            ),
-        ],
-        ..Default::default()
-    })
-    .await;
-    let state = stack.data_dir.path().join("pulumi-state");
+    let (stack, state) =
+        stack_with(&[("RuntimeCloud__Provisioning__ApplyTimeoutMinutes", "0.2")]).await;
     let api = stack.operator("acme");
     let repo = Repository::new();
     let commit = repo.commit(&program(json!({ "applySeconds": 120 })));
@@ -584,15 +581,7 @@ async fn a_long_update_heartbeats_its_progress_in_resources() {
     let id = api.plan_run("dev", "baseline").await;
     let workflow = runtime_cloud_workflows::ids::run_workflow_id(&id);
     crate::common::eventually(60, "a heartbeat of 1 of 2 resources done", || {
-        let out = stack.temporal_cli(&[
-            "workflow",
-            "describe",
-            "--workflow-id",
-            &workflow,
-            "-o",
-            "json",
-        ]);
-        let described: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let described = stack.describe(&workflow).unwrap_or_default();
         // The CLI shows JSON payloads decoded; base64 `data` is decoded too, either way.
         let pending = &described["pendingActivities"];
         let beat = format!("{pending} {}", crate::common::decoded_payloads(pending));
@@ -696,18 +685,11 @@ async fn a_private_repository_is_fetched_with_the_credential_its_reference_names
 /// changed by looking.
 #[tokio::test]
 async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
-    let stack = Stack::with(StackOptions {
-        env: vec![
-            ("RUNTIME_CLOUD_PULUMI_BINARY".into(), stand_in()),
-            (
-                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
-                "false".into(),
-            ),
-        ],
-        ..Default::default()
-    })
+    let (stack, state) = stack_with(&[(
+        "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+        "false",
+    )])
     .await;
-    let state = stack.data_dir.path().join("pulumi-state");
     let api = stack.operator("acme");
     let repo = Repository::new();
     let prog = json!({

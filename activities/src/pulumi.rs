@@ -363,14 +363,20 @@ impl Pulumi {
         dir: &Path,
         tag: &str,
     ) -> Result<Option<UpdateInfo>, Error> {
+        Ok(self
+            .history(stack, dir)
+            .await?
+            .into_iter()
+            .find(|u| u.kind == "update" && u.message == tag))
+    }
+
+    /// `pulumi stack history --json`: the stack's updates, newest first.
+    async fn history(&self, stack: &CliStack<'_>, dir: &Path) -> Result<Vec<UpdateInfo>, Error> {
         let history = self
             .run(stack, dir, &["stack", "history", "--json"])
             .await?;
-        let updates: Vec<UpdateInfo> = serde_json::from_str(&history)
-            .map_err(|e| Error::Unreachable(format!("reading pulumi stack history --json: {e}")))?;
-        Ok(updates
-            .into_iter()
-            .find(|u| u.kind == "update" && u.message == tag))
+        serde_json::from_str(&history)
+            .map_err(|e| Error::Unreachable(format!("reading pulumi stack history --json: {e}")))
     }
 
     /// The stack's outputs; secret ones as Pulumi shows them without `--show-secrets`.
@@ -460,6 +466,12 @@ impl Runner for Pulumi {
             self.run(&stack, &dir, &["stack", "select", "--create"])
                 .await?;
             let fingerprint = self.configure(&stack, &dir, spec).await?;
+            let last_update = self
+                .history(&stack, &dir)
+                .await?
+                .first()
+                .map(UpdateInfo::identity)
+                .unwrap_or_default();
             let out = self
                 .run(
                     &stack,
@@ -467,16 +479,16 @@ impl Runner for Pulumi {
                     &["preview", "--json", "--diff", "--save-plan", &draft_arg],
                 )
                 .await?;
-            Ok::<_, Error>((out, fingerprint))
+            Ok::<_, Error>((out, fingerprint, last_update))
         }
         .await;
         checkout.remove().await;
         let saved = tokio::fs::read(&draft).await;
         let _ = tokio::fs::remove_file(&draft).await;
-        let (preview, fingerprint) = preview?;
+        let (preview, fingerprint, last_update) = preview?;
         let digest: PreviewDigest = serde_json::from_str(&preview)
             .map_err(|e| Error::Unreachable(format!("reading pulumi preview --json: {e}")))?;
-        let receipt = digest.receipt(spec, &fingerprint);
+        let receipt = digest.receipt(spec, &fingerprint, &last_update);
         // Kept in the artifact store under the receipt's hash: the apply, on whichever worker,
         // uses the plan that was approved. Pulumi writes secrets into a plan file encrypted by
         // the stack's secrets provider, never in the clear.
@@ -670,6 +682,22 @@ pub struct UpdateInfo {
     pub message: String,
     #[serde(default)]
     pub result: String,
+    /// The update's number in the stack.
+    #[serde(default)]
+    pub version: u64,
+    #[serde(default)]
+    pub start_time: String,
+}
+
+impl UpdateInfo {
+    /// What identifies the stack's state an update left: the plan's inputs hash covers the
+    /// newest one, so a plan made before another update of the stack is another plan.
+    fn identity(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.version, self.kind, self.start_time, self.result
+        )
+    }
 }
 
 /// The engine events of `pulumi up --json`: one JSON object per line
@@ -845,9 +873,14 @@ impl PreviewDigest {
     /// The plan receipt: creates are adds, updates and replaces are changes, deletes are
     /// deletes (a replace shows as a change of its fields; it also deletes, so it counts as
     /// destructive through `deletes` when Pulumi deletes the old resource first). The inputs
-    /// hash covers the program commit, the resolved configuration's fingerprint and the preview's
-    /// steps.
-    pub fn receipt(&self, spec: &SpecificationSnapshot, config_fingerprint: &str) -> PlanReceipt {
+    /// hash covers the program commit, the resolved configuration's fingerprint, the stack's
+    /// last update and the preview's steps.
+    pub fn receipt(
+        &self,
+        spec: &SpecificationSnapshot,
+        config_fingerprint: &str,
+        last_update: &str,
+    ) -> PlanReceipt {
         let mut changes = PlanChanges::default();
         for step in &self.steps {
             let (kind, name) = step.type_and_name();
@@ -869,6 +902,8 @@ impl PreviewDigest {
         hash.update(spec.program_ref.as_bytes());
         hash.update(spec.program_version.as_bytes());
         hash.update(config_fingerprint.as_bytes());
+        hash.update(b"\0");
+        hash.update(last_update.as_bytes());
         for step in &self.steps {
             hash.update(step.op.as_bytes());
             hash.update(step.urn.as_bytes());
@@ -922,7 +957,7 @@ mod tests {
     fn a_preview_becomes_a_plan_receipt_of_adds_changes_and_deletes() {
         let digest: PreviewDigest = serde_json::from_str(PREVIEW).unwrap();
         assert_eq!(digest.change_summary["create"], 1);
-        let receipt = digest.receipt(&spec(), "fp");
+        let receipt = digest.receipt(&spec(), "fp", "3 update t succeeded");
         let names = |c: &[WorkloadChange]| c.iter().map(|w| w.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&receipt.changes.adds), ["logs"]);
         assert_eq!(receipt.changes.adds[0].kind, "aws:s3/bucket:Bucket");
@@ -937,18 +972,26 @@ mod tests {
         assert!(receipt.changes.is_destructive());
         assert_eq!(receipt.program_version, "a1b2c3d4");
         // The same preview of the same commit hashes the same; another commit does not.
+        let hash = |spec: &SpecificationSnapshot, fp: &str, last: &str| {
+            digest.receipt(spec, fp, last).inputs_hash
+        };
         assert_eq!(
-            digest.receipt(&spec(), "fp").inputs_hash,
+            hash(&spec(), "fp", "3 update t succeeded"),
             receipt.inputs_hash
         );
         assert_ne!(
-            digest.receipt(&spec(), "other config").inputs_hash,
+            hash(&spec(), "other config", "3 update t succeeded"),
             receipt.inputs_hash
+        );
+        assert_ne!(
+            hash(&spec(), "fp", "4 update t2 succeeded"),
+            receipt.inputs_hash,
+            "another update of the stack since"
         );
         let mut other = spec();
         other.program_version = "ffff".into();
         assert_ne!(
-            digest.receipt(&other, "fp").inputs_hash,
+            hash(&other, "fp", "3 update t succeeded"),
             receipt.inputs_hash
         );
     }

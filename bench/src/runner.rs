@@ -37,14 +37,19 @@ pub struct Args {
 
 /// The stand-in CLI: `RC_BENCH_PULUMI`, else the one in this repository.
 fn stand_in() -> PathBuf {
-    std::env::var("RC_BENCH_PULUMI").map(PathBuf::from).unwrap_or_else(|_| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/stand_ins/pulumi")
-    })
+    std::env::var("RC_BENCH_PULUMI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/stand_ins/pulumi"))
 }
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git")
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@example.com"])
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.com",
+        ])
         .args(args)
         .current_dir(dir)
         .output()

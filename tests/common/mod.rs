@@ -590,23 +590,27 @@ impl Stack {
             .expect("run temporal CLI")
     }
 
-    /// `temporal workflow describe` of `workflow_id`, once the workflow exists: read rows
-    /// are written before the workflows they hand work to are started.
+    /// `temporal workflow describe` of `workflow_id`, if it exists.
+    pub fn describe(&self, workflow_id: &str) -> Option<Value> {
+        let out = self.temporal_cli(&[
+            "workflow",
+            "describe",
+            "--workflow-id",
+            workflow_id,
+            "-o",
+            "json",
+        ]);
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// [`Stack::describe`], once the workflow exists: read rows are written before the
+    /// workflows they hand work to are started.
     pub async fn described_workflow(&self, workflow_id: &str) -> Value {
         eventually(60, &format!("workflow {workflow_id} to exist"), || {
-            let out = self.temporal_cli(&[
-                "workflow",
-                "describe",
-                "--workflow-id",
-                workflow_id,
-                "-o",
-                "json",
-            ]);
-            let described = out
-                .status
-                .success()
-                .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
-                .flatten();
+            let described = self.describe(workflow_id);
             async move { described }
         })
         .await
