@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use anyhow::Context;
+use runtime_cloud_activities::kubernetes::Kubernetes;
 use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::{
     Approvals, ConfiguredPolicy, RecordedApprovals, TargetObservers, TargetRunners,
@@ -92,14 +93,15 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
     let artifacts = artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?;
     let inventory = config.runtime_cloud.inventory.clone();
+    let secrets = Arc::new(references(
+        &config.secret_broker_url,
+        &config.secret_broker_token,
+    )?);
     let pulumi = Arc::new(Pulumi::new(
         db.clone(),
         &config.data_dir,
         config.pulumi_binary.clone().into(),
-        Arc::new(references(
-            &config.secret_broker_url,
-            &config.secret_broker_token,
-        )?),
+        secrets.clone(),
         Arc::new(references(
             &config.config_platform_url,
             &config.config_platform_token,
@@ -117,6 +119,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         observer: Arc::new(TargetObservers {
             db: db.clone(),
             sandbox,
+            kubernetes: Arc::new(Kubernetes::new(db.clone(), secrets.clone())),
             pulumi,
         }),
         policy: Arc::new(ConfiguredPolicy {

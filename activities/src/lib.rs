@@ -22,6 +22,7 @@
 
 pub mod error;
 pub mod inventory;
+pub mod kubernetes;
 pub mod outbox_relay;
 pub mod ports;
 pub mod programs;

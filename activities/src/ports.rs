@@ -192,6 +192,7 @@ impl Runner for TargetRunners {
 pub struct TargetObservers {
     pub db: sea_orm::DatabaseConnection,
     pub sandbox: std::sync::Arc<dyn Observer>,
+    pub kubernetes: std::sync::Arc<dyn Observer>,
     pub pulumi: std::sync::Arc<dyn Refresher>,
 }
 
@@ -204,6 +205,7 @@ impl Observer for TargetObservers {
         use runtime_cloud_models::targets::ObserverTarget;
         match target_of(&self.db, target).await?.observer {
             ObserverTarget::Sandbox => self.sandbox.observe(target).await,
+            ObserverTarget::Kubernetes(_) => self.kubernetes.observe(target).await,
         }
     }
 

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `env://NAME` | the worker's environment variable `NAME` |
 //! | `file:///path#key` | `key` (dotted for nested tables) of the TOML or JSON file at `/path` |
+//! | `file:///path` | the whole file at `/path` (a kubeconfig, a key) |
 //! | any other scheme (`secretbroker://…`, `config://…`) | the service configured for the port ([`HttpReferences`]) |
 //!
 //! A resolved value is a [`Resolved`]: its `Debug` shows no value, so it cannot reach a log
@@ -182,12 +183,17 @@ async fn resolve_local(reference: &str) -> Result<Resolved, Error> {
             .map_err(|_| unresolved(reference, "the worker has no such environment variable"));
     }
     if let Some(rest) = reference.strip_prefix("file://") {
-        let (path, key) = rest
-            .split_once('#')
-            .ok_or_else(|| unresolved(reference, "a file reference needs `#key`"))?;
+        let (path, key) = match rest.split_once('#') {
+            Some((path, key)) => (path, Some(key)),
+            None => (rest, None),
+        };
         let text = tokio::fs::read_to_string(path)
             .await
             .map_err(|e| unresolved(reference, format!("cannot read {path}: {}", e.kind())))?;
+        // Without `#key`, the whole file (a kubeconfig, a key).
+        let Some(key) = key else {
+            return Ok(Resolved(text));
+        };
         return lookup(Path::new(path), &text, key).ok_or_else(|| {
             unresolved(
                 reference,

@@ -1,6 +1,6 @@
-//! 6. The Pulumi runner's overhead: the wall time of a provisioning run on a Pulumi
-//! environment, from the request to `Applied`, against the time the `pulumi` commands of that
-//! run took themselves.
+//! Benchmark 6, the Pulumi runner's overhead: the wall time of a provisioning run on a
+//! Pulumi environment, from the request to `Applied`, against the time the `pulumi` commands
+//! of that run took themselves.
 //!
 //! The Pulumi CLI cannot be installed on these machines, so the runner drives the stand-in CLI
 //! of the tests (`tests/stand_ins/pulumi`), which appends each command's own wall time to the

@@ -15,7 +15,7 @@ pub struct ObservedWorkload {
     pub endpoints: Vec<String>,
     pub config_refs: Refs,
     pub secret_refs: Refs,
-    /// `healthy`, `degraded` or `unavailable`.
+    /// `healthy`, `progressing` (a rollout under way), `degraded` or `unavailable`.
     pub health: String,
 }
 

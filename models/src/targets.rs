@@ -59,6 +59,28 @@ pub enum ObserverTarget {
     /// The embedded simulated target.
     #[default]
     Sandbox,
+    /// A namespace of a Kubernetes cluster, read through its API.
+    Kubernetes(KubernetesNamespace),
+}
+
+/// Where a Kubernetes observer reads: a cluster (a kubeconfig reference and context, or the
+/// pod's own service account), a namespace and an optional label selector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubernetesNamespace {
+    /// A reference to a kubeconfig (`file:///…`, `secretbroker://…`), resolved when observing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig_ref: Option<String>,
+    /// The kubeconfig's context; its current context when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The worker's own service account, instead of a kubeconfig.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_cluster: bool,
+    pub namespace: String,
+    /// Only workloads with these labels (`app.kubernetes.io/part-of=shop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
 }
 
 impl Target {
@@ -67,6 +89,10 @@ impl Target {
         match &self.runner {
             RunnerTarget::Sandbox => Ok(()),
             RunnerTarget::Pulumi(p) => p.validate(),
+        }?;
+        match &self.observer {
+            ObserverTarget::Sandbox => Ok(()),
+            ObserverTarget::Kubernetes(k) => k.validate(),
         }
     }
 
@@ -76,6 +102,51 @@ impl Target {
             RunnerTarget::Sandbox => "sandbox",
             RunnerTarget::Pulumi(_) => "pulumi",
         }
+    }
+}
+
+impl KubernetesNamespace {
+    fn validate(&self) -> Result<(), String> {
+        match (&self.kubeconfig_ref, self.in_cluster) {
+            (Some(_), true) | (None, false) => {
+                return Err(
+                    "target.observer needs exactly one of kubeconfigRef and inCluster: true"
+                        .to_owned(),
+                );
+            }
+            (Some(r), false) if !is_reference(r) => {
+                return Err(
+                    "target.observer.kubeconfigRef must be a reference (scheme://…), never the \
+                     kubeconfig"
+                        .to_owned(),
+                );
+            }
+            _ => {}
+        }
+        if self.in_cluster && self.context.is_some() {
+            return Err("target.observer.context needs a kubeconfigRef".to_owned());
+        }
+        // An RFC 1123 label, as Kubernetes names namespaces.
+        let ns = &self.namespace;
+        let label = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !label {
+            return Err(format!(
+                "target.observer.namespace `{ns}` must be 1–63 characters of [a-z0-9-], not \
+                 starting or ending with -"
+            ));
+        }
+        if let Some(sel) = &self.label_selector
+            && (sel.trim().is_empty() || sel.chars().any(char::is_control))
+        {
+            return Err("target.observer.labelSelector must be a label selector".to_owned());
+        }
+        Ok(())
     }
 }
 
@@ -142,6 +213,39 @@ mod tests {
             json!({ "runner": { "kind": "sandbox" }, "observer": { "kind": "sandbox" } })
         );
         assert_eq!(t.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_kubernetes_observer_names_one_cluster_credential_and_a_namespace() {
+        let target = |observer: serde_json::Value| -> Result<(), String> {
+            let t: Target = serde_json::from_value(json!({ "observer": observer }))
+                .map_err(|e| e.to_string())?;
+            t.validate()
+        };
+        let good = json!({ "kind": "kubernetes", "kubeconfigRef": "file:///etc/kube/config",
+                           "context": "prod-eu", "namespace": "shop",
+                           "labelSelector": "app.kubernetes.io/part-of=shop" });
+        assert_eq!(target(good.clone()), Ok(()));
+        assert_eq!(
+            target(json!({ "kind": "kubernetes", "inCluster": true, "namespace": "shop" })),
+            Ok(())
+        );
+        let with = |k: &str, v: serde_json::Value| {
+            let mut t = good.clone();
+            t[k] = v;
+            target(t).unwrap_err()
+        };
+        assert!(with("inCluster", json!(true)).contains("exactly one"));
+        assert!(with("kubeconfigRef", json!("apiVersion: v1")).contains("reference"));
+        assert!(with("namespace", json!("Shop_EU")).contains("namespace"));
+        assert!(with("namespace", json!("")).contains("namespace"));
+        assert!(with("labelSelector", json!(" ")).contains("labelSelector"));
+        assert!(with("clusterUrl", json!("https://x")).contains("unknown field"));
+        let none = json!({ "kind": "kubernetes", "namespace": "shop" });
+        assert!(target(none).unwrap_err().contains("exactly one"));
+        // Shown as given, without the defaults.
+        let t: Target = serde_json::from_value(json!({ "observer": good.clone() })).unwrap();
+        assert_eq!(serde_json::to_value(&t).unwrap()["observer"], good);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 #![allow(dead_code)] // Each test module uses a different part of the harness.
 
 pub mod git_http;
+pub mod kube_stand_in;
 pub mod loopback;
 pub mod proxy;
 pub mod run_control_stand_in;

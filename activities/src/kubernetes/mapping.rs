@@ -1,0 +1,426 @@
+//! What a namespace's objects say runs: Deployments, StatefulSets and DaemonSets as observed
+//! workloads, with the endpoints of the Services and Ingresses that reach them. Pure: the
+//! adapter lists the objects, this reads them.
+//!
+//! The rules (docs/targets.md, "The Kubernetes observer"):
+//! - `version`: the workload's `app.kubernetes.io/version` label, else its pod template's, else
+//!   the first container's image tag (`…:1.4.2` → `1.4.2`) or digest (`…@sha256:…`), else
+//!   `latest` for an image without either.
+//! - `replicasDesired` / `replicasReady`: `spec.replicas` (1 when absent) and
+//!   `status.readyReplicas`; a DaemonSet's `status.desiredNumberScheduled` and
+//!   `status.numberReady`.
+//! - `configRefs` / `secretRefs`: every ConfigMap and Secret the pod template names, by
+//!   reference only: `configmap://<name>#<key>` / `secret://<name>#<key>` for an `env[]`
+//!   `valueFrom` (keyed by the variable), `configmap://<name>` / `secret://<name>` for an
+//!   `envFrom` (keyed `envFrom:<name>`) and for a volume (keyed `volume:<volume name>`).
+//! - `health`, as `kubectl rollout status` judges a rollout: `degraded` when the `Progressing`
+//!   condition says `ProgressDeadlineExceeded`; `unavailable` when replicas are wanted and none
+//!   is ready; `progressing` while the controller has not observed the newest generation or
+//!   not every replica is updated and available; `healthy` otherwise.
+//! - `endpoints`: `<service>.<namespace>.svc:<port>` of every Service whose selector matches
+//!   the pod template's labels, and `https://<host><path>` (`http://` without TLS for the host)
+//!   of every Ingress rule whose backend is one of those Services.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_models::specification::Refs;
+use std::collections::BTreeMap;
+
+/// The objects of one namespace the observer lists.
+#[derive(Debug, Default, Clone)]
+pub struct Objects {
+    pub deployments: Vec<Deployment>,
+    pub stateful_sets: Vec<StatefulSet>,
+    pub daemon_sets: Vec<DaemonSet>,
+    pub services: Vec<Service>,
+    pub ingresses: Vec<Ingress>,
+}
+
+/// The label Kubernetes recommends for an application's version.
+const VERSION_LABEL: &str = "app.kubernetes.io/version";
+
+/// The workloads of a namespace, by name.
+pub fn workloads(namespace: &str, objects: &Objects) -> Vec<ObservedWorkload> {
+    let mut out = Vec::new();
+    for d in &objects.deployments {
+        let (Some(spec), status) = (&d.spec, d.status.clone().unwrap_or_default()) else {
+            continue;
+        };
+        let desired = spec.replicas.unwrap_or(1).max(0) as u32;
+        let ready = status.ready_replicas.unwrap_or(0).max(0) as u32;
+        let progressing = generation_pending(&d.metadata, status.observed_generation)
+            || status.updated_replicas.unwrap_or(0) < desired as i32
+            || status.available_replicas.unwrap_or(0) < desired as i32
+            || status.replicas.unwrap_or(0) > status.updated_replicas.unwrap_or(0);
+        let deadline_exceeded = status.conditions.iter().flatten().any(|c| {
+            c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        });
+        let health = health(desired, ready, progressing, deadline_exceeded);
+        out.push(workload(
+            namespace,
+            objects,
+            &d.metadata,
+            "deployment",
+            &spec.template,
+            (desired, ready),
+            health,
+        ));
+    }
+    for s in &objects.stateful_sets {
+        let (Some(spec), status) = (&s.spec, s.status.clone().unwrap_or_default()) else {
+            continue;
+        };
+        let desired = spec.replicas.unwrap_or(1).max(0) as u32;
+        let ready = status.ready_replicas.unwrap_or(0).max(0) as u32;
+        let progressing = generation_pending(&s.metadata, status.observed_generation)
+            || status.updated_replicas.unwrap_or(0) < desired as i32
+            || status.update_revision.is_some()
+                && status.update_revision != status.current_revision;
+        let health = health(desired, ready, progressing, false);
+        out.push(workload(
+            namespace,
+            objects,
+            &s.metadata,
+            "statefulset",
+            &spec.template,
+            (desired, ready),
+            health,
+        ));
+    }
+    for d in &objects.daemon_sets {
+        let (Some(spec), Some(status)) = (&d.spec, &d.status) else {
+            continue;
+        };
+        let desired = status.desired_number_scheduled.max(0) as u32;
+        let ready = status.number_ready.max(0) as u32;
+        let progressing = generation_pending(&d.metadata, status.observed_generation)
+            || status.updated_number_scheduled.unwrap_or(0) < status.desired_number_scheduled
+            || status.number_available.unwrap_or(0) < status.desired_number_scheduled;
+        let health = health(desired, ready, progressing, false);
+        out.push(workload(
+            namespace,
+            objects,
+            &d.metadata,
+            "daemonset",
+            &spec.template,
+            (desired, ready),
+            health,
+        ));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Whether the controller has yet to see the object's newest spec.
+fn generation_pending(meta: &ObjectMeta, observed: Option<i64>) -> bool {
+    matches!((meta.generation, observed), (Some(g), Some(o)) if o < g)
+}
+
+fn health(desired: u32, ready: u32, progressing: bool, deadline_exceeded: bool) -> &'static str {
+    if deadline_exceeded {
+        "degraded"
+    } else if desired > 0 && ready == 0 {
+        "unavailable"
+    } else if progressing {
+        "progressing"
+    } else {
+        "healthy"
+    }
+}
+
+fn workload(
+    namespace: &str,
+    objects: &Objects,
+    meta: &ObjectMeta,
+    kind: &str,
+    template: &PodTemplateSpec,
+    (desired, ready): (u32, u32),
+    health: &str,
+) -> ObservedWorkload {
+    let pod = template.spec.clone().unwrap_or_default();
+    let pod_labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let (config_refs, secret_refs) = references(&pod);
+    ObservedWorkload {
+        name: meta.name.clone().unwrap_or_default(),
+        kind: kind.to_owned(),
+        version: version(meta, &pod_labels, &pod),
+        replicas_ready: ready,
+        replicas_desired: desired,
+        endpoints: endpoints(namespace, objects, &pod_labels),
+        config_refs,
+        secret_refs,
+        health: health.to_owned(),
+    }
+}
+
+/// The version rule of the module's documentation.
+pub fn version(meta: &ObjectMeta, pod_labels: &BTreeMap<String, String>, pod: &PodSpec) -> String {
+    if let Some(v) = meta.labels.as_ref().and_then(|l| l.get(VERSION_LABEL)) {
+        return v.clone();
+    }
+    if let Some(v) = pod_labels.get(VERSION_LABEL) {
+        return v.clone();
+    }
+    let image = pod
+        .containers
+        .first()
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    image_version(&image)
+}
+
+/// `registry:5000/team/app:1.4.2` → `1.4.2`; `app@sha256:ab…` → `sha256:ab…`; `app` →
+/// `latest`. A registry's port is not a tag: the tag follows the last `/`.
+pub fn image_version(image: &str) -> String {
+    if let Some((_, digest)) = image.split_once('@') {
+        return digest.to_owned();
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, tag)) if !tag.is_empty() => tag.to_owned(),
+        _ => "latest".to_owned(),
+    }
+}
+
+/// The ConfigMaps and Secrets the pod template names, as references (never a value: the
+/// observer never reads a Secret or a ConfigMap, only the pod template that names them).
+pub fn references(pod: &PodSpec) -> (Refs, Refs) {
+    let mut config = Refs::new();
+    let mut secrets = Refs::new();
+    let containers = pod
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(pod.containers.iter());
+    for c in containers {
+        for e in c.env.iter().flatten() {
+            let Some(from) = &e.value_from else { continue };
+            if let Some(k) = &from.config_map_key_ref {
+                config.insert(e.name.clone(), format!("configmap://{}#{}", k.name, k.key));
+            }
+            if let Some(k) = &from.secret_key_ref {
+                secrets.insert(e.name.clone(), format!("secret://{}#{}", k.name, k.key));
+            }
+        }
+        for from in c.env_from.iter().flatten() {
+            if let Some(m) = &from.config_map_ref {
+                config.insert(
+                    format!("envFrom:{}", m.name),
+                    format!("configmap://{}", m.name),
+                );
+            }
+            if let Some(s) = &from.secret_ref {
+                secrets.insert(
+                    format!("envFrom:{}", s.name),
+                    format!("secret://{}", s.name),
+                );
+            }
+        }
+    }
+    for v in pod.volumes.iter().flatten() {
+        if let Some(m) = &v.config_map {
+            config.insert(
+                format!("volume:{}", v.name),
+                format!("configmap://{}", m.name),
+            );
+        }
+        if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            secrets.insert(format!("volume:{}", v.name), format!("secret://{s}"));
+        }
+        for source in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(m) = &source.config_map {
+                config.insert(
+                    format!("volume:{}", v.name),
+                    format!("configmap://{}", m.name),
+                );
+            }
+            if let Some(s) = &source.secret {
+                secrets.insert(format!("volume:{}", v.name), format!("secret://{}", s.name));
+            }
+        }
+    }
+    (config, secrets)
+}
+
+/// The endpoints of the Services that select `pod_labels`, and of the Ingress rules that
+/// route to those Services.
+fn endpoints(
+    namespace: &str,
+    objects: &Objects,
+    pod_labels: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut selecting = Vec::new();
+    for svc in &objects.services {
+        let Some(spec) = &svc.spec else { continue };
+        let Some(selector) = spec.selector.as_ref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        if !selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)) {
+            continue;
+        }
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        for port in spec.ports.iter().flatten() {
+            out.push(format!("{name}.{namespace}.svc:{}", port.port));
+        }
+        selecting.push(name);
+    }
+    for ing in &objects.ingresses {
+        let Some(spec) = &ing.spec else { continue };
+        let tls_hosts: Vec<&String> = spec
+            .tls
+            .iter()
+            .flatten()
+            .flat_map(|t| t.hosts.iter().flatten())
+            .collect();
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.clone().unwrap_or_default();
+            let scheme = if tls_hosts.contains(&&host) {
+                "https"
+            } else {
+                "http"
+            };
+            for path in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                let routed = path
+                    .backend
+                    .service
+                    .as_ref()
+                    .is_some_and(|s| selecting.contains(&s.name));
+                if routed && !host.is_empty() {
+                    let p = path.path.clone().unwrap_or_else(|| "/".into());
+                    out.push(format!("{scheme}://{host}{p}"));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A Deployment recorded from a real cluster (Argo CD's health test data, vendored under
+    /// `tests/fixtures/kubernetes/` with its source): a rollout past its progress deadline.
+    const REAL_DEGRADED: &str =
+        include_str!("../../../tests/fixtures/kubernetes/deployment-degraded.yaml");
+
+    fn objects(deployments: Vec<Deployment>) -> Objects {
+        Objects {
+            deployments,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_rollout_past_its_deadline_is_degraded_as_kubectl_judges_it() {
+        // Recorded as `extensions/v1beta1`, which API servers since 1.16 serve as `apps/v1`:
+        // the same object under the group the observer lists.
+        let mut recorded: serde_json::Value = serde_saphyr::from_str(REAL_DEGRADED).unwrap();
+        recorded["apiVersion"] = json!("apps/v1");
+        let d: Deployment = serde_json::from_value(recorded).unwrap();
+        let w = &workloads("default", &objects(vec![d]))[0];
+        assert_eq!(w.name, "guestbook-ui");
+        assert_eq!(w.kind, "deployment");
+        assert_eq!(w.version, "0.3");
+        assert_eq!((w.replicas_desired, w.replicas_ready), (1, 1));
+        assert_eq!(w.health, "degraded");
+    }
+
+    fn deployment(status: serde_json::Value) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": { "name": "api", "generation": 2 },
+            "spec": { "replicas": 3, "selector": {},
+                      "template": { "spec": { "containers": [{ "name": "api", "image": "api:2" }] } } },
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn health_follows_the_rollout() {
+        let health = |status| {
+            workloads("ns", &objects(vec![deployment(status)]))[0]
+                .health
+                .clone()
+        };
+        let done = json!({ "observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+                           "readyReplicas": 3, "availableReplicas": 3 });
+        assert_eq!(health(done.clone()), "healthy");
+        let mut unseen = done.clone();
+        unseen["observedGeneration"] = json!(1);
+        assert_eq!(
+            health(unseen),
+            "progressing",
+            "the controller has not seen the spec"
+        );
+        let mut rolling = done.clone();
+        rolling["updatedReplicas"] = json!(1);
+        rolling["replicas"] = json!(4);
+        assert_eq!(health(rolling), "progressing");
+        let mut down = done;
+        down["readyReplicas"] = json!(0);
+        down["availableReplicas"] = json!(0);
+        assert_eq!(health(down), "unavailable");
+    }
+
+    #[test]
+    fn the_version_is_the_label_else_the_image_tag_or_digest() {
+        for (image, version) in [
+            ("registry.example.com:5000/team/api:1.4.2", "1.4.2"),
+            ("api@sha256:0f1e", "sha256:0f1e"),
+            ("registry.example.com:5000/team/api", "latest"),
+            ("api", "latest"),
+        ] {
+            assert_eq!(image_version(image), version, "{image}");
+        }
+        let mut d = deployment(json!({}));
+        d.metadata.labels = Some([(VERSION_LABEL.to_owned(), "2026.11".to_owned())].into());
+        assert_eq!(workloads("ns", &objects(vec![d]))[0].version, "2026.11");
+    }
+
+    #[test]
+    fn bindings_are_references_to_config_maps_and_secrets_never_values() {
+        let pod: PodSpec = serde_json::from_value(json!({
+            "initContainers": [{ "name": "migrate", "envFrom": [{ "secretRef": { "name": "migrations" } }] }],
+            "containers": [{
+                "name": "api",
+                "env": [
+                    { "name": "PLAIN", "value": "not a reference" },
+                    { "name": "LOG_LEVEL", "valueFrom": { "configMapKeyRef": { "name": "cfg", "key": "log" } } },
+                    { "name": "DB", "valueFrom": { "secretKeyRef": { "name": "db", "key": "url" } } }
+                ],
+                "envFrom": [{ "configMapRef": { "name": "shared" } }]
+            }],
+            "volumes": [
+                { "name": "tls", "secret": { "secretName": "api-tls" } },
+                { "name": "settings", "configMap": { "name": "settings" } },
+                { "name": "bundle", "projected": { "sources": [{ "secret": { "name": "ca" } }] } }
+            ]
+        }))
+        .unwrap();
+        let (config, secrets) = references(&pod);
+        assert_eq!(
+            serde_json::to_value(&config).unwrap(),
+            json!({ "LOG_LEVEL": "configmap://cfg#log", "envFrom:shared": "configmap://shared",
+                    "volume:settings": "configmap://settings" })
+        );
+        assert_eq!(
+            serde_json::to_value(&secrets).unwrap(),
+            json!({ "DB": "secret://db#url", "envFrom:migrations": "secret://migrations",
+                    "volume:tls": "secret://api-tls", "volume:bundle": "secret://ca" })
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! A STAND-IN for a Kubernetes API server, for tests only: no API server can run on the test
+//! machines. It serves the list calls the product's Kubernetes observer makes, in the real
+//! shapes (`DeploymentList` … with `metadata.resourceVersion` and `metadata.continue`, `limit`
+//! and `labelSelector` honoured, a `Status` object for errors), from objects the test puts,
+//! behind a bearer token; it answers 401 or 403 on demand and records every request path.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The token the stand-in accepts.
+pub const TOKEN: &str = "stand-in-service-account-token";
+
+#[derive(Default)]
+struct Cluster {
+    /// (namespace, plural) → objects by name.
+    objects: BTreeMap<(String, String), BTreeMap<String, Value>>,
+    resource_version: u64,
+    /// `Some(401 | 403)`: every request is refused so.
+    refuse: Option<u16>,
+    requests: Vec<String>,
+}
+
+/// A running stand-in API server.
+pub struct KubeStandIn {
+    cluster: Arc<Mutex<Cluster>>,
+    served: super::loopback::Served,
+}
+
+/// The kinds it serves: (API group path, plural, list kind).
+const KINDS: &[(&str, &str, &str)] = &[
+    ("apis/apps/v1", "deployments", "DeploymentList"),
+    ("apis/apps/v1", "statefulsets", "StatefulSetList"),
+    ("apis/apps/v1", "daemonsets", "DaemonSetList"),
+    ("api/v1", "services", "ServiceList"),
+    ("apis/networking.k8s.io/v1", "ingresses", "IngressList"),
+];
+
+impl KubeStandIn {
+    pub async fn start() -> Self {
+        let cluster = Arc::new(Mutex::new(Cluster::default()));
+        let app = axum::Router::new()
+            .route("/api/v1/namespaces/{ns}/{plural}", axum::routing::get(list))
+            .route(
+                "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+                axum::routing::get(list_grouped),
+            )
+            .fallback(not_found)
+            .with_state(cluster.clone());
+        let served = super::loopback::serve(app, "").await;
+        Self { cluster, served }
+    }
+
+    fn cluster(&self) -> std::sync::MutexGuard<'_, Cluster> {
+        self.cluster.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The API server's URL.
+    pub fn url(&self) -> &str {
+        &self.served.url
+    }
+
+    /// A kubeconfig for this server with context `stand-in`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: stand-in\nclusters:\n- name: stand-in\n  cluster:\n    server: {}\ncontexts:\n- name: stand-in\n  context:\n    cluster: stand-in\n    user: observer\nusers:\n- name: observer\n  user:\n    token: {TOKEN}\n",
+            self.url()
+        )
+    }
+
+    /// Creates or replaces `object` (its `kind` and `metadata.name` say where), bumping its
+    /// `resourceVersion` as the API server does on every write.
+    pub fn put(&self, namespace: &str, mut object: Value) {
+        let plural = match object["kind"].as_str() {
+            Some("Deployment") => "deployments",
+            Some("StatefulSet") => "statefulsets",
+            Some("DaemonSet") => "daemonsets",
+            Some("Service") => "services",
+            Some("Ingress") => "ingresses",
+            other => panic!("the stand-in does not serve {other:?}"),
+        };
+        let mut cluster = self.cluster();
+        cluster.resource_version += 1;
+        let rv = cluster.resource_version.to_string();
+        object["metadata"]["namespace"] = json!(namespace);
+        object["metadata"]["resourceVersion"] = json!(rv);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name")
+            .to_owned();
+        cluster
+            .objects
+            .entry((namespace.to_owned(), plural.to_owned()))
+            .or_default()
+            .insert(name, object);
+    }
+
+    /// The object `name` of `plural`, for a test to change and put back.
+    pub fn get(&self, namespace: &str, plural: &str, name: &str) -> Value {
+        self.cluster()
+            .objects
+            .get(&(namespace.to_owned(), plural.to_owned()))
+            .and_then(|o| o.get(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {plural}/{name} in {namespace}"))
+    }
+
+    /// Deletes an object (`kubectl delete`).
+    pub fn delete(&self, namespace: &str, plural: &str, name: &str) {
+        let mut cluster = self.cluster();
+        cluster.resource_version += 1;
+        if let Some(o) = cluster
+            .objects
+            .get_mut(&(namespace.to_owned(), plural.to_owned()))
+        {
+            o.remove(name);
+        }
+    }
+
+    /// Refuses every request with `status` (401, 403), or serves again (`None`).
+    pub fn refuse(&self, status: Option<u16>) {
+        self.cluster().refuse = status;
+    }
+
+    /// Every request path (with its query) served so far.
+    pub fn requests(&self) -> Vec<String> {
+        self.cluster().requests.clone()
+    }
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response {
+    let body = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": message, "reason": reason, "code": code.as_u16() });
+    (code, axum::Json(body)).into_response()
+}
+
+async fn not_found() -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+async fn list_grouped(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    Path((group, version, ns, plural)): Path<(String, String, String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    serve_list(
+        &cluster,
+        &format!("apis/{group}/{version}"),
+        &ns,
+        &plural,
+        &query,
+        &headers,
+    )
+}
+
+async fn list(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    Path((ns, plural)): Path<(String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    serve_list(&cluster, "api/v1", &ns, &plural, &query, &headers)
+}
+
+fn serve_list(
+    cluster: &Mutex<Cluster>,
+    group: &str,
+    ns: &str,
+    plural: &str,
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+) -> Response {
+    let mut cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    cluster
+        .requests
+        .push(format!("/{group}/namespaces/{ns}/{plural}?{}", q.join("&")));
+    let authorized = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {TOKEN}"));
+    match (authorized, cluster.refuse) {
+        (false, _) | (_, Some(401)) => {
+            return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+        }
+        (_, Some(_)) => {
+            return status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                &format!(
+                    "{plural} is forbidden: User \"system:serviceaccount:runtime-cloud:observer\" cannot list resource \"{plural}\" in API group \"\" in the namespace \"{ns}\""
+                ),
+            );
+        }
+        _ => {}
+    }
+    let Some((_, _, list_kind)) = KINDS.iter().find(|(g, p, _)| *g == group && *p == plural) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    let selector: Vec<(String, String)> = query
+        .get("labelSelector")
+        .map(|s| {
+            s.split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let all: Vec<Value> = cluster
+        .objects
+        .get(&(ns.to_owned(), plural.to_owned()))
+        .map(|o| o.values().cloned().collect())
+        .unwrap_or_default();
+    let matching: Vec<Value> = all
+        .into_iter()
+        .filter(|o| {
+            selector
+                .iter()
+                .all(|(k, v)| o["metadata"]["labels"][k.as_str()].as_str() == Some(v.as_str()))
+        })
+        .collect();
+    // `continue` is the offset of the next page here; real servers make it opaque.
+    let start: usize = query
+        .get("continue")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let end = start.saturating_add(limit).min(matching.len());
+    let page = matching.get(start..end).unwrap_or_default().to_vec();
+    let mut metadata = json!({ "resourceVersion": cluster.resource_version.to_string() });
+    if end < matching.len() {
+        metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(matching.len() - end);
+    }
+    let api_version = group.trim_start_matches("apis/").trim_start_matches("api/");
+    axum::Json(json!({ "kind": list_kind, "apiVersion": api_version,
+                       "metadata": metadata, "items": page }))
+    .into_response()
+}
