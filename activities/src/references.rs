@@ -288,8 +288,8 @@ mod tests {
         for reference in [
             format!("file://{}#db.user", toml.display()),
             format!("file://{}#db", toml.display()),
-            format!("file://{}", toml.display()),
             "file:///nonexistent/secrets.toml#db".into(),
+            "file:///nonexistent/kubeconfig".into(),
             "env://RUNTIME_CLOUD_TEST_SURELY_UNSET".into(),
             "secretbroker://shop/db".into(),
         ] {
@@ -299,6 +299,10 @@ mod tests {
             assert!(text.contains(&reference), "{text}");
             assert!(!text.contains("s3cr3t-value"), "{text}");
         }
+        // Without `#key` the reference is the whole file.
+        let whole = format!("file://{}", toml.display());
+        let value = SecretBroker::resolve(&local, &whole).await.unwrap();
+        assert_eq!(value.expose(), "[db]\npassword = \"s3cr3t-value\"\n");
     }
 
     #[tokio::test]
