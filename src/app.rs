@@ -119,7 +119,11 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         observer: Arc::new(TargetObservers {
             db: db.clone(),
             sandbox,
-            kubernetes: Arc::new(Kubernetes::new(db.clone(), secrets.clone())),
+            kubernetes: Arc::new(Kubernetes::new(
+                db.clone(),
+                secrets.clone(),
+                config.kubernetes_calls_per_cluster.ceil() as usize,
+            )),
             pulumi,
         }),
         policy: Arc::new(ConfiguredPolicy {

@@ -80,6 +80,8 @@ pub struct Config {
     pub run_control_token: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
     pub schedules_paused: bool,
+    /// At most this many list calls of one worker in flight to one Kubernetes API server.
+    pub kubernetes_calls_per_cluster: f64,
     /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace
     /// context crosses Temporal. No export when absent.
     #[serde(default)]

@@ -192,3 +192,31 @@ async fn an_unauthorized_or_forbidden_cluster_is_stale_without_findings() {
         "the scale is found once the cluster answers"
     );
 }
+
+/// The list calls of one worker to one cluster are bounded
+/// (`RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER`): an observation's five lists, each slow,
+/// never have more than the bound in flight at the API server.
+#[tokio::test]
+async fn list_calls_in_flight_per_cluster_are_bounded() {
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            (
+                "RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER".into(),
+                "2".into(),
+            ),
+            (
+                "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction".into(),
+                "false".into(),
+            ),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
+    cluster.delay(std::time::Duration::from_millis(300));
+    let outcome = api.observe(&stack, "k8s").await;
+    assert_eq!(outcome["stale"], false, "{outcome}");
+    assert_eq!(cluster.requests().len(), 5);
+    let most = cluster.max_in_flight();
+    assert!((1..=2).contains(&most), "at most 2 at once, saw {most}");
+}

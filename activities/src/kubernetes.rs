@@ -18,8 +18,10 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ListParams};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::targets::{KubernetesNamespace, ObserverTarget};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// Objects per list page (`limit`; the rest follows with `continue`).
 const PAGE: u32 = 500;
@@ -32,11 +34,34 @@ pub struct Kubernetes {
     db: sea_orm::DatabaseConnection,
     /// Resolves `kubeconfigRef`.
     secrets: Arc<dyn SecretBroker>,
+    /// At most this many list calls in flight to one cluster (by its API server's URL), from
+    /// all the observations of this worker: a sweep over many namespaces of one cluster never
+    /// floods its API server.
+    calls_per_cluster: usize,
+    clusters: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl Kubernetes {
-    pub fn new(db: sea_orm::DatabaseConnection, secrets: Arc<dyn SecretBroker>) -> Self {
-        Self { db, secrets }
+    pub fn new(
+        db: sea_orm::DatabaseConnection,
+        secrets: Arc<dyn SecretBroker>,
+        calls_per_cluster: usize,
+    ) -> Self {
+        Self {
+            db,
+            secrets,
+            calls_per_cluster: calls_per_cluster.max(1),
+            clusters: Default::default(),
+        }
+    }
+
+    /// The permits of calls to the cluster at `url`.
+    fn permits(&self, url: &str) -> Arc<Semaphore> {
+        let mut clusters = self.clusters.lock().unwrap_or_else(|e| e.into_inner());
+        clusters
+            .entry(url.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.calls_per_cluster)))
+            .clone()
     }
 
     /// The namespace the environment's target names.
@@ -56,8 +81,11 @@ impl Kubernetes {
         }
     }
 
-    /// A client of the namespace's cluster.
-    async fn client(&self, ns: &KubernetesNamespace) -> Result<kube::Client, Error> {
+    /// A client of the namespace's cluster, and the permits of calls to it.
+    async fn client(
+        &self,
+        ns: &KubernetesNamespace,
+    ) -> Result<(kube::Client, Arc<Semaphore>), Error> {
         let unreachable = |what: &str, e: &dyn std::fmt::Display| {
             Error::Unreachable(format!("the cluster's {what}: {e}"))
         };
@@ -83,13 +111,15 @@ impl Kubernetes {
         };
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
-        kube::Client::try_from(config).map_err(|e| unreachable("client", &e))
+        let permits = self.permits(&config.cluster_url.to_string());
+        let client = kube::Client::try_from(config).map_err(|e| unreachable("client", &e))?;
+        Ok((client, permits))
     }
 }
 
 /// Every object of kind `K` in the namespace, page by page.
 async fn list_all<K>(
-    client: &kube::Client,
+    (client, permits): (&kube::Client, &Semaphore),
     namespace: &str,
     selector: Option<&str>,
 ) -> Result<Vec<K>, Error>
@@ -111,6 +141,10 @@ where
         if let Some(t) = &token {
             params = params.continue_token(t);
         }
+        let _permit = permits
+            .acquire()
+            .await
+            .map_err(|e| Error::Unreachable(format!("the cluster's call permits: {e}")))?;
         let page = api.list(&params).await.map_err(|e| {
             Error::Unreachable(format!(
                 "listing {} in namespace {namespace}: {e}",
@@ -129,16 +163,18 @@ where
 impl Observer for Kubernetes {
     async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
         let ns = self.namespace(target).await?;
-        let client = self.client(&ns).await?;
+        let (client, permits) = self.client(&ns).await?;
+        let cluster = (&client, &*permits);
         let selector = ns.label_selector.as_deref();
         let name = ns.namespace.as_str();
-        // One list per kind, all at once: five calls a namespace, whatever it holds.
+        // One list per kind, at once within the cluster's permits: five calls a namespace,
+        // whatever it holds.
         let (deployments, stateful_sets, daemon_sets, services, ingresses) = tokio::try_join!(
-            list_all(&client, name, selector),
-            list_all(&client, name, selector),
-            list_all(&client, name, selector),
-            list_all(&client, name, None),
-            list_all(&client, name, None),
+            list_all(cluster, name, selector),
+            list_all(cluster, name, selector),
+            list_all(cluster, name, selector),
+            list_all(cluster, name, None),
+            list_all(cluster, name, None),
         )?;
         let objects = mapping::Objects {
             deployments,

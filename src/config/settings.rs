@@ -285,6 +285,14 @@ pub const SETTINGS: &[Setting] = &[
               variable to the file.",
     },
     Setting {
+        source: Source::File("kubernetes_calls_per_cluster"),
+        env: "RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER",
+        kind: Kind::Positive,
+        default: Some("8"),
+        doc: "At most this many list calls of one worker in flight to one Kubernetes API \
+              server (by its URL), over all the namespaces it observes there.",
+    },
+    Setting {
         source: Source::File("schedules_paused"),
         env: "RUNTIME_CLOUD_SCHEDULES_PAUSED",
         kind: Kind::Bool,

@@ -22,6 +22,10 @@ struct Cluster {
     /// `Some(401 | 403)`: every request is refused so.
     refuse: Option<u16>,
     requests: Vec<String>,
+    /// How long each request takes, and how many were served at once at most.
+    delay: std::time::Duration,
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 /// A running stand-in API server.
@@ -125,6 +129,16 @@ impl KubeStandIn {
         self.cluster().refuse = status;
     }
 
+    /// Makes every request take `delay` (a busy API server).
+    pub fn delay(&self, delay: std::time::Duration) {
+        self.cluster().delay = delay;
+    }
+
+    /// The most requests served at once so far.
+    pub fn max_in_flight(&self) -> usize {
+        self.cluster().max_in_flight
+    }
+
     /// Every request path (with its query) served so far.
     pub fn requests(&self) -> Vec<String> {
         self.cluster().requests.clone()
@@ -151,14 +165,31 @@ async fn list_grouped(
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    serve_list(
-        &cluster,
-        &format!("apis/{group}/{version}"),
-        &ns,
-        &plural,
-        &query,
-        &headers,
-    )
+    counted(&cluster, || {
+        serve_list(
+            &cluster,
+            &format!("apis/{group}/{version}"),
+            &ns,
+            &plural,
+            &query,
+            &headers,
+        )
+    })
+    .await
+}
+
+/// Serves `respond` after the configured delay, counting the requests in flight.
+async fn counted(cluster: &Mutex<Cluster>, respond: impl FnOnce() -> Response) -> Response {
+    let delay = {
+        let mut c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        c.in_flight += 1;
+        c.max_in_flight = c.max_in_flight.max(c.in_flight);
+        c.delay
+    };
+    tokio::time::sleep(delay).await;
+    let response = respond();
+    cluster.lock().unwrap_or_else(|e| e.into_inner()).in_flight -= 1;
+    response
 }
 
 async fn list(
@@ -167,7 +198,10 @@ async fn list(
     Query(query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    serve_list(&cluster, "api/v1", &ns, &plural, &query, &headers)
+    counted(&cluster, || {
+        serve_list(&cluster, "api/v1", &ns, &plural, &query, &headers)
+    })
+    .await
 }
 
 fn serve_list(
