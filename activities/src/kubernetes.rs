@@ -66,15 +66,16 @@ impl Kubernetes {
 
     /// The namespace the environment's target names.
     async fn namespace(&self, target: &Target) -> Result<KubernetesNamespace, Error> {
-        let env = runtime_cloud_store::environments::find(
-            &self.db,
-            &target.tenant_id,
-            &target.environment_id,
-        )
-        .await?;
-        match env.map(|e| e.target.observer) {
-            Some(ObserverTarget::Kubernetes(ns)) => Ok(ns),
-            _ => Err(Error::Unreachable(format!(
+        let observer = crate::ports::target_of(&self.db, target)
+            .await
+            .map_err(|e| match e {
+                Error::PlanInvalid(why) => Error::Unreachable(why),
+                other => other,
+            })?
+            .observer;
+        match observer {
+            ObserverTarget::Kubernetes(ns) => Ok(ns),
+            ObserverTarget::Sandbox => Err(Error::Unreachable(format!(
                 "environment `{}` has no Kubernetes namespace as its observer",
                 target.environment_id
             ))),

@@ -130,8 +130,9 @@ pub struct TargetRunners {
     pub pulumi: std::sync::Arc<dyn Runner>,
 }
 
-/// The environment's target, read when a call is made.
-async fn target_of(
+/// The environment's target, read when a call is made; an unregistered environment is
+/// [`Error::PlanInvalid`].
+pub(crate) async fn target_of(
     db: &sea_orm::DatabaseConnection,
     target: &Target,
 ) -> Result<runtime_cloud_models::targets::Target, Error> {

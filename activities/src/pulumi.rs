@@ -77,15 +77,9 @@ impl Pulumi {
     /// The stack the environment's target names, with its passphrase resolved (the
     /// SecretBroker) when the target names one.
     async fn stack<'a>(&self, target: &Target, log: &'a StepLog) -> Result<CliStack<'a>, Error> {
-        let env = runtime_cloud_store::environments::find(
-            &self.db,
-            &target.tenant_id,
-            &target.environment_id,
-        )
-        .await?;
-        let stack = match env.map(|e| e.target.runner) {
-            Some(RunnerTarget::Pulumi(stack)) => stack,
-            _ => {
+        let stack = match crate::ports::target_of(&self.db, target).await?.runner {
+            RunnerTarget::Pulumi(stack) => stack,
+            RunnerTarget::Sandbox => {
                 return Err(Error::PlanInvalid(format!(
                     "environment `{}` has no Pulumi stack as its runner",
                     target.environment_id
