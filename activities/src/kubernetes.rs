@@ -10,6 +10,7 @@
 //! [`Error::Unreachable`]: the environment goes stale with the reason and nothing is raised.
 
 pub mod mapping;
+pub mod owners;
 
 use crate::Error;
 use crate::ports::{Observer, Target};

@@ -1,7 +1,7 @@
 //! The DriftComparer: declared workloads against observed ones, as findings; and how open
 //! findings group into a reconciliation proposal.
 
-use crate::observation::{DriftedResource, ObservedWorkload, ResourceChange};
+use crate::observation::{ChangedBy, DriftedResource, ObservedWorkload, ResourceChange};
 use crate::specification::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,6 +59,10 @@ pub struct Finding {
     pub resource: String,
     pub declared: Option<serde_json::Value>,
     pub observed: Option<serde_json::Value>,
+    /// Who made the difference, when the target records it (Kubernetes `managedFields`): the
+    /// entry that owns the drifted field. None for a missing workload (its object is gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<ChangedBy>,
 }
 
 fn resource(kind: &str, name: &str) -> String {
@@ -81,15 +85,18 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                     serde_json::json!({ "version": want.version, "replicas": want.replicas }),
                 ),
                 observed: None,
+                changed_by: None,
             });
             continue;
         };
+        let owners = &have.changed_by;
         if want.version != have.version {
             findings.push(Finding {
                 kind: DriftKind::Version,
                 resource: res(),
                 declared: Some(want.version.clone().into()),
                 observed: Some(have.version.clone().into()),
+                changed_by: owners.version.clone(),
             });
         }
         if want.replicas != have.replicas_desired || want.replicas != have.replicas_ready {
@@ -98,6 +105,12 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(want.replicas.into()),
                 observed: Some(serde_json::json!({ "desired": have.replicas_desired, "ready": have.replicas_ready })),
+                // Someone scaled it, or its replicas are not ready (the controller says so).
+                changed_by: if want.replicas != have.replicas_desired {
+                    owners.replicas.clone()
+                } else {
+                    owners.ready.clone()
+                },
             });
         }
         if want.config_refs != have.config_refs {
@@ -106,6 +119,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(serde_json::json!(want.config_refs)),
                 observed: Some(serde_json::json!(have.config_refs)),
+                changed_by: owners.bindings.clone(),
             });
         }
         if want.secret_refs != have.secret_refs {
@@ -114,6 +128,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(serde_json::json!(want.secret_refs)),
                 observed: Some(serde_json::json!(have.secret_refs)),
+                changed_by: owners.bindings.clone(),
             });
         }
     }
@@ -126,6 +141,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: resource(&have.kind, &have.name),
                 declared: None,
                 observed: Some(serde_json::json!({ "version": have.version, "replicas": have.replicas_desired })),
+                changed_by: have.changed_by.workload.clone(),
             });
         }
     }
@@ -144,12 +160,14 @@ pub fn resource_findings(drifted: &[DriftedResource]) -> Vec<Finding> {
                 resource: r.urn.clone(),
                 declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
                 observed: Some(serde_json::json!({ "type": r.kind, "changed": r.fields })),
+                changed_by: None,
             },
             ResourceChange::Deleted => Finding {
                 kind: DriftKind::Missing,
                 resource: r.urn.clone(),
                 declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
                 observed: None,
+                changed_by: None,
             },
         })
         .collect()
@@ -167,22 +185,49 @@ pub struct ProposalPlan {
 /// Groups open findings into a proposal: adopt what is observed when applying would only
 /// delete unmanaged workloads; otherwise apply the declared state, which is destructive when
 /// it deletes something.
+///
+/// The summary names who made each difference when the target records it (`changedBy`: the
+/// finding's kind and resource with the manager, operation and time), so a reviewer sees
+/// whether a person, a controller or the product itself moved the target.
 pub fn proposal_plan(findings: &[Finding]) -> ProposalPlan {
     let count = |k: DriftKind| findings.iter().filter(|f| f.kind == k).count();
     let unmanaged = count(DriftKind::Unmanaged);
     let missing = count(DriftKind::Missing);
     let changes = findings.len() - unmanaged - missing;
-    if unmanaged > 0 && unmanaged == findings.len() {
-        return ProposalPlan {
-            direction: Direction::AdoptObserved,
-            destructive: false,
-            plan_summary: serde_json::json!({ "adds": 0, "changes": 0, "deletes": 0, "adopts": unmanaged }),
-        };
+    let (direction, destructive, mut plan_summary) = if unmanaged > 0 && unmanaged == findings.len()
+    {
+        (
+            Direction::AdoptObserved,
+            false,
+            serde_json::json!({ "adds": 0, "changes": 0, "deletes": 0, "adopts": unmanaged }),
+        )
+    } else {
+        (
+            Direction::ApplyDeclared,
+            unmanaged > 0,
+            serde_json::json!({ "adds": missing, "changes": changes, "deletes": unmanaged }),
+        )
+    };
+    let changed_by: Vec<serde_json::Value> = findings
+        .iter()
+        .filter_map(|f| {
+            let by = f.changed_by.as_ref()?;
+            let mut entry = serde_json::json!({ "kind": f.kind, "resource": f.resource });
+            if let (Some(e), Ok(serde_json::Value::Object(by))) =
+                (entry.as_object_mut(), serde_json::to_value(by))
+            {
+                e.extend(by);
+            }
+            Some(entry)
+        })
+        .collect();
+    if let (false, Some(summary)) = (changed_by.is_empty(), plan_summary.as_object_mut()) {
+        summary.insert("changedBy".into(), changed_by.into());
     }
     ProposalPlan {
-        direction: Direction::ApplyDeclared,
-        destructive: unmanaged > 0,
-        plan_summary: serde_json::json!({ "adds": missing, "changes": changes, "deletes": unmanaged }),
+        direction,
+        destructive,
+        plan_summary,
     }
 }
 
@@ -282,6 +327,58 @@ mod tests {
         assert_eq!(kinds(&compare(&d, &[not_ready])), [DriftKind::Replica]);
     }
 
+    fn by(manager: &str, field: &str) -> Option<ChangedBy> {
+        Some(ChangedBy {
+            manager: manager.into(),
+            operation: "Update".into(),
+            time: None,
+            field: field.into(),
+            subresource: None,
+        })
+    }
+
+    #[test]
+    fn each_finding_names_the_owner_of_its_drifted_field() {
+        let d = vec![declared("api"), declared("web")];
+        let mut api = observed(&d[0]);
+        api.changed_by = crate::observation::FieldOwners {
+            version: by("kubectl-set", "spec.template.spec.containers[api].image"),
+            replicas: by("kubectl", "spec.replicas"),
+            ready: by("kube-controller-manager", "status.readyReplicas"),
+            bindings: by("kubectl-edit", "spec.template.spec.containers[api].env"),
+            workload: by("kubectl-create", "spec.template"),
+        };
+        api.version = "1.1".into();
+        api.replicas_desired = 3;
+        api.config_refs.clear();
+        let mut stray = observed(&declared("debug"));
+        stray.changed_by = api.changed_by.clone();
+        let found = compare(&d, &[api.clone(), stray]);
+        let manager = |k: DriftKind| {
+            found
+                .iter()
+                .find(|f| f.kind == k)
+                .and_then(|f| f.changed_by.as_ref())
+                .map(|c| c.manager.as_str())
+        };
+        assert_eq!(manager(DriftKind::Version), Some("kubectl-set"));
+        assert_eq!(manager(DriftKind::Replica), Some("kubectl"), "scaled");
+        assert_eq!(manager(DriftKind::Configuration), Some("kubectl-edit"));
+        assert_eq!(manager(DriftKind::Unmanaged), Some("kubectl-create"));
+        assert_eq!(manager(DriftKind::Missing), None, "web's object is gone");
+        // Desired as declared but not every replica ready: the controller's status says so.
+        api.version = "1.0".into();
+        api.replicas_desired = 2;
+        api.replicas_ready = 1;
+        api.config_refs = d[0].config_refs.clone();
+        let found = compare(&d[..1], &[api]);
+        assert_eq!(kinds(&found), [DriftKind::Replica]);
+        assert_eq!(
+            found[0].changed_by.as_ref().map(|c| c.manager.as_str()),
+            Some("kube-controller-manager")
+        );
+    }
+
     #[test]
     fn configuration_drift() {
         let d = vec![declared("api")];
@@ -315,6 +412,7 @@ mod tests {
             resource: "d/x".into(),
             declared: None,
             observed: None,
+            changed_by: None,
         }];
         let p = proposal_plan(&only);
         assert_eq!(p.direction, Direction::AdoptObserved);
@@ -326,6 +424,13 @@ mod tests {
                 resource: "d/y".into(),
                 declared: None,
                 observed: None,
+                changed_by: Some(ChangedBy {
+                    manager: "kubectl-set".into(),
+                    operation: "Update".into(),
+                    time: None,
+                    field: "spec.template.spec.containers[y].image".into(),
+                    subresource: None,
+                }),
             },
         ];
         let p = proposal_plan(&mixed);
@@ -334,5 +439,12 @@ mod tests {
         let p = proposal_plan(&mixed[1..]);
         assert!(!p.destructive);
         assert_eq!(p.plan_summary["changes"], 1);
+        assert_eq!(
+            p.plan_summary["changedBy"],
+            serde_json::json!([{ "kind": "version", "resource": "d/y", "manager": "kubectl-set",
+                                 "operation": "Update",
+                                 "field": "spec.template.spec.containers[y].image" }]),
+            "the summary names who made the difference"
+        );
     }
 }

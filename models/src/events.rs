@@ -128,7 +128,7 @@ pub struct ObservedStateChanged {
     pub stale: bool,
 }
 
-/// `RuntimeDriftDetected`: one new finding.
+/// `RuntimeDriftDetected`: one new finding (or one that a drift rule no longer suppresses).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeDriftDetected {
@@ -137,6 +137,10 @@ pub struct RuntimeDriftDetected {
     pub environment_id: String,
     pub kind: String,
     pub resource: String,
+    /// Who made the difference, when the target records it (optional; beyond the spec's
+    /// required fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<crate::observation::ChangedBy>,
 }
 
 /// `ReconciliationProposed`: a reviewable reconciliation exists.

@@ -15,6 +15,7 @@
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
+//! - [`drift_rules`]: expected differences, recorded as suppressed findings.
 //! - [`events`]: integration event topics and payloads.
 //! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
@@ -24,6 +25,7 @@
 
 pub mod approvals;
 pub mod drift;
+pub mod drift_rules;
 pub mod environments;
 pub mod events;
 pub mod inventory;

@@ -17,6 +17,71 @@ pub struct ObservedWorkload {
     pub secret_refs: Refs,
     /// `healthy`, `progressing` (a rollout under way), `degraded` or `unavailable`.
     pub health: String,
+    /// Who last wrote each part of the workload, when the target records it (Kubernetes
+    /// `managedFields`); empty otherwise.
+    #[serde(default, skip_serializing_if = "FieldOwners::is_empty")]
+    pub changed_by: FieldOwners,
+    /// The target's version of what this workload was read from (Kubernetes: the object's
+    /// `resourceVersion` and those of the Services and Ingresses that reach it). Unchanged
+    /// versions mean unchanged objects: recording skips the comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_version: Option<String>,
+}
+
+/// The product's own field manager: Kubernetes objects it writes carry it in `managedFields`,
+/// so a difference it made is recognisable as its own.
+pub const FIELD_MANAGER: &str = "runtime-cloud";
+
+/// Who last wrote a field: a Kubernetes `managedFields` entry that owns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedBy {
+    /// The field manager (`kubectl-edit`, `kube-controller-manager`, `runtime-cloud` …).
+    pub manager: String,
+    /// `Update` or `Apply`.
+    pub operation: String,
+    /// When the entry was last written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<chrono::DateTime<chrono::Utc>>,
+    /// The owned field, as a path: `spec.replicas`, `spec.template.spec.containers[api].image`.
+    pub field: String,
+    /// `scale` or `status` when the entry was written through a subresource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+}
+
+impl ChangedBy {
+    /// Whether the product itself made the change.
+    pub fn by_runtime_cloud(&self) -> bool {
+        self.manager == FIELD_MANAGER
+    }
+}
+
+/// Who last wrote the parts of a workload the comparer compares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldOwners {
+    /// The field the version is read from (the version label, or the main container's image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<ChangedBy>,
+    /// The desired replica count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ChangedBy>,
+    /// The ready replica count (the controller's status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<ChangedBy>,
+    /// The ConfigMap and Secret bindings (`env`, `envFrom`, volumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bindings: Option<ChangedBy>,
+    /// The workload as a whole (its pod template): who created or last rewrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<ChangedBy>,
+}
+
+impl FieldOwners {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl ObservedWorkload {
@@ -38,6 +103,8 @@ impl ObservedWorkload {
                 "unavailable"
             }
             .to_owned(),
+            changed_by: FieldOwners::default(),
+            source_version: None,
         }
     }
 }

@@ -296,7 +296,11 @@ mod tests {
         fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
         fixtures::execute(&db, "UPDATE environments SET target = 'sandbox'").await;
         use sea_orm_migration::MigratorTrait;
-        crate::Migrator::down(&db, Some(1)).await.unwrap();
+        // Back to before the typed targets (the seventh migration), and up again.
+        let since_typed_targets = crate::Migrator::migrations().len() - 6;
+        crate::Migrator::down(&db, Some(since_typed_targets as u32))
+            .await
+            .unwrap();
         crate::Migrator::up(&db, None).await.unwrap();
         let env = find(&db, "acme", "dev").await.unwrap().unwrap();
         assert_eq!(env.target, Target::default());

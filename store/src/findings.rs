@@ -1,13 +1,16 @@
 //! `drift_findings`: differences between declared and observed state. A finding is raised and
 //! resolved only by observations ([`crate::observations::record`]): resolved when an observation
-//! no longer shows it.
+//! no longer shows it. An open finding a drift rule matches is *suppressed* (`suppressed_by`):
+//! kept and listed, never proposed, and open again once no active rule matches it.
 
 use crate::decode::At;
 use crate::entities::drift_findings as rows;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{self, DriftKind};
+use runtime_cloud_models::drift_rules::{DriftRule, suppressing};
 use runtime_cloud_models::events::RuntimeDriftDetected;
+use runtime_cloud_models::observation::ChangedBy;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect,
@@ -34,6 +37,11 @@ pub struct Finding {
     pub proposal_id: Option<String>,
     /// Set by the first observation that no longer shows it.
     pub resolved_at: Option<DateTime<Utc>>,
+    /// Who made the difference, when the target records it (Kubernetes `managedFields`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_by: Option<ChangedBy>,
+    /// The drift rule that suppresses it, while one does.
+    pub suppressed_by: Option<String>,
 }
 
 impl Finding {
@@ -44,6 +52,12 @@ impl Finding {
         };
         Ok(Self {
             kind: at.wire("kind", &m.kind)?,
+            changed_by: m
+                .changed_by
+                .as_ref()
+                .map(|v| at.json("changed_by", v))
+                .transpose()?,
+            suppressed_by: m.suppressed_by,
             finding_id: m.finding_id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -63,15 +77,18 @@ impl Finding {
             resource: self.resource.clone(),
             declared: self.declared.clone(),
             observed: self.observed.clone(),
+            changed_by: self.changed_by.clone(),
         }
     }
 }
 
-/// Open or resolved.
+/// Open, suppressed or resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Still shown by the latest observation.
+    /// Still shown by the latest observation, and no drift rule suppresses it.
     Open,
+    /// Still shown, and a drift rule suppresses it.
+    Suppressed,
     /// No longer shown.
     Resolved,
 }
@@ -96,24 +113,27 @@ async fn open(
 pub(crate) struct Synced {
     pub raised: u32,
     pub resolved: u32,
-    /// The open findings after.
+    /// The open findings after, none suppressed (what a proposal covers).
     pub open: Vec<Finding>,
 }
 
 /// Raises `found` findings not open yet (each with `RuntimeDriftDetected`) and resolves the
-/// open ones `found` no longer holds, on `db` (the caller's transaction).
+/// open ones `found` no longer holds, on `db` (the caller's transaction). A finding an active
+/// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
+/// expired or went away is open again, with `RuntimeDriftDetected`.
 pub(crate) async fn sync(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
     found: &[drift::Finding],
+    rules: &[DriftRule],
     now: DateTime<Utc>,
 ) -> Result<Synced, Error> {
     let open = open(db, tenant_id, environment_id).await?;
     // A finding is identified by (kind, resource).
-    let found_keys: BTreeSet<(&str, &str)> = found
+    let found_by_key: std::collections::BTreeMap<(&str, &str), &drift::Finding> = found
         .iter()
-        .map(|f| (f.kind.as_str(), f.resource.as_str()))
+        .map(|f| ((f.kind.as_str(), f.resource.as_str()), f))
         .collect();
     let open_keys: BTreeSet<(&str, String)> = open
         .iter()
@@ -121,23 +141,25 @@ pub(crate) async fn sync(
         .collect();
     let mut still_open = Vec::new();
     let mut resolved = 0;
-    for f in open {
-        if found_keys.contains(&(f.kind.as_str(), f.resource.as_str())) {
-            still_open.push(f);
-        } else {
-            rows::Entity::update_many()
-                .col_expr(
-                    rows::Column::ResolvedAt,
-                    sea_orm::sea_query::Expr::value(now),
-                )
-                .col_expr(
-                    rows::Column::UpdatedAt,
-                    sea_orm::sea_query::Expr::value(now),
-                )
-                .filter(rows::Column::FindingId.eq(&f.finding_id))
-                .exec(db)
-                .await?;
+    for mut f in open {
+        let Some(now_found) = found_by_key.get(&(f.kind.as_str(), f.resource.as_str())) else {
+            set(db, &f.finding_id, rows::Column::ResolvedAt, Some(now), now).await?;
             resolved += 1;
+            continue;
+        };
+        let rule = suppressing(rules, now_found, now).map(|r| r.rule_id.clone());
+        if rule != f.suppressed_by {
+            set(db, &f.finding_id, rows::Column::SuppressedBy, rule.clone(), now).await?;
+            if rule.is_none() {
+                // Reopened: announced as the drift it is. (A later suppression and reopening
+                // is another event, hence the time in its id.)
+                let key = format!("{}/reopened/{}", f.finding_id, now.timestamp_micros());
+                announce(db, &f, outbox::event_id(&key, "RuntimeDriftDetected")).await?;
+            }
+            f.suppressed_by = rule;
+        }
+        if f.suppressed_by.is_none() {
+            still_open.push(f);
         }
     }
     let mut raised = 0;
@@ -145,6 +167,7 @@ pub(crate) async fn sync(
         .iter()
         .filter(|f| !open_keys.contains(&(f.kind.as_str(), f.resource.clone())))
     {
+        let suppressed_by = suppressing(rules, f, now).map(|r| r.rule_id.clone());
         let row = rows::ActiveModel {
             finding_id: Set(Uuid::now_v7().to_string()),
             tenant_id: Set(tenant_id.to_owned()),
@@ -156,22 +179,21 @@ pub(crate) async fn sync(
             detected_at: Set(now),
             proposal_id: Set(None),
             resolved_at: Set(None),
+            changed_by: Set(f.changed_by.as_ref().map(crate::decode::to_json).transpose()?),
+            suppressed_by: Set(suppressed_by),
             created_at: Set(now),
             updated_at: Set(now),
         }
         .insert(db)
         .await?;
-        let event = RuntimeDriftDetected {
-            finding_id: row.finding_id.clone(),
-            tenant_id: row.tenant_id.clone(),
-            environment_id: row.environment_id.clone(),
-            kind: row.kind.clone(),
-            resource: row.resource.clone(),
-        };
-        let id = outbox::event_id(&row.finding_id, "RuntimeDriftDetected");
-        outbox::append(db, tenant_id, event.into(), id).await?;
-        still_open.push(Finding::read(row)?);
+        let finding = Finding::read(row)?;
         raised += 1;
+        if finding.suppressed_by.is_some() {
+            continue;
+        }
+        let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
+        announce(db, &finding, id).await?;
+        still_open.push(finding);
     }
     Ok(Synced {
         raised,
@@ -180,7 +202,41 @@ pub(crate) async fn sync(
     })
 }
 
-/// The ids of an environment's open findings.
+/// Sets one nullable column of a finding (and its `updated_at`).
+async fn set<V>(
+    db: &impl ConnectionTrait,
+    finding_id: &str,
+    column: rows::Column,
+    value: Option<V>,
+    now: DateTime<Utc>,
+) -> Result<(), Error>
+where
+    V: Into<sea_orm::Value> + sea_orm::sea_query::Nullable,
+{
+    use sea_orm::sea_query::Expr;
+    rows::Entity::update_many()
+        .col_expr(column, Expr::value(value))
+        .col_expr(rows::Column::UpdatedAt, Expr::value(now))
+        .filter(rows::Column::FindingId.eq(finding_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// `RuntimeDriftDetected` for the finding, in the caller's transaction.
+async fn announce(db: &impl ConnectionTrait, f: &Finding, event_id: String) -> Result<(), Error> {
+    let event = RuntimeDriftDetected {
+        finding_id: f.finding_id.clone(),
+        tenant_id: f.tenant_id.clone(),
+        environment_id: f.environment_id.clone(),
+        kind: f.kind.as_str().to_owned(),
+        resource: f.resource.clone(),
+        changed_by: f.changed_by.clone(),
+    };
+    outbox::append(db, &f.tenant_id, event.into(), event_id).await
+}
+
+/// The ids of an environment's open findings, suppressed ones aside.
 pub(crate) async fn open_ids(
     db: &impl ConnectionTrait,
     tenant_id: &str,
@@ -192,6 +248,7 @@ pub(crate) async fn open_ids(
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .filter(rows::Column::ResolvedAt.is_null())
+        .filter(rows::Column::SuppressedBy.is_null())
         .into_tuple()
         .all(db)
         .await?;
@@ -215,8 +272,8 @@ pub(crate) async fn link(
     Ok(())
 }
 
-/// An environment's findings (open or resolved only, of one kind only, when given), newest
-/// first.
+/// An environment's findings (open, suppressed or resolved only, of one kind only, when
+/// given), newest first.
 pub async fn list(
     db: &impl ConnectionTrait,
     tenant_id: &str,
@@ -229,7 +286,12 @@ pub async fn list(
         .filter(rows::Column::EnvironmentId.eq(environment_id));
     select = match status {
         None => select,
-        Some(Status::Open) => select.filter(rows::Column::ResolvedAt.is_null()),
+        Some(Status::Open) => select
+            .filter(rows::Column::ResolvedAt.is_null())
+            .filter(rows::Column::SuppressedBy.is_null()),
+        Some(Status::Suppressed) => select
+            .filter(rows::Column::ResolvedAt.is_null())
+            .filter(rows::Column::SuppressedBy.is_not_null()),
         Some(Status::Resolved) => select.filter(rows::Column::ResolvedAt.is_not_null()),
     };
     if let Some(kind) = kind {
@@ -244,26 +306,30 @@ pub async fn list(
         .collect()
 }
 
-/// (tenant, kind) of every open finding (the metrics' open-drift gauge).
-pub async fn open_kinds(db: &impl ConnectionTrait) -> Result<Vec<(String, DriftKind)>, Error> {
-    let rows: Vec<(String, String, String)> = rows::Entity::find()
+/// (tenant, kind, suppressed) of every open finding (the metrics' open and suppressed drift
+/// gauges).
+pub async fn open_kinds(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(String, DriftKind, bool)>, Error> {
+    let rows: Vec<(String, String, String, Option<String>)> = rows::Entity::find()
         .select_only()
         .columns([
             rows::Column::FindingId,
             rows::Column::TenantId,
             rows::Column::Kind,
+            rows::Column::SuppressedBy,
         ])
         .filter(rows::Column::ResolvedAt.is_null())
         .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()
-        .map(|(id, tenant, kind)| {
+        .map(|(id, tenant, kind, suppressed_by)| {
             let at = At {
                 table: TABLE,
                 row: &id,
             };
-            Ok((tenant, at.wire("kind", &kind)?))
+            Ok((tenant, at.wire("kind", &kind)?, suppressed_by.is_some()))
         })
         .collect()
 }
@@ -281,8 +347,11 @@ mod tests {
             resource: "deployment/api".into(),
             declared: Some(2.into()),
             observed: Some(3.into()),
+            changed_by: None,
         }];
-        let synced = sync(&db, "acme", "dev", &found, Utc::now()).await.unwrap();
+        let synced = sync(&db, "acme", "dev", &found, &[], Utc::now())
+            .await
+            .unwrap();
         assert_eq!((synced.raised, synced.open.len()), (1, 1));
         fixtures::execute(&db, "UPDATE drift_findings SET kind = 'vibes'").await;
         let err = list(&db, "acme", "dev", None, None).await.unwrap_err();
@@ -298,7 +367,11 @@ mod tests {
             "{err:?}"
         );
         // Nor is a bad row silently treated as another kind when an observation compares.
-        assert!(sync(&db, "acme", "dev", &found, Utc::now()).await.is_err());
+        assert!(
+            sync(&db, "acme", "dev", &found, &[], Utc::now())
+                .await
+                .is_err()
+        );
         assert!(open_kinds(&db).await.is_err());
     }
 }

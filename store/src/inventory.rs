@@ -150,6 +150,7 @@ mod tests {
             observed_at: Set(Some(now - chrono::Duration::minutes(observed_minutes_ago))),
             stale: Set(false),
             last_error: Set(None),
+            compared_with: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         }

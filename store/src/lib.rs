@@ -17,7 +17,8 @@
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
-//! - [`findings`]: drift findings: raised and resolved by observations, read.
+//! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
+//! - [`drift_rules`]: expected differences per environment and tenant defaults.
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
@@ -29,6 +30,7 @@
 
 pub mod approvals;
 pub mod artifacts;
+pub mod drift_rules;
 pub mod entities;
 pub mod environments;
 pub mod error;

@@ -7,9 +7,11 @@ use crate::decode::{At, to_json};
 use crate::entities::{observed_workloads as workload_rows, runtime_inventories as rows};
 use crate::inventory::find_row;
 use crate::proposals::{self, Acceptance};
-use crate::{Error, environments, findings, outbox, runs, specifications};
+use crate::{Error, drift_rules, environments, findings, outbox, runs, specifications};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{compare, resource_findings};
+use runtime_cloud_models::drift_rules::DriftRule;
+use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
@@ -26,6 +28,10 @@ const TABLE: &str = "runtime_inventories";
 /// the declared specification raises or resolves, and a proposal when the open findings
 /// changed. A failed observation marks the environment stale and raises nothing. A retried
 /// record (same `proposal_id`) answers what the first one did.
+///
+/// An observation of the same objects as the last one (every workload's `sourceVersion`
+/// unchanged, or the same workloads) compared against the same inputs (specification, active
+/// drift rules, the runner state's drift) only moves `observedAt`: nothing else can differ.
 pub async fn record(
     db: &DatabaseConnection,
     req: &RecordRequest,
@@ -100,17 +106,37 @@ pub async fn record(
         None => Vec::new(),
     };
     let spec = specifications::latest(&txn, &req.tenant_id, &req.environment_id).await?;
+    let rules = drift_rules::applying(&txn, &req.tenant_id, &req.environment_id).await?;
+    let key = comparison_key(
+        spec.as_ref().map(|s| s.specification_id.as_str()),
+        &rules,
+        resources,
+        now,
+    );
+    let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
+    row.observed_at = Set(Some(now));
+    row.specification_version = Set(applied.map(|a| a.specification_version));
+    row.updated_at = Set(now);
+    // (A retried record goes the whole way, to answer what the first one did.)
+    let unchanged = existing.as_ref().is_some_and(|i| {
+        !was_stale && i.compared_with.as_deref() == Some(key.as_str())
+    }) && same_objects(&previous, workloads)
+        && proposals::find(&txn, &req.tenant_id, &req.proposal_id)
+            .await?
+            .is_none();
+    if unchanged {
+        upsert(&txn, row, false).await?;
+        txn.commit().await?;
+        return Ok(RecordOutcome::default());
+    }
     let diff = changes(&previous, workloads);
     let changed = existing.is_none() || was_stale || diff.as_array().is_some_and(|a| !a.is_empty());
     let release = spec.as_ref().and_then(|s| s.declaration.release_id.clone());
-    let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
     row.workloads = Set(to_json(workloads)?);
-    row.observed_at = Set(Some(now));
     row.stale = Set(false);
     row.last_error = Set(None);
     row.current_release_id = Set(release.clone());
-    row.specification_version = Set(applied.map(|a| a.specification_version));
-    row.updated_at = Set(now);
+    row.compared_with = Set(Some(key));
     upsert(&txn, row, existing.is_none()).await?;
     replace_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
     if changed {
@@ -128,7 +154,15 @@ pub async fn record(
         }
         None => Vec::new(),
     };
-    let synced = findings::sync(&txn, &req.tenant_id, &req.environment_id, &found, now).await?;
+    let synced = findings::sync(
+        &txn,
+        &req.tenant_id,
+        &req.environment_id,
+        &found,
+        &rules,
+        now,
+    )
+    .await?;
     let (new_proposal, superseded) =
         proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?;
     txn.commit().await?;
@@ -140,6 +174,42 @@ pub async fn record(
         new_proposal,
         superseded,
     })
+}
+
+/// What a comparison compares against, besides the observed workloads: the specification, the
+/// drift rules active at `now` and the runner state's drift.
+fn comparison_key(
+    specification_id: Option<&str>,
+    rules: &[DriftRule],
+    resources: &[DriftedResource],
+    now: DateTime<Utc>,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(specification_id.unwrap_or("-").as_bytes());
+    for rule in rules.iter().filter(|r| r.active(now)) {
+        hash.update(b"\0rule:");
+        hash.update(rule.rule_id.as_bytes());
+    }
+    for r in resources {
+        hash.update(b"\0resource:");
+        hash.update(serde_json::to_string(r).unwrap_or_default().as_bytes());
+    }
+    hex::encode(hash.finalize())
+}
+
+/// Whether two observations read the same objects: each workload's source version is the
+/// same (objects with the same `resourceVersion` are the same objects), or, where the target
+/// gives none, the workloads are equal.
+fn same_objects(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> bool {
+    before.len() == after.len()
+        && before.iter().zip(after).all(|(a, b)| {
+            a.name == b.name
+                && match (&a.source_version, &b.source_version) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => a == b,
+                }
+        })
 }
 
 /// Inserts a new inventory row or updates the existing one. (`save` would try an update for a
@@ -329,6 +399,88 @@ mod tests {
         an_observation_raises_and_resolves_findings_and_a_proposal_postgres,
         an_observation_raises_and_resolves_findings_on
     );
+
+    /// A rule suppresses the HPA's replica drift: recorded, not proposed, not announced; the
+    /// finding reopens (announced, proposed) at the first observation after the rule goes.
+    #[tokio::test]
+    async fn a_drift_rule_suppresses_until_it_expires() {
+        use runtime_cloud_models::drift_rules::RuleMatch;
+        use runtime_cloud_models::observation::ChangedBy;
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let expires_at = Utc::now() + chrono::Duration::seconds(30);
+        let rule = drift_rules::create(
+            &db,
+            drift_rules::NewRule {
+                tenant_id: "acme".into(),
+                environment_id: None,
+                matcher: RuleMatch {
+                    kind: DriftKind::Replica,
+                    workload: "*".into(),
+                    field: Some("spec.replicas".into()),
+                    manager: Some("horizontal-pod-autoscaler".into()),
+                },
+                owner: "platform".into(),
+                reason: "the HPA scales api".into(),
+                expires_at: Some(expires_at),
+                created_by: "alice".into(),
+            },
+        )
+        .await
+        .unwrap();
+        let mut scaled = observed(&api);
+        scaled.replicas_desired = 4;
+        scaled.replicas_ready = 4;
+        scaled.source_version = Some("41".into());
+        scaled.changed_by.replicas = Some(ChangedBy {
+            manager: "horizontal-pod-autoscaler".into(),
+            operation: "Update".into(),
+            time: None,
+            field: "spec.replicas".into(),
+            subresource: Some("scale".into()),
+        });
+        let first = record(&db, &observation("dev", "p1", vec![scaled.clone()]), ALLOWED)
+            .await
+            .unwrap();
+        assert_eq!((first.new_findings, first.new_proposal), (1, None));
+        let suppressed = findings::list(&db, "acme", "dev", Some(Status::Suppressed), None)
+            .await
+            .unwrap();
+        assert_eq!(suppressed.len(), 1);
+        assert_eq!(suppressed[0].suppressed_by.as_deref(), Some(rule.rule_id.as_str()));
+        assert_eq!(
+            suppressed[0].changed_by.as_ref().map(|c| c.manager.as_str()),
+            Some("horizontal-pod-autoscaler")
+        );
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None).await;
+        assert!(open.unwrap().is_empty());
+        assert!(fixtures::events(&db, "RuntimeDriftDetected").await.is_empty());
+
+        // Unchanged objects, unchanged rules: the comparison is skipped.
+        let again = record(&db, &observation("dev", "p2", vec![scaled.clone()]), ALLOWED)
+            .await
+            .unwrap();
+        assert_eq!(again, RecordOutcome::default());
+
+        // Removing the rule reopens it at the next observation (as its expiry does: the
+        // rules in force are those active at the observation's time).
+        drift_rules::delete(&db, "acme", None, &rule.rule_id).await.unwrap();
+        let reopened = record(&db, &observation("dev", "p3", vec![scaled]), ALLOWED)
+            .await
+            .unwrap();
+        assert_eq!(reopened.new_findings, 0, "the same finding, reopened");
+        assert!(reopened.new_proposal.is_some(), "and proposed now");
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].finding_id, suppressed[0].finding_id);
+        assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
+    }
 
     #[tokio::test]
     async fn an_unreachable_target_marks_stale_and_raises_nothing() {

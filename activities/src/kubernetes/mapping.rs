@@ -25,6 +25,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use super::owners::{VersionSource, field_owners};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::specification::Refs;
 use std::collections::BTreeMap;
@@ -39,8 +40,21 @@ pub struct Objects {
     pub ingresses: Vec<Ingress>,
 }
 
+impl Objects {
+    /// The `resourceVersion`s of the Services and Ingresses, as one string.
+    fn routing_version(&self) -> String {
+        let services = self.services.iter().map(|s| &s.metadata);
+        let ingresses = self.ingresses.iter().map(|i| &i.metadata);
+        let versions: Vec<&str> = services
+            .chain(ingresses)
+            .map(|m| m.resource_version.as_deref().unwrap_or("-"))
+            .collect();
+        versions.join(",")
+    }
+}
+
 /// The label Kubernetes recommends for an application's version.
-const VERSION_LABEL: &str = "app.kubernetes.io/version";
+pub(crate) const VERSION_LABEL: &str = "app.kubernetes.io/version";
 
 /// The workloads of a namespace, by name.
 pub fn workloads(namespace: &str, objects: &Objects) -> Vec<ObservedWorkload> {
@@ -149,16 +163,33 @@ fn workload(
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
     let (config_refs, secret_refs) = references(&pod);
+    let endpoints = endpoints(namespace, objects, &pod_labels);
+    let main_container = pod.containers.first().map(|c| c.name.as_str()).unwrap_or("");
+    let version_source = if meta.labels.as_ref().is_some_and(|l| l.contains_key(VERSION_LABEL)) {
+        VersionSource::Label
+    } else if pod_labels.contains_key(VERSION_LABEL) {
+        VersionSource::TemplateLabel
+    } else {
+        VersionSource::Image(main_container)
+    };
+    // The object's resourceVersion and those of the namespace's Services and Ingresses (any
+    // of which may come to reach it): while none changes, nothing observed of it does.
+    let source_version = meta
+        .resource_version
+        .as_ref()
+        .map(|own| format!("{own}/{}", objects.routing_version()));
     ObservedWorkload {
         name: meta.name.clone().unwrap_or_default(),
         kind: kind.to_owned(),
         version: version(meta, &pod_labels, &pod),
         replicas_ready: ready,
         replicas_desired: desired,
-        endpoints: endpoints(namespace, objects, &pod_labels),
+        endpoints,
         config_refs,
         secret_refs,
         health: health.to_owned(),
+        changed_by: field_owners(meta, version_source, kind == "daemonset"),
+        source_version,
     }
 }
 

@@ -100,11 +100,11 @@ async fn inventory(
     Ok(axum::Json(view))
 }
 
-/// `?state=open|resolved&kind=…`.
+/// `?state=open|suppressed|resolved&kind=…`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct DriftQuery {
-    /// `open` or `resolved`.
+    /// `open`, `suppressed` (open, and a drift rule suppresses it) or `resolved`.
     state: Option<String>,
     /// A drift kind such as `replica` or `version`.
     kind: Option<String>,
@@ -128,10 +128,11 @@ async fn drift(
     let status = match q.state.as_deref() {
         None => None,
         Some("open") => Some(findings::Status::Open),
+        Some("suppressed") => Some(findings::Status::Suppressed),
         Some("resolved") => Some(findings::Status::Resolved),
         Some(other) => {
             return Err(Error::BadRequest(format!(
-                "state must be `open` or `resolved`, not `{other}`"
+                "state must be `open`, `suppressed` or `resolved`, not `{other}`"
             )));
         }
     };

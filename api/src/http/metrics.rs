@@ -221,23 +221,28 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         );
     }
 
-    header(
-        &mut out,
-        "connectsoft_factory_runtime_drift_open",
-        "gauge",
-        "Open drift findings.",
-    );
-    let mut drift: BTreeMap<(String, &str), u64> = BTreeMap::new();
-    for (tenant, kind) in findings::open_kinds(db).await? {
-        *drift.entry((tenant, kind.as_str())).or_default() += 1;
+    // Open findings, and apart from them those a drift rule suppresses.
+    let mut drift: BTreeMap<(bool, String, &str), u64> = BTreeMap::new();
+    for (tenant, kind, suppressed) in findings::open_kinds(db).await? {
+        *drift.entry((suppressed, tenant, kind.as_str())).or_default() += 1;
     }
-    for ((tenant, kind), n) in &drift {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_runtime_drift_open{{tenant=\"{}\",kind=\"{}\"}} {n}",
-            label(tenant),
-            label(kind)
-        );
+    for (suppressed, name, help) in [
+        (false, "connectsoft_factory_runtime_drift_open", "Open drift findings."),
+        (
+            true,
+            "connectsoft_factory_runtime_drift_suppressed",
+            "Open drift findings a drift rule suppresses.",
+        ),
+    ] {
+        header(&mut out, name, "gauge", help);
+        for ((_, tenant, kind), n) in drift.iter().filter(|((s, ..), _)| *s == suppressed) {
+            let _ = writeln!(
+                out,
+                "{name}{{tenant=\"{}\",kind=\"{}\"}} {n}",
+                label(tenant),
+                label(kind)
+            );
+        }
     }
 
     header(

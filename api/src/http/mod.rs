@@ -5,6 +5,7 @@
 //! cannot diverge. [`router`] splits the two and hands the document to [`openapi`] to serve.
 
 mod approvals;
+mod drift_rules;
 mod environments;
 mod health;
 mod inventory;
@@ -38,6 +39,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(runs::router())
         .merge(approvals::router())
         .merge(inventory::router())
+        .merge(drift_rules::router())
         .merge(proposals::router())
         .merge(metrics::router())
         .routes(routes!(openapi::openapi_json))

@@ -18,6 +18,10 @@ pub struct Model {
     pub detected_at: DateTimeUtc,
     pub proposal_id: Option<String>,
     pub resolved_at: Option<DateTimeUtc>,
+    /// `models::observation::ChangedBy`, when the target records who wrote the field.
+    pub changed_by: Option<Json>,
+    /// The drift rule that suppresses it, while one does.
+    pub suppressed_by: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

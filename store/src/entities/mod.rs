@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod deployment_specifications;
 pub mod drift_findings;
+pub mod drift_rules;
 pub mod environments;
 pub mod observed_workloads;
 pub mod outbox_events;

@@ -20,6 +20,8 @@ pub struct Model {
     pub stale: bool,
     /// Why the last observation failed, if it did.
     pub last_error: Option<String>,
+    /// What the last comparison compared against (`observations::comparison_key`).
+    pub compared_with: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -9,6 +9,7 @@ mod m20261129_000004_runs_newest_first;
 mod m20261201_000005_run_refused_approvals;
 mod m20261201_000006_create_approvals;
 mod m20261201_000007_typed_targets;
+mod m20261201_000008_drift_rules_and_owners;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000005_run_refused_approvals::Migration),
             Box::new(m20261201_000006_create_approvals::Migration),
             Box::new(m20261201_000007_typed_targets::Migration),
+            Box::new(m20261201_000008_drift_rules_and_owners::Migration),
         ]
     }
 }

@@ -1,0 +1,137 @@
+//! `drift_rules`: an environment's rules and its tenant's defaults
+//! ([`runtime_cloud_models::drift_rules`]). Findings they match are suppressed by the next
+//! observation that records them ([`crate::findings::sync`]); removing or outliving a rule
+//! reopens them at the next observation.
+
+use crate::Error;
+use crate::decode::At;
+use crate::entities::drift_rules as rows;
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::drift_rules::{DriftRule, RuleMatch};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, EntityTrait,
+    QueryFilter, QueryOrder,
+};
+use uuid::Uuid;
+
+const TABLE: &str = "drift_rules";
+
+fn read(m: rows::Model) -> Result<DriftRule, Error> {
+    let at = At {
+        table: TABLE,
+        row: &m.rule_id,
+    };
+    Ok(DriftRule {
+        matcher: RuleMatch {
+            kind: at.wire("kind", &m.kind)?,
+            workload: m.workload,
+            field: m.field,
+            manager: m.manager,
+        },
+        rule_id: m.rule_id,
+        tenant_id: m.tenant_id,
+        environment_id: m.environment_id,
+        owner: m.owner,
+        reason: m.reason,
+        expires_at: m.expires_at,
+        created_by: m.created_by,
+        created_at: m.created_at,
+    })
+}
+
+/// A rule to record.
+#[derive(Debug, Clone)]
+pub struct NewRule {
+    pub tenant_id: String,
+    pub environment_id: Option<String>,
+    pub matcher: RuleMatch,
+    pub owner: String,
+    pub reason: String,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_by: String,
+}
+
+/// Records a rule.
+pub async fn create(db: &impl ConnectionTrait, new: NewRule) -> Result<DriftRule, Error> {
+    let row = rows::ActiveModel {
+        rule_id: Set(Uuid::now_v7().to_string()),
+        tenant_id: Set(new.tenant_id),
+        environment_id: Set(new.environment_id),
+        kind: Set(new.matcher.kind.as_str().to_owned()),
+        workload: Set(new.matcher.workload),
+        field: Set(new.matcher.field),
+        manager: Set(new.matcher.manager),
+        owner: Set(new.owner),
+        reason: Set(new.reason),
+        expires_at: Set(new.expires_at),
+        created_by: Set(new.created_by),
+        created_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await?;
+    read(row)
+}
+
+/// The rules of one environment only (`Some`), or the tenant's defaults only (`None`), oldest
+/// first, expired ones included (they show what was suppressed until when).
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: Option<&str>,
+) -> Result<Vec<DriftRule>, Error> {
+    let scope = match environment_id {
+        Some(env) => rows::Column::EnvironmentId.eq(env),
+        None => rows::Column::EnvironmentId.is_null(),
+    };
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(scope)
+        .order_by_asc(rows::Column::RuleId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read)
+        .collect()
+}
+
+/// The rules that apply to an environment: its own and its tenant's defaults, oldest first.
+pub(crate) async fn applying(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Vec<DriftRule>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(
+            Condition::any()
+                .add(rows::Column::EnvironmentId.eq(environment_id))
+                .add(rows::Column::EnvironmentId.is_null()),
+        )
+        .order_by_asc(rows::Column::RuleId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read)
+        .collect()
+}
+
+/// Removes a rule of the tenant in the given scope (an environment's, or a tenant default);
+/// false when there is none by that id there.
+pub async fn delete(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: Option<&str>,
+    rule_id: &str,
+) -> Result<bool, Error> {
+    let scope = match environment_id {
+        Some(env) => rows::Column::EnvironmentId.eq(env),
+        None => rows::Column::EnvironmentId.is_null(),
+    };
+    let done = rows::Entity::delete_many()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(scope)
+        .filter(rows::Column::RuleId.eq(rule_id))
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected > 0)
+}
