@@ -1,9 +1,12 @@
 //! The Kubernetes observer against the stand-in API server (`tests/common/kube_stand_in.rs`):
 //! workloads read with one list per kind, bindings by reference, never a Secret; an
-//! unauthorized or forbidden cluster leaves the environment stale without findings.
+//! unauthorized or forbidden cluster leaves the environment stale without findings; each
+//! drift kind names who made it (`managedFields`); a drift rule suppresses the autoscaler's
+//! replica drift until it expires.
 
 use crate::common::kube_stand_in::KubeStandIn;
 use crate::common::{Api, Stack, StackOptions, text};
+use runtime_cloud_models::observation::FIELD_MANAGER;
 use serde_json::{Value, json};
 
 /// A Deployment as `kubectl get -o json` shows one that rolled out: `ready` of `replicas`
@@ -46,13 +49,16 @@ fn deployment(name: &str, image: &str, replicas: i64, ready: i64) -> Value {
 /// a Service and an Ingress in front of `api`; and an environment `k8s` observing it.
 async fn observed_cluster(stack: &Stack) -> (KubeStandIn, Api, tempfile::TempDir) {
     let cluster = KubeStandIn::start().await;
-    cluster.put(
+    // `api` was deployed by the product; `batch` by hand.
+    cluster.create(
         "shop",
         deployment("api", "registry.example.com:5000/shop/api:1.4.2", 2, 2),
+        FIELD_MANAGER,
     );
-    cluster.put(
+    cluster.create(
         "shop",
         deployment("batch", "registry.example.com/shop/batch@sha256:0f1e", 1, 1),
+        "kubectl-create",
     );
     cluster.put(
         "shop",
@@ -219,4 +225,383 @@ async fn list_calls_in_flight_per_cluster_are_bounded() {
     assert_eq!(cluster.requests().len(), 5);
     let most = cluster.max_in_flight();
     assert!((1..=2).contains(&most), "at most 2 at once, saw {most}");
+}
+
+/// `kubeconfig` for the stand-in cluster, in a directory the caller keeps.
+fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("kubeconfig dir");
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, cluster.kubeconfig()).expect("kubeconfig");
+    let reference = format!("file://{}", path.display());
+    (dir, reference)
+}
+
+/// The declared form of a workload made by [`deployment`].
+fn declared(name: &str, version: &str, replicas: u32) -> Value {
+    json!({ "name": name, "kind": "deployment", "version": version, "replicas": replicas,
+            "configRefs": { "LOG_LEVEL": "configmap://shop-config#log-level" },
+            "secretRefs": { "DB_PASSWORD": "secret://db-credentials#password",
+                            "volume:tls": "secret://api-tls" } })
+}
+
+/// The `fieldsV1` of a write to container `name`'s field `field`.
+fn container_field(name: &str, field: &str) -> Value {
+    let key = format!("k:{}", json!({ "name": name }));
+    json!({ "f:spec": { "f:template": { "f:spec": { "f:containers": { key: { format!("f:{field}"): {} } } } } } })
+}
+
+/// What people and controllers with cluster access do, each recorded in `managedFields` as the
+/// API server records it — and every kind of drift is found naming who made it: `kubectl set
+/// image` (version), `kubectl scale` (replicas, through the scale subresource), `kubectl edit`
+/// of an env var (configuration) and of a secret reference (secret binding), a rollout stuck
+/// past its deadline (replicas not ready: the controller's status), `kubectl create` of an
+/// undeclared Deployment (unmanaged) and `kubectl delete` (missing: the object is gone, so no
+/// one is named). The proposal's plan summary names them too, as does `RuntimeDriftDetected`.
+#[tokio::test]
+async fn every_drift_kind_names_who_made_it() {
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let cluster = KubeStandIn::start().await;
+    let names = ["api", "web", "worker", "billing", "payments", "cron"];
+    for name in names {
+        let image = format!("registry.example.com/shop/{name}:1.0.0");
+        cluster.create("shop", deployment(name, &image, 2, 2), FIELD_MANAGER);
+    }
+    let (_dir, kubeconfig) = kubeconfig(&cluster);
+    let api = stack.operator("acme");
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
+                "target": { "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
+                                          "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+    let workloads: Vec<Value> = names.iter().map(|n| declared(n, "1.0.0", 2)).collect();
+    api.post(
+        "/factory/provisioning/specifications",
+        json!({ "environmentId": "k8s", "kind": "environment", "programRef": "git://infra//shop",
+                "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
+                "workloads": workloads }),
+    )
+    .await
+    .expect(201);
+    let first = api.observe(&stack, "k8s").await;
+    assert_eq!(first["newFindings"], 0, "as declared: {first}");
+
+    // kubectl set image deployment/api api=…:1.1.0
+    cluster.update(
+        "shop",
+        "deployments",
+        "api",
+        ("kubectl-set", None),
+        container_field("api", "image"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"] =
+                json!("registry.example.com/shop/api:1.1.0")
+        },
+    );
+    // kubectl scale deployment/web --replicas=5
+    cluster.update(
+        "shop",
+        "deployments",
+        "web",
+        ("kubectl", Some("scale")),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| {
+            d["spec"]["replicas"] = json!(5);
+            d["status"]["readyReplicas"] = json!(5);
+            d["status"]["availableReplicas"] = json!(5);
+            d["status"]["updatedReplicas"] = json!(5);
+            d["status"]["replicas"] = json!(5);
+        },
+    );
+    // kubectl edit deployment/worker: LOG_LEVEL from another key.
+    cluster.update(
+        "shop",
+        "deployments",
+        "worker",
+        ("kubectl-edit", None),
+        container_field("worker", "env"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["configMapKeyRef"]
+                ["key"] = json!("debug-level")
+        },
+    );
+    // kubectl edit deployment/billing: the password from another Secret.
+    cluster.update(
+        "shop",
+        "deployments",
+        "billing",
+        ("kubectl-edit", None),
+        container_field("billing", "env"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]
+                ["name"] = json!("db-credentials-old")
+        },
+    );
+    // The controller reports payments' rollout stuck past its deadline, 1 of 2 ready.
+    cluster.update(
+        "shop",
+        "deployments",
+        "payments",
+        ("kube-controller-manager", Some("status")),
+        json!({ "f:status": { "f:readyReplicas": {}, "f:conditions": {} } }),
+        |d| {
+            d["status"]["readyReplicas"] = json!(1);
+            d["status"]["availableReplicas"] = json!(1);
+            d["status"]["conditions"][1] = json!({ "type": "Progressing", "status": "False",
+                                                   "reason": "ProgressDeadlineExceeded" });
+        },
+    );
+    // kubectl create deployment debug …; kubectl delete deployment cron.
+    cluster.create(
+        "shop",
+        deployment("debug", "busybox:1.36", 1, 1),
+        "kubectl-create",
+    );
+    cluster.delete("shop", "deployments", "cron");
+
+    let outcome = api.observe(&stack, "k8s").await;
+    assert_eq!(outcome["newFindings"], 7, "{outcome}");
+    let drift = api.drift("k8s", Some("open")).await;
+    let by = |kind: &str, resource: &str| -> Value {
+        let f = drift
+            .iter()
+            .find(|f| f["kind"] == kind && f["resource"] == resource)
+            .unwrap_or_else(|| panic!("no {kind} finding of {resource}: {drift:?}"));
+        f["changedBy"].clone()
+    };
+    let version = by("version", "deployment/api");
+    assert_eq!(
+        (
+            &version["manager"],
+            &version["operation"],
+            &version["field"]
+        ),
+        (
+            &json!("kubectl-set"),
+            &json!("Update"),
+            &json!("spec.template.spec.containers[api].image")
+        )
+    );
+    assert!(version["time"].is_string(), "{version}");
+    let scaled = by("replica", "deployment/web");
+    assert_eq!(
+        (&scaled["manager"], &scaled["subresource"], &scaled["field"]),
+        (&json!("kubectl"), &json!("scale"), &json!("spec.replicas"))
+    );
+    assert_eq!(
+        by("configuration", "deployment/worker")["manager"],
+        "kubectl-edit"
+    );
+    let secret = by("secret-binding", "deployment/billing");
+    assert_eq!(
+        (&secret["manager"], &secret["field"]),
+        (
+            &json!("kubectl-edit"),
+            &json!("spec.template.spec.containers[billing].env")
+        )
+    );
+    let stuck = by("replica", "deployment/payments");
+    assert_eq!(
+        (&stuck["manager"], &stuck["subresource"]),
+        (&json!("kube-controller-manager"), &json!("status"))
+    );
+    assert_eq!(
+        by("unmanaged", "deployment/debug")["manager"],
+        "kubectl-create"
+    );
+    assert_eq!(
+        by("missing", "deployment/cron"),
+        Value::Null,
+        "the object is gone"
+    );
+    let inventory = api
+        .get("/factory/environments/k8s/inventory")
+        .await
+        .expect(200);
+    let payments = inventory["workloads"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "payments"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(payments["health"], "degraded", "{payments}");
+    // What the product applied itself stays recognisable as its own.
+    assert_eq!(payments["changedBy"]["version"]["manager"], FIELD_MANAGER);
+
+    // The proposal (destructive: it would delete `debug`) names who made each difference.
+    let proposals = api.proposals("k8s").await;
+    let summary = &proposals[0]["planSummary"];
+    let managers: Vec<&str> = summary["changedBy"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["manager"].as_str()).collect())
+        .unwrap_or_default();
+    for m in [
+        "kubectl-set",
+        "kubectl",
+        "kubectl-edit",
+        "kube-controller-manager",
+        "kubectl-create",
+    ] {
+        assert!(managers.contains(&m), "{m} in {summary}");
+    }
+    let events = stack.events("RuntimeDriftDetected").await;
+    let set_image = events
+        .iter()
+        .find(|e| e["payload"]["resource"] == "deployment/api")
+        .unwrap_or_else(|| panic!("no event for api: {events:?}"));
+    assert_eq!(set_image["payload"]["changedBy"]["manager"], "kubectl-set");
+    assert!(
+        cluster.requests().iter().all(|r| !r.contains("/secrets")),
+        "never a Secret"
+    );
+}
+
+/// A rule for replica drift made by the autoscaler (`kube-controller-manager` through the
+/// scale subresource, as an HPA's write is recorded) suppresses it: listed as suppressed,
+/// counted apart in the metrics, not proposed. An observation of unchanged objects changes
+/// nothing; once the rule has expired, the next observation reopens the same finding.
+#[tokio::test]
+async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
+    // Without a manager, a field or a future expiry, a rule is refused.
+    let bad = api
+        .post(
+            "/factory/environments/k8s/drift-rules",
+            json!({ "kind": "replica", "workload": "", "owner": "", "reason": "autoscaled",
+                    "expiresAt": "2020-01-01T00:00:00Z" }),
+        )
+        .await
+        .expect_problem(422);
+    assert!(text(&bad["detail"]).contains("workload"), "{bad}");
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(4);
+    let rule = api
+        .post(
+            "/factory/environments/k8s/drift-rules",
+            json!({ "kind": "replica", "workload": "*", "field": "spec.replicas",
+                    "manager": "kube-controller-manager", "owner": "team-shop",
+                    "reason": "the HPA scales api", "expiresAt": expires_at }),
+        )
+        .await
+        .expect(201);
+    let rule_id = text(&rule["ruleId"]);
+    let rules = api
+        .get("/factory/environments/k8s/drift-rules")
+        .await
+        .expect(200);
+    assert_eq!(rules["items"][0]["ruleId"], rule_id.as_str());
+
+    // The HPA scales api to 4.
+    cluster.update(
+        "shop",
+        "deployments",
+        "api",
+        ("kube-controller-manager", Some("scale")),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| {
+            d["spec"]["replicas"] = json!(4);
+            d["status"]["readyReplicas"] = json!(4);
+            d["status"]["availableReplicas"] = json!(4);
+            d["status"]["updatedReplicas"] = json!(4);
+            d["status"]["replicas"] = json!(4);
+        },
+    );
+    let outcome = api.observe(&stack, "k8s").await;
+    assert_eq!(
+        outcome["newFindings"], 2,
+        "unmanaged batch and the replica: {outcome}"
+    );
+    let suppressed = api.drift("k8s", Some("suppressed")).await;
+    assert_eq!(suppressed.len(), 1, "{suppressed:?}");
+    assert_eq!(suppressed[0]["kind"], "replica");
+    assert_eq!(suppressed[0]["suppressedBy"], rule_id.as_str());
+    assert_eq!(suppressed[0]["changedBy"]["subresource"], "scale");
+    let open = api.drift("k8s", Some("open")).await;
+    assert_eq!(open.len(), 1, "only batch is open: {open:?}");
+    assert_eq!(open[0]["kind"], "unmanaged");
+    let proposal = &api.proposals("k8s").await[0];
+    assert_eq!(
+        proposal["findingIds"].as_array().map(Vec::len),
+        Some(1),
+        "a suppressed finding is never proposed: {proposal}"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics");
+    let tenant = stack.tenant("acme");
+    let gauge = |name: &str| {
+        format!(r#"connectsoft_factory_runtime_{name}{{tenant="{tenant}",kind="replica"}}"#)
+    };
+    assert!(
+        metrics.contains(&format!("{} 1", gauge("drift_suppressed"))),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(&gauge("drift_open")), "{metrics}");
+    let announced = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| e["payload"]["kind"] == "replica")
+            .count()
+    };
+    assert_eq!(announced(&stack.events("RuntimeDriftDetected").await), 0);
+
+    // Nothing changed in the cluster: nothing changes here.
+    let again = api.observe(&stack, "k8s").await;
+    assert_eq!(
+        (
+            &again["changed"],
+            &again["newFindings"],
+            &again["resolvedFindings"]
+        ),
+        (&json!(false), &json!(0), &json!(0)),
+        "{again}"
+    );
+
+    // The rule expires (the clock passes its expiry; nothing else is awaited).
+    let left = (expires_at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(left + std::time::Duration::from_millis(50)).await;
+    api.observe(&stack, "k8s").await;
+    let open = api.drift("k8s", Some("open")).await;
+    let reopened = open
+        .iter()
+        .find(|f| f["kind"] == "replica")
+        .unwrap_or_else(|| panic!("the replica finding reopens: {open:?}"));
+    assert_eq!(
+        reopened["findingId"], suppressed[0]["findingId"],
+        "the same finding"
+    );
+    assert_eq!(reopened["suppressedBy"], Value::Null);
+    assert!(api.drift("k8s", Some("suppressed")).await.is_empty());
+    assert_eq!(announced(&stack.events("RuntimeDriftDetected").await), 1);
+    let proposal = &api.proposals("k8s").await[0];
+    assert_eq!(
+        proposal["findingIds"].as_array().map(Vec::len),
+        Some(2),
+        "proposed now: {proposal}"
+    );
+    // Rules are the environment's own: another tenant's operator cannot remove it.
+    let other = stack.operator("globex");
+    other
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/factory/environments/k8s/drift-rules/{rule_id}"),
+            None,
+            &[],
+        )
+        .await
+        .expect_problem(404);
+    api.send(
+        reqwest::Method::DELETE,
+        &format!("/factory/environments/k8s/drift-rules/{rule_id}"),
+        None,
+        &[],
+    )
+    .await
+    .expect(204);
 }

@@ -162,6 +162,15 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("GET", "/factory/environments/{environmentId}/inventory"),
         ("GET", "/factory/environments/{environmentId}/drift"),
         ("POST", "/factory/environments/{environmentId}/observe"),
+        ("GET", "/factory/environments/{environmentId}/drift-rules"),
+        ("POST", "/factory/environments/{environmentId}/drift-rules"),
+        (
+            "DELETE",
+            "/factory/environments/{environmentId}/drift-rules/{ruleId}",
+        ),
+        ("GET", "/factory/drift-rules"),
+        ("POST", "/factory/drift-rules"),
+        ("DELETE", "/factory/drift-rules/{ruleId}"),
         ("GET", "/factory/reconciliation/proposals"),
         (
             "POST",
@@ -178,7 +187,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 25, "documented: {documented:?}");
+    assert_eq!(documented.len(), 31, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

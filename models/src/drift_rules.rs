@@ -69,9 +69,9 @@ impl RuleMatch {
         let field_ok = self.field.as_deref().is_none_or(|want| {
             by.is_some_and(|b| {
                 b.field == want
-                    || b.field.strip_prefix(want).is_some_and(|rest| {
-                        rest.starts_with('.') || rest.starts_with('[')
-                    })
+                    || b.field
+                        .strip_prefix(want)
+                        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
             })
         });
         let manager_ok = self
@@ -226,7 +226,10 @@ mod tests {
             "deployment/api",
             Some(("istio", "spec.template.spec.containers[api].env")),
         );
-        assert!(template.matches(&env), "a field prefix covers what is under it");
+        assert!(
+            template.matches(&env),
+            "a field prefix covers what is under it"
+        );
         let sibling = finding(
             DriftKind::Configuration,
             "deployment/api",

@@ -117,6 +117,28 @@ pub(crate) struct Synced {
     pub open: Vec<Finding>,
 }
 
+impl Synced {
+    /// Nothing raised or resolved; `open` as they are.
+    pub(crate) fn unchanged(open: Vec<Finding>) -> Self {
+        Self {
+            raised: 0,
+            resolved: 0,
+            open,
+        }
+    }
+}
+
+/// The open findings no rule suppresses.
+pub(crate) async fn open_unsuppressed(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Vec<Finding>, Error> {
+    let mut open = open(db, tenant_id, environment_id).await?;
+    open.retain(|f| f.suppressed_by.is_none());
+    Ok(open)
+}
+
 /// Raises `found` findings not open yet (each with `RuntimeDriftDetected`) and resolves the
 /// open ones `found` no longer holds, on `db` (the caller's transaction). A finding an active
 /// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
@@ -149,7 +171,14 @@ pub(crate) async fn sync(
         };
         let rule = suppressing(rules, now_found, now).map(|r| r.rule_id.clone());
         if rule != f.suppressed_by {
-            set(db, &f.finding_id, rows::Column::SuppressedBy, rule.clone(), now).await?;
+            set(
+                db,
+                &f.finding_id,
+                rows::Column::SuppressedBy,
+                rule.clone(),
+                now,
+            )
+            .await?;
             if rule.is_none() {
                 // Reopened: announced as the drift it is. (A later suppression and reopening
                 // is another event, hence the time in its id.)
@@ -179,7 +208,11 @@ pub(crate) async fn sync(
             detected_at: Set(now),
             proposal_id: Set(None),
             resolved_at: Set(None),
-            changed_by: Set(f.changed_by.as_ref().map(crate::decode::to_json).transpose()?),
+            changed_by: Set(f
+                .changed_by
+                .as_ref()
+                .map(crate::decode::to_json)
+                .transpose()?),
             suppressed_by: Set(suppressed_by),
             created_at: Set(now),
             updated_at: Set(now),

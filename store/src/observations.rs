@@ -11,9 +11,9 @@ use crate::{Error, drift_rules, environments, findings, outbox, runs, specificat
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{compare, resource_findings};
 use runtime_cloud_models::drift_rules::DriftRule;
-use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
+use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
@@ -31,7 +31,8 @@ const TABLE: &str = "runtime_inventories";
 ///
 /// An observation of the same objects as the last one (every workload's `sourceVersion`
 /// unchanged, or the same workloads) compared against the same inputs (specification, active
-/// drift rules, the runner state's drift) only moves `observedAt`: nothing else can differ.
+/// drift rules, the runner state's drift) skips the comparison: the workloads and findings
+/// stay as recorded, `observedAt` moves, and only the proposals are synced.
 pub async fn record(
     db: &DatabaseConnection,
     req: &RecordRequest,
@@ -117,52 +118,54 @@ pub async fn record(
     row.observed_at = Set(Some(now));
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
-    // (A retried record goes the whole way, to answer what the first one did.)
-    let unchanged = existing.as_ref().is_some_and(|i| {
-        !was_stale && i.compared_with.as_deref() == Some(key.as_str())
-    }) && same_objects(&previous, workloads)
-        && proposals::find(&txn, &req.tenant_id, &req.proposal_id)
-            .await?
-            .is_none();
-    if unchanged {
+    let unchanged = existing
+        .as_ref()
+        .is_some_and(|i| !was_stale && i.compared_with.as_deref() == Some(key.as_str()))
+        && same_objects(&previous, workloads);
+    let (changed, synced) = if unchanged {
+        // The same objects against the same inputs: the same findings, already recorded.
         upsert(&txn, row, false).await?;
-        txn.commit().await?;
-        return Ok(RecordOutcome::default());
-    }
-    let diff = changes(&previous, workloads);
-    let changed = existing.is_none() || was_stale || diff.as_array().is_some_and(|a| !a.is_empty());
-    let release = spec.as_ref().and_then(|s| s.declaration.release_id.clone());
-    row.workloads = Set(to_json(workloads)?);
-    row.stale = Set(false);
-    row.last_error = Set(None);
-    row.current_release_id = Set(release.clone());
-    row.compared_with = Set(Some(key));
-    upsert(&txn, row, existing.is_none()).await?;
-    replace_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
-    if changed {
-        let event = event(diff, false, release);
-        outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
-    }
-
-    // Compare with the declared specification, and take the runner's state's own drift;
-    // without a specification there is nothing to drift from.
-    let found = match &spec {
-        Some(spec) => {
-            let mut found = compare(&spec.declaration.workloads, workloads);
-            found.extend(resource_findings(resources));
-            found
+        let open = findings::open_unsuppressed(&txn, &req.tenant_id, &req.environment_id).await?;
+        (false, findings::Synced::unchanged(open))
+    } else {
+        let diff = changes(&previous, workloads);
+        let changed =
+            existing.is_none() || was_stale || diff.as_array().is_some_and(|a| !a.is_empty());
+        let release = spec.as_ref().and_then(|s| s.declaration.release_id.clone());
+        row.workloads = Set(to_json(workloads)?);
+        row.stale = Set(false);
+        row.last_error = Set(None);
+        row.current_release_id = Set(release.clone());
+        row.compared_with = Set(Some(key));
+        upsert(&txn, row, existing.is_none()).await?;
+        replace_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
+        if changed {
+            let event = event(diff, false, release);
+            outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
         }
-        None => Vec::new(),
+        // Compare with the declared specification, and take the runner's state's own drift;
+        // without a specification there is nothing to drift from.
+        let found = match &spec {
+            Some(spec) => {
+                let mut found = compare(&spec.declaration.workloads, workloads);
+                found.extend(resource_findings(resources));
+                found
+            }
+            None => Vec::new(),
+        };
+        let synced = findings::sync(
+            &txn,
+            &req.tenant_id,
+            &req.environment_id,
+            &found,
+            &rules,
+            now,
+        )
+        .await?;
+        (changed, synced)
     };
-    let synced = findings::sync(
-        &txn,
-        &req.tenant_id,
-        &req.environment_id,
-        &found,
-        &rules,
-        now,
-    )
-    .await?;
+    // Proposals are synced either way: an accepted proposal whose run failed since no longer
+    // covers its findings, whether or not the target moved.
     let (new_proposal, superseded) =
         proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?;
     txn.commit().await?;
@@ -443,32 +446,52 @@ mod tests {
             field: "spec.replicas".into(),
             subresource: Some("scale".into()),
         });
-        let first = record(&db, &observation("dev", "p1", vec![scaled.clone()]), ALLOWED)
-            .await
-            .unwrap();
+        let first = record(
+            &db,
+            &observation("dev", "p1", vec![scaled.clone()]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
         assert_eq!((first.new_findings, first.new_proposal), (1, None));
         let suppressed = findings::list(&db, "acme", "dev", Some(Status::Suppressed), None)
             .await
             .unwrap();
         assert_eq!(suppressed.len(), 1);
-        assert_eq!(suppressed[0].suppressed_by.as_deref(), Some(rule.rule_id.as_str()));
         assert_eq!(
-            suppressed[0].changed_by.as_ref().map(|c| c.manager.as_str()),
+            suppressed[0].suppressed_by.as_deref(),
+            Some(rule.rule_id.as_str())
+        );
+        assert_eq!(
+            suppressed[0]
+                .changed_by
+                .as_ref()
+                .map(|c| c.manager.as_str()),
             Some("horizontal-pod-autoscaler")
         );
         let open = findings::list(&db, "acme", "dev", Some(Status::Open), None).await;
         assert!(open.unwrap().is_empty());
-        assert!(fixtures::events(&db, "RuntimeDriftDetected").await.is_empty());
+        assert!(
+            fixtures::events(&db, "RuntimeDriftDetected")
+                .await
+                .is_empty()
+        );
 
         // Unchanged objects, unchanged rules: the comparison is skipped.
-        let again = record(&db, &observation("dev", "p2", vec![scaled.clone()]), ALLOWED)
-            .await
-            .unwrap();
+        let again = record(
+            &db,
+            &observation("dev", "p2", vec![scaled.clone()]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
         assert_eq!(again, RecordOutcome::default());
 
         // Removing the rule reopens it at the next observation (as its expiry does: the
         // rules in force are those active at the observation's time).
-        drift_rules::delete(&db, "acme", None, &rule.rule_id).await.unwrap();
+        drift_rules::delete(&db, "acme", None, &rule.rule_id)
+            .await
+            .unwrap();
         let reopened = record(&db, &observation("dev", "p3", vec![scaled]), ALLOWED)
             .await
             .unwrap();

@@ -3,6 +3,12 @@
 //! shapes (`DeploymentList` … with `metadata.resourceVersion` and `metadata.continue`, `limit`
 //! and `labelSelector` honoured, a `Status` object for errors), from objects the test puts,
 //! behind a bearer token; it answers 401 or 403 on demand and records every request path.
+//!
+//! Writes keep `metadata.managedFields` as the API server does: [`KubeStandIn::create`] gives
+//! the creating manager every field it set, and [`KubeStandIn::update`] (what `kubectl scale`,
+//! `kubectl set image`, `kubectl edit` or a controller send) moves the fields it writes to the
+//! writing manager's entry (`Update`, with its subresource and time), away from their former
+//! owners.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -102,6 +108,59 @@ impl KubeStandIn {
             .insert(name, object);
     }
 
+    /// Creates `object` as `manager` does with an `Update` (`kubectl create`): one
+    /// `managedFields` entry owning every field it sets.
+    pub fn create(&self, namespace: &str, mut object: Value, manager: &str) {
+        let mut fields = fields_of(&object);
+        if let Some(f) = fields.as_object_mut() {
+            f.retain(|k, _| k == "f:metadata" || k == "f:spec");
+            if let Some(meta) = f.get_mut("f:metadata").and_then(Value::as_object_mut) {
+                meta.retain(|k, _| k == "f:labels" || k == "f:annotations");
+            }
+        }
+        object["metadata"]["managedFields"] = json!([entry(manager, None, fields)]);
+        self.put(namespace, object);
+    }
+
+    /// Writes to an object as `manager` with an `Update` through `subresource` (`scale`,
+    /// `status`) or the main resource: `change` edits it, `fields` (a `fieldsV1` trie) are the
+    /// fields the write sets. They move to the manager's entry, away from other entries, as
+    /// the API server records an update.
+    pub fn update(
+        &self,
+        namespace: &str,
+        plural: &str,
+        name: &str,
+        (manager, subresource): (&str, Option<&str>),
+        fields: Value,
+        change: impl FnOnce(&mut Value),
+    ) {
+        let mut object = self.get(namespace, plural, name);
+        change(&mut object);
+        let mut entries: Vec<Value> = object["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for e in &mut entries {
+            disown(&mut e["fieldsV1"], &fields);
+        }
+        entries.retain(|e| e["fieldsV1"].as_object().is_some_and(|f| !f.is_empty()));
+        let mine = |e: &Value| {
+            e["manager"] == manager
+                && e["operation"] == "Update"
+                && e["subresource"].as_str() == subresource
+        };
+        match entries.iter_mut().find(|e| mine(e)) {
+            Some(e) => {
+                merge(&mut e["fieldsV1"], &fields);
+                e["time"] = json!(now());
+            }
+            None => entries.push(entry(manager, subresource, fields)),
+        }
+        object["metadata"]["managedFields"] = json!(entries);
+        self.put(namespace, object);
+    }
+
     /// The object `name` of `plural`, for a test to change and put back.
     pub fn get(&self, namespace: &str, plural: &str, name: &str) -> Value {
         self.cluster()
@@ -142,6 +201,80 @@ impl KubeStandIn {
     /// Every request path (with its query) served so far.
     pub fn requests(&self) -> Vec<String> {
         self.cluster().requests.clone()
+    }
+}
+
+/// A `managedFields` entry of an `Update` by `manager`, written now.
+fn entry(manager: &str, subresource: Option<&str>, fields: Value) -> Value {
+    let mut e = json!({ "manager": manager, "operation": "Update", "apiVersion": "apps/v1",
+                        "time": now(), "fieldsType": "FieldsV1", "fieldsV1": fields });
+    if let Some(s) = subresource {
+        e["subresource"] = json!(s);
+    }
+    e
+}
+
+/// The time as the API server writes it (whole seconds), made distinct per write: writes
+/// within one second still order by time, as the tests' mutations follow each other closely.
+fn now() -> String {
+    static LAST: Mutex<i64> = Mutex::new(0);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let t = chrono::Utc::now().timestamp().max(*last + 1);
+    *last = t;
+    chrono::DateTime::from_timestamp(t, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The `fieldsV1` trie of every field `value` sets: `f:<name>` per field, `k:{"name":…}` per
+/// element of a list of named objects, `{}` at the leaves.
+pub fn fields_of(value: &Value) -> Value {
+    match value {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| (format!("f:{k}"), fields_of(v)))
+                .collect(),
+        ),
+        Value::Array(items) if items.iter().all(|i| i.get("name").is_some()) => Value::Object(
+            items
+                .iter()
+                .map(|i| {
+                    let key = format!("k:{}", json!({ "name": i["name"] }));
+                    (key, fields_of(i))
+                })
+                .collect(),
+        ),
+        _ => json!({}),
+    }
+}
+
+/// Removes from `owned` the leaves of `taken`.
+fn disown(owned: &mut Value, taken: &Value) {
+    let (Some(owned), Some(taken)) = (owned.as_object_mut(), taken.as_object()) else {
+        return;
+    };
+    for (k, sub) in taken {
+        let leaf = sub.as_object().is_none_or(|s| s.is_empty());
+        if leaf {
+            owned.remove(k);
+        } else if let Some(child) = owned.get_mut(k) {
+            disown(child, sub);
+            if child.as_object().is_some_and(|c| c.is_empty()) {
+                owned.remove(k);
+            }
+        }
+    }
+}
+
+/// Adds the fields of `more` to `owned`.
+fn merge(owned: &mut Value, more: &Value) {
+    let (Some(owned), Some(more)) = (owned.as_object_mut(), more.as_object()) else {
+        return;
+    };
+    for (k, sub) in more {
+        let child = owned.entry(k.clone()).or_insert_with(|| json!({}));
+        merge(child, sub);
     }
 }
 

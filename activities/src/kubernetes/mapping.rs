@@ -21,11 +21,11 @@
 //!   the pod template's labels, and `https://<host><path>` (`http://` without TLS for the host)
 //!   of every Ingress rule whose backend is one of those Services.
 
+use super::owners::{VersionSource, field_owners};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use super::owners::{VersionSource, field_owners};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::specification::Refs;
 use std::collections::BTreeMap;
@@ -164,8 +164,16 @@ fn workload(
         .unwrap_or_default();
     let (config_refs, secret_refs) = references(&pod);
     let endpoints = endpoints(namespace, objects, &pod_labels);
-    let main_container = pod.containers.first().map(|c| c.name.as_str()).unwrap_or("");
-    let version_source = if meta.labels.as_ref().is_some_and(|l| l.contains_key(VERSION_LABEL)) {
+    let main_container = pod
+        .containers
+        .first()
+        .map(|c| c.name.as_str())
+        .unwrap_or("");
+    let version_source = if meta
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(VERSION_LABEL))
+    {
         VersionSource::Label
     } else if pod_labels.contains_key(VERSION_LABEL) {
         VersionSource::TemplateLabel

@@ -84,7 +84,11 @@ pub fn field_owners(meta: &ObjectMeta, version: VersionSource<'_>, daemon: bool)
         with(&init_containers, &[AnyNamed, Field("envFrom")]),
         with(&template, &[Field("spec"), Field("volumes")]),
     ];
-    let ready = if daemon { "numberReady" } else { "readyReplicas" };
+    let ready = if daemon {
+        "numberReady"
+    } else {
+        "readyReplicas"
+    };
     FieldOwners {
         version: owner(entries, &[version_path]),
         replicas: if daemon {
@@ -182,7 +186,14 @@ mod tests {
     }
 
     fn image_of_first(d: &Deployment) -> String {
-        d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0]
+        d.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
             .name
             .clone()
     }

@@ -224,10 +224,16 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     // Open findings, and apart from them those a drift rule suppresses.
     let mut drift: BTreeMap<(bool, String, &str), u64> = BTreeMap::new();
     for (tenant, kind, suppressed) in findings::open_kinds(db).await? {
-        *drift.entry((suppressed, tenant, kind.as_str())).or_default() += 1;
+        *drift
+            .entry((suppressed, tenant, kind.as_str()))
+            .or_default() += 1;
     }
     for (suppressed, name, help) in [
-        (false, "connectsoft_factory_runtime_drift_open", "Open drift findings."),
+        (
+            false,
+            "connectsoft_factory_runtime_drift_open",
+            "Open drift findings.",
+        ),
         (
             true,
             "connectsoft_factory_runtime_drift_suppressed",
