@@ -10,6 +10,12 @@
 //!
 //! Baseline: [`crate::baseline::BaselineSweep`], the same pages and batches with no-op
 //! activities, on the same Temporal server, from its start to its last run's close.
+//!
+//! `--target kubernetes` adds the Kubernetes observer: the same fleet again, each environment a
+//! namespace of one cluster — the stand-in API server of the tests
+//! (`tests/common/kube_stand_in.rs`, no real API server runs here) holding exactly the declared
+//! Deployments and StatefulSets — swept the same way. It prints the API calls per environment
+//! the stand-in served (target: at most 5) and the wall time next to the sandbox's.
 
 use crate::actions::{self, Tally};
 use crate::api::{for_each_concurrent, workloads};
@@ -41,6 +47,17 @@ pub struct Args {
     pub seed_concurrency: usize,
     #[arg(long, value_enum, default_value_t = Db::Sqlite)]
     pub db: Db,
+    /// The observer: the sandbox only, or also Kubernetes namespaces on the stand-in server.
+    #[arg(long, value_enum, default_value_t = Observer::Sandbox)]
+    pub target: Observer,
+}
+
+/// What observes the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Observer {
+    Sandbox,
+    /// The sandbox, then Kubernetes namespaces (the stand-in API server).
+    Kubernetes,
 }
 
 struct Measured {
@@ -58,8 +75,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.db.name()
     );
     let product = product(&args).await.context("product")?;
+    let kubernetes = match args.target {
+        Observer::Sandbox => None,
+        Observer::Kubernetes => Some(kubernetes(&args).await.context("kubernetes")?),
+    };
     let baseline = baseline(&args).await.context("baseline")?;
     report(&args, &product, &baseline);
+    if let Some((k, calls)) = kubernetes {
+        report_kubernetes(&args, &product, &k, calls);
+    }
     Ok(())
 }
 
@@ -91,7 +115,107 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     .await
     .context("seeding the fleet")?;
     println!("  seeded in {:.1} s", seeding.elapsed().as_secs_f64());
+    sweep(args, stack).await
+}
 
+/// The fleet again, each environment a namespace of the stand-in cluster holding exactly its
+/// declared workloads; also returns the list calls the cluster served per environment.
+async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
+    use crate::stand_ins::kube_stand_in::KubeStandIn;
+    let cluster = Arc::new(KubeStandIn::start().await);
+    let stack = Stack::start(args.db).await?;
+    let kubeconfig = stack.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, cluster.kubeconfig())?;
+    let kubeconfig_ref = format!("file://{}", kubeconfig.display());
+    let api = stack.api();
+    let wl = Arc::new(kubernetes_workloads(args.workloads));
+    let envs: Vec<String> = (0..args.envs).map(|i| format!("env-{i:05}")).collect();
+    let seeding = Instant::now();
+    for_each_concurrent(envs, args.seed_concurrency, |env| {
+        let (api, wl, cluster) = (api.clone(), wl.clone(), cluster.clone());
+        let kubeconfig_ref = kubeconfig_ref.clone();
+        async move {
+            let target = serde_json::json!({ "observer": {
+                "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref, "namespace": env } });
+            let body = serde_json::json!({ "environmentId": env, "projectId": "bench",
+                                           "class": "non-production", "target": target });
+            api.post("/factory/environments", body, 201).await?;
+            api.declare(&env, &wl).await?;
+            for w in wl.iter() {
+                cluster.create(
+                    &env,
+                    kubernetes_object(w),
+                    runtime_cloud_models::observation::FIELD_MANAGER,
+                );
+            }
+            Ok(())
+        }
+    })
+    .await
+    .context("seeding the namespaces")?;
+    println!(
+        "  seeded {} namespaces in {:.1} s",
+        args.envs,
+        seeding.elapsed().as_secs_f64()
+    );
+    let before = cluster.requests().len();
+    let measured = sweep(args, stack).await?;
+    let calls = (cluster.requests().len() - before) as f64 / args.envs as f64;
+    Ok((measured, calls))
+}
+
+/// [`workloads`] with bindings a pod template can name: a ConfigMap key and a Secret key.
+fn kubernetes_workloads(n: usize) -> Vec<runtime_cloud_models::Workload> {
+    workloads(n)
+        .into_iter()
+        .map(|mut w| {
+            w.config_refs = [(
+                "SETTINGS".to_owned(),
+                format!("configmap://{}-config#settings", w.name),
+            )]
+            .into();
+            w.secret_refs = [(
+                "DB_PASSWORD".to_owned(),
+                format!("secret://{}-db#password", w.name),
+            )]
+            .into();
+            w
+        })
+        .collect()
+}
+
+/// The Deployment or StatefulSet that runs `w` as declared, rolled out.
+fn kubernetes_object(w: &runtime_cloud_models::Workload) -> serde_json::Value {
+    let kind = if w.kind == "statefulset" {
+        "StatefulSet"
+    } else {
+        "Deployment"
+    };
+    let n = w.replicas;
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": { "name": w.name, "generation": 1, "labels": { "app": w.name } },
+        "spec": {
+            "replicas": n,
+            "selector": { "matchLabels": { "app": w.name } },
+            "template": {
+                "metadata": { "labels": { "app": w.name } },
+                "spec": { "containers": [{
+                    "name": w.name, "image": format!("registry.example.com/bench/{}:{}", w.name, w.version),
+                    "env": [
+                        { "name": "SETTINGS", "valueFrom": { "configMapKeyRef": { "name": format!("{}-config", w.name), "key": "settings" } } },
+                        { "name": "DB_PASSWORD", "valueFrom": { "secretKeyRef": { "name": format!("{}-db", w.name), "key": "password" } } }
+                    ] }] }
+            }
+        },
+        "status": { "observedGeneration": 1, "replicas": n, "updatedReplicas": n, "readyReplicas": n,
+                    "availableReplicas": n, "currentRevision": "r1", "updateRevision": "r1" }
+    })
+}
+
+/// Triggers the stack's sweep and measures it until every environment is observed.
+async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
+    let tenant = stack.tenant.clone();
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     let worker_idle_mib = crate::rss::of(stack.worker_pid()).now_mib;
     let db = stack.db().await?;
@@ -139,7 +263,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         .filter(findings::Column::TenantId.eq(tenant.as_str()))
         .count(&db)
         .await?;
-    println!("  findings raised: {open} (the sandbox matches the declared state)");
+    println!("  findings raised: {open} (the target matches the declared state)");
     // Let the sweep finish (its last page ends with mark-stale) before counting its actions.
     stack::wait_idle(&client, &stack.task_queue).await?;
     let worker_peak_mib = crate::rss::of(stack.worker_pid()).peak_mib;
@@ -289,5 +413,55 @@ fn report(args: &Args, p: &Measured, b: &Measured) {
             ),
         ]);
     }
+    v.print();
+}
+
+fn report_kubernetes(args: &Args, sandbox: &Measured, k: &Measured, calls: f64) {
+    let mut t = Table::new(
+        &format!(
+            "Kubernetes observer: {} namespaces x {} workloads on the stand-in API server, {}",
+            args.envs,
+            args.workloads,
+            args.db.name()
+        ),
+        &[
+            "",
+            "wall s",
+            "envs/s",
+            "API calls / env",
+            "worker peak RSS MiB",
+        ],
+    );
+    t.row(vec![
+        "kubernetes".into(),
+        format!("{:.1}", k.wall.as_secs_f64()),
+        format!("{:.1}", rate(args.envs, k.wall)),
+        format!("{calls:.2}"),
+        format!("{:.0}", k.worker_peak_mib),
+    ]);
+    t.row(vec![
+        "sandbox".into(),
+        format!("{:.1}", sandbox.wall.as_secs_f64()),
+        format!("{:.1}", rate(args.envs, sandbox.wall)),
+        "-".into(),
+        format!("{:.0}", sandbox.worker_peak_mib),
+    ]);
+    t.row(vec![
+        "kubernetes / sandbox".into(),
+        ratio_cell(ratio(k.wall.as_secs_f64(), sandbox.wall.as_secs_f64())),
+        ratio_cell(ratio(
+            rate(args.envs, k.wall),
+            rate(args.envs, sandbox.wall),
+        )),
+        String::new(),
+        ratio_cell(ratio(k.worker_peak_mib, sandbox.worker_peak_mib)),
+    ]);
+    t.print();
+    let mut v = Table::new("Target", &["target", "measured", "verdict"]);
+    v.row(vec![
+        "at most 5 API calls per environment".into(),
+        format!("{calls:.2}"),
+        verdict(calls <= 5.0),
+    ]);
     v.print();
 }

@@ -11,6 +11,7 @@
 //! - [`stack`]: the product as separate `migrate`/`worker`/`api` processes on a fresh read DB,
 //!   and the environment the benchmarks read (`RC_BENCH_*`).
 //! - [`api`]: an HTTP client of the API acting as one tenant's operator.
+//! - [`stand_ins`]: the tests' stand-ins of outside services (a Kubernetes API server).
 //! - [`stats`]: percentiles and rates; [`table`]: the printed tables; [`rss`]: peak memory.
 //!
 //! The benchmarks:
@@ -37,6 +38,7 @@ pub mod read;
 pub mod rss;
 pub mod runner;
 pub mod stack;
+pub mod stand_ins;
 pub mod stats;
 pub mod table;
 pub mod throughput;
