@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 /// A Deployment as `kubectl get -o json` shows one that rolled out: `ready` of `replicas`
 /// ready, its pod template naming a ConfigMap key, a Secret key and a Secret volume.
-fn deployment(name: &str, image: &str, replicas: i64, ready: i64) -> Value {
+pub(crate) fn deployment(name: &str, image: &str, replicas: i64, ready: i64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": name, "generation": 3, "labels": { "app": name },
@@ -228,7 +228,7 @@ async fn list_calls_in_flight_per_cluster_are_bounded() {
 }
 
 /// `kubeconfig` for the stand-in cluster, in a directory the caller keeps.
-fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
+pub(crate) fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("kubeconfig dir");
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, cluster.kubeconfig()).expect("kubeconfig");
@@ -237,7 +237,7 @@ fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
 }
 
 /// The declared form of a workload made by [`deployment`].
-fn declared(name: &str, version: &str, replicas: u32) -> Value {
+pub(crate) fn declared(name: &str, version: &str, replicas: u32) -> Value {
     json!({ "name": name, "kind": "deployment", "version": version, "replicas": replicas,
             "configRefs": { "LOG_LEVEL": "configmap://shop-config#log-level" },
             "secretRefs": { "DB_PASSWORD": "secret://db-credentials#password",
@@ -245,7 +245,7 @@ fn declared(name: &str, version: &str, replicas: u32) -> Value {
 }
 
 /// The `fieldsV1` of a write to container `name`'s field `field`.
-fn container_field(name: &str, field: &str) -> Value {
+pub(crate) fn container_field(name: &str, field: &str) -> Value {
     let key = format!("k:{}", json!({ "name": name }));
     json!({ "f:spec": { "f:template": { "f:spec": { "f:containers": { key: { format!("f:{field}"): {} } } } } } })
 }

@@ -681,8 +681,8 @@ async fn a_private_repository_is_fetched_with_the_credential_its_reference_names
 
 /// The observer reads a Pulumi stack's drift with `pulumi refresh --preview-only`: a resource
 /// changed out of band is a `configuration` finding, one deleted out of band `missing`, each
-/// with its URN as the resource; the proposal re-applies the program, and nothing of the stack
-/// changed by looking.
+/// with its URN as the resource; nothing of the stack changed by looking; the accepted proposal
+/// re-applies the program against the refreshed cloud, and both findings resolve.
 #[tokio::test]
 async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
     let (stack, state) = stack_with(&[(
@@ -742,4 +742,256 @@ async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
         serde_json::from_str(&std::fs::read_to_string(&file).expect("state")).expect("json");
     assert_eq!(now["resources"], saved["resources"]);
     assert_eq!(now["history"], saved["history"]);
+
+    // Accepted, the reconciliation plans against the cloud as it is (`--refresh`): the ACL
+    // is set back and the deleted bucket created again; the next observation resolves both.
+    let id = text(&proposal["proposalId"]);
+    api.post(
+        &format!("/factory/reconciliation/proposals/{id}/decide"),
+        json!({ "decision": "accept" }),
+    )
+    .await
+    .expect(202);
+    let accepted = api.wait_proposal("dev", &id, "Accepted").await;
+    let run_id = text(&accepted["provisioningRunId"]);
+    let run = api.wait_state(&run_id, "Applied").await;
+    assert_eq!(
+        run["planReceipt"]["adds"],
+        json!([{ "name": "logs", "kind": "aws:s3/bucket:Bucket" }]),
+        "{run}"
+    );
+    assert_eq!(run["planReceipt"]["changes"][0]["name"], "docs", "{run}");
+    api.wait_observed_after(&stack, &run_id).await;
+    assert!(api.drift("dev", Some("open")).await.is_empty());
+    assert_eq!(api.drift("dev", Some("resolved")).await.len(), 2);
+}
+
+/// Kubernetes drift of every kind, found by the Kubernetes observer with who made it, proposed,
+/// accepted and reconciled by a Pulumi run, then resolved by the observation after it: the
+/// program's Deployments are applied server-side to the cluster (the stand-in API server) with
+/// the product's field manager; `kubectl set image`, `kubectl scale`, two `kubectl edit`s and
+/// `kubectl delete` are planned back (`pulumi preview --refresh`) and applied with ownership
+/// taken back; an undeclared Deployment created by hand is adopted into the specification.
+#[tokio::test]
+async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
+    use crate::common::kube_stand_in::KubeStandIn;
+    use crate::kubernetes::{container_field, declared, deployment, kubeconfig};
+    use runtime_cloud_models::observation::FIELD_MANAGER;
+    let cluster = KubeStandIn::start().await;
+    let (_kubeconfig_dir, kubeconfig_ref) = kubeconfig(&cluster);
+    let (stack, state) = stack_with(&[(
+        "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+        "false",
+    )])
+    .await;
+    let api = stack.operator("acme");
+    let names = ["api", "web", "worker", "billing", "cron"];
+    // The program: each workload a Deployment, as `kubectl get -o json` would show its spec,
+    // annotated with the product's field manager.
+    let resources: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|name| {
+            let mut object = deployment(name, &format!("registry.example.com/shop/{name}:1.0.0"), 2, 2);
+            object["metadata"] = json!({ "name": name, "namespace": "shop", "labels": { "app": name },
+                                         "annotations": { "pulumi.com/patchFieldManager": FIELD_MANAGER } });
+            let properties = json!({ "metadata": object["metadata"], "spec": object["spec"] });
+            (name.to_string(), json!({ "type": "kubernetes:apps/v1:Deployment", "properties": properties }))
+        })
+        .collect();
+    let repo = Repository::new();
+    let commit = repo.commit(&json!({ "name": "shop", "runtime": "yaml",
+                                      "resources": resources, "outputs": {} }));
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
+                "target": {
+                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
+                                "backendUrl": format!("file://{}", state.display()) },
+                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
+                                  "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+    let declare = |workloads: Vec<Value>| {
+        let api = api.clone();
+        let (program_ref, commit, kubeconfig_ref) =
+            (repo.program_ref(), commit.clone(), kubeconfig_ref.clone());
+        async move {
+            api.post(
+                "/factory/provisioning/specifications",
+                json!({ "environmentId": "k8s", "kind": "environment", "programRef": program_ref,
+                        "programVersion": commit, "configRefs": {},
+                        "secretRefs": { "kubernetes:kubeconfig": kubeconfig_ref },
+                        "workloads": workloads }),
+            )
+            .await
+            .expect(201);
+        }
+    };
+    declare(names.iter().map(|n| declared(n, "1.0.0", 2)).collect()).await;
+    let baseline = api.plan_run("k8s", "baseline").await;
+    api.wait_state(&baseline, "Applied").await;
+    api.wait_observed_after(&stack, &baseline).await;
+    assert!(
+        api.drift("k8s", Some("open")).await.is_empty(),
+        "as applied"
+    );
+    let live = cluster.get("shop", "deployments", "api");
+    let appliers: Vec<(&str, &str)> = live["metadata"]["managedFields"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| Some((e["manager"].as_str()?, e["operation"].as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(appliers.contains(&(FIELD_MANAGER, "Apply")), "{appliers:?}");
+
+    // What people with cluster access do.
+    cluster.update(
+        "shop",
+        "deployments",
+        "api",
+        ("kubectl-set", None),
+        container_field("api", "image"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"] =
+                json!("registry.example.com/shop/api:1.1.0")
+        },
+    );
+    cluster.update(
+        "shop",
+        "deployments",
+        "web",
+        ("kubectl", Some("scale")),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| {
+            d["spec"]["replicas"] = json!(5);
+            d["status"]["readyReplicas"] = json!(5);
+        },
+    );
+    cluster.update(
+        "shop",
+        "deployments",
+        "worker",
+        ("kubectl-edit", None),
+        container_field("worker", "env"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["configMapKeyRef"]
+                ["key"] = json!("debug-level")
+        },
+    );
+    cluster.update(
+        "shop",
+        "deployments",
+        "billing",
+        ("kubectl-edit", None),
+        container_field("billing", "env"),
+        |d| {
+            d["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]
+                ["name"] = json!("db-credentials-old")
+        },
+    );
+    cluster.delete("shop", "deployments", "cron");
+
+    let outcome = api.observe(&stack, "k8s").await;
+    let inventory = api
+        .get("/factory/environments/k8s/inventory")
+        .await
+        .expect(200);
+    assert_eq!(
+        outcome["newFindings"], 5,
+        "{outcome} {}",
+        inventory["lastError"]
+    );
+    let open = api.drift("k8s", Some("open")).await;
+    let manager = |kind: &str| {
+        open.iter()
+            .find(|f| f["kind"] == kind)
+            .map(|f| f["changedBy"]["manager"].clone())
+            .unwrap_or_else(|| panic!("a {kind} finding in {open:?}"))
+    };
+    assert_eq!(manager("version"), "kubectl-set");
+    assert_eq!(manager("replica"), "kubectl");
+    assert_eq!(manager("configuration"), "kubectl-edit");
+    assert_eq!(manager("secret-binding"), "kubectl-edit");
+    assert_eq!(manager("missing"), Value::Null);
+    let proposal = text(&outcome["newProposal"]["proposalId"]);
+    let proposed = api.wait_proposal("k8s", &proposal, "Proposed").await;
+    assert_eq!(proposed["direction"], "apply-declared", "{proposed}");
+    assert_eq!(proposed["destructive"], false, "{proposed}");
+    assert_eq!(
+        proposed["planSummary"]["changedBy"]
+            .as_array()
+            .map(Vec::len),
+        Some(4),
+        "who made each difference, the deleted one aside: {proposed}"
+    );
+    api.post(
+        &format!("/factory/reconciliation/proposals/{proposal}/decide"),
+        json!({ "decision": "accept" }),
+    )
+    .await
+    .expect(202);
+    let accepted = api.wait_proposal("k8s", &proposal, "Accepted").await;
+    let run = text(&accepted["provisioningRunId"]);
+    let applied = api.wait_state(&run, "Applied").await;
+    let plan = &applied["planReceipt"];
+    assert_eq!(
+        plan["adds"],
+        json!([{ "name": "cron", "kind": "kubernetes:apps/v1:Deployment" }]),
+        "cron is created again: {applied}"
+    );
+    assert_eq!(
+        plan["changes"].as_array().map(Vec::len),
+        Some(4),
+        "api, web, worker, billing are applied again: {applied}"
+    );
+    api.wait_observed_after(&stack, &run).await;
+    api.wait_proposal("k8s", &proposal, "Applied").await;
+    assert!(
+        api.drift("k8s", Some("open")).await.is_empty(),
+        "every difference reconciled: {:?}",
+        api.drift("k8s", Some("open")).await
+    );
+    assert_eq!(api.drift("k8s", Some("resolved")).await.len(), 5);
+    // The product took its fields back: `kubectl scale` owns nothing any more.
+    let web = cluster.get("shop", "deployments", "web");
+    assert_eq!(web["spec"]["replicas"], 2);
+    let owners: Vec<&str> = web["metadata"]["managedFields"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["manager"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(!owners.contains(&"kubectl"), "{owners:?}");
+
+    // An undeclared Deployment created by hand: adopted into the specification, not deleted.
+    cluster.create(
+        "shop",
+        deployment("debug", "busybox:1.36", 1, 1),
+        "kubectl-create",
+    );
+    let outcome = api.observe(&stack, "k8s").await;
+    let adopt = text(&outcome["newProposal"]["proposalId"]);
+    let proposed = api.wait_proposal("k8s", &adopt, "Proposed").await;
+    assert_eq!(proposed["direction"], "adopt-observed", "{proposed}");
+    assert_eq!(
+        proposed["planSummary"]["changedBy"][0]["manager"],
+        "kubectl-create"
+    );
+    api.post(
+        &format!("/factory/reconciliation/proposals/{adopt}/decide"),
+        json!({ "decision": "accept" }),
+    )
+    .await
+    .expect(202);
+    let accepted = api.wait_proposal("k8s", &adopt, "Accepted").await;
+    let run = text(&accepted["provisioningRunId"]);
+    api.wait_state(&run, "Applied").await;
+    api.wait_observed_after(&stack, &run).await;
+    assert!(api.drift("k8s", Some("open")).await.is_empty());
+    assert_eq!(
+        cluster.get("shop", "deployments", "debug")["metadata"]["name"],
+        "debug",
+        "adopted, not deleted"
+    );
 }

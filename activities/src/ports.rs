@@ -211,11 +211,18 @@ impl Observer for TargetObservers {
     }
 
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
-        use runtime_cloud_models::targets::RunnerTarget;
-        match target_of(&self.db, target).await?.runner {
-            RunnerTarget::Sandbox => Ok(Vec::new()),
-            RunnerTarget::Pulumi(_) => self.pulumi.drifted(target).await,
+        use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
+        let of = target_of(&self.db, target).await?;
+        let mut drifted = match of.runner {
+            RunnerTarget::Sandbox => return Ok(Vec::new()),
+            RunnerTarget::Pulumi(_) => self.pulumi.drifted(target).await?,
+        };
+        // The Kubernetes observer reads the cluster's objects itself, field by field and with
+        // who changed them: the stack's view of the same objects would only repeat it.
+        if matches!(of.observer, ObserverTarget::Kubernetes(_)) {
+            drifted.retain(|r| !r.kind.starts_with("kubernetes:"));
         }
+        Ok(drifted)
     }
 }
 

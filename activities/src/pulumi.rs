@@ -3,11 +3,19 @@
 //!
 //! - **Plan**: the program is exported at its commit ([`crate::programs`]), the stack selected
 //!   (`pulumi stack select --create`), and previewed with
-//!   `pulumi preview --json --diff --save-plan <file>`. The preview's steps become the plan
+//!   `pulumi preview --refresh --json --diff --save-plan <file>`. `--refresh` reads the cloud
+//!   first: without it Pulumi diffs the program against its own state only, and a change made
+//!   out of band (`kubectl scale`, a bucket's ACL edited in the console) would never be
+//!   planned back, so drift would never be reconciled. The preview's steps become the plan
 //!   receipt; the plan file is kept under `{data_dir}/pulumi/plans/`, named by the receipt's
 //!   inputs hash, for the apply.
-//! - **Apply**: `pulumi up --yes --skip-preview --plan <file> --json --message <tag>`: Pulumi
-//!   refuses any operation the approved plan did not show. The engine events name a failing
+//! - **Apply**: `pulumi up --yes --skip-preview --refresh --plan <file> --json --message <tag>`:
+//!   Pulumi refuses any operation the approved plan did not show (a cloud that moved again
+//!   since the plan fails the apply rather than applying something unreviewed).
+//!   Kubernetes resources are applied server-side with ownership taken back from whoever
+//!   changed them (`PULUMI_K8S_ENABLE_PATCH_FORCE`), creates included
+//!   (`PULUMI_K8S_UPSERT_EXISTING_OBJECTS`); a program that sets the annotation
+//!   `pulumi.com/patchFieldManager: runtime-cloud` makes them recognisable as the product's. The engine events name a failing
 //!   resource; the outputs come from `pulumi stack output --json` (secret outputs stay
 //!   `[secret]`). The update is tagged with the run id, and a retried apply first reads
 //!   `pulumi stack history --json`: an update of this run that finished is answered with its
@@ -176,6 +184,10 @@ impl Pulumi {
             .env("PULUMI_BACKEND_URL", &stack.stack.backend_url)
             .env("PULUMI_SKIP_UPDATE_CHECK", "true")
             .env("PULUMI_EXPERIMENTAL", "true")
+            // A reconciliation must win over the out-of-band change it reverts: the Kubernetes
+            // provider forces server-side apply conflicts, and applies creates the same way.
+            .env("PULUMI_K8S_ENABLE_PATCH_FORCE", "true")
+            .env("PULUMI_K8S_UPSERT_EXISTING_OBJECTS", "true")
             .kill_on_drop(true);
         if let Some(p) = &stack.passphrase {
             cmd.env("PULUMI_CONFIG_PASSPHRASE", p.expose());
@@ -470,7 +482,14 @@ impl Runner for Pulumi {
                 .run(
                     &stack,
                     &dir,
-                    &["preview", "--json", "--diff", "--save-plan", &draft_arg],
+                    &[
+                        "preview",
+                        "--refresh",
+                        "--json",
+                        "--diff",
+                        "--save-plan",
+                        &draft_arg,
+                    ],
                 )
                 .await?;
             Ok::<_, Error>((out, fingerprint, last_update))
@@ -561,6 +580,7 @@ impl Runner for Pulumi {
                         "up",
                         "--yes",
                         "--skip-preview",
+                        "--refresh",
                         "--plan",
                         &plan_arg,
                         "--json",

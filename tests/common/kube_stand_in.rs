@@ -9,6 +9,13 @@
 //! `kubectl set image`, `kubectl edit` or a controller send) moves the fields it writes to the
 //! writing manager's entry (`Update`, with its subresource and time), away from their former
 //! owners.
+//!
+//! It also takes server-side applies, as an IaC tool sends them (`PATCH` of one object with
+//! `application/apply-patch+yaml`, `fieldManager` and `force`): a field another manager owns
+//! with another value is a 409 conflict unless forced; the applier's `Apply` entry owns what it
+//! sent. Objects are read and deleted one by one too. A write to a workload's `spec` is rolled
+//! out at once, as if by the controller: its `status` follows and `kube-controller-manager`
+//! owns it.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -52,11 +59,20 @@ const KINDS: &[(&str, &str, &str)] = &[
 impl KubeStandIn {
     pub async fn start() -> Self {
         let cluster = Arc::new(Mutex::new(Cluster::default()));
+        use axum::routing::get;
         let app = axum::Router::new()
-            .route("/api/v1/namespaces/{ns}/{plural}", axum::routing::get(list))
+            .route("/api/v1/namespaces/{ns}/{plural}", get(list))
             .route(
                 "/apis/{group}/{version}/namespaces/{ns}/{plural}",
-                axum::routing::get(list_grouped),
+                get(list_grouped),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/{plural}/{name}",
+                get(one_core).patch(one_core).delete(one_core),
+            )
+            .route(
+                "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+                get(one_grouped).patch(one_grouped).delete(one_grouped),
             )
             .fallback(not_found)
             .with_state(cluster.clone());
@@ -73,12 +89,16 @@ impl KubeStandIn {
         &self.served.url
     }
 
-    /// A kubeconfig for this server with context `stand-in`.
+    /// A kubeconfig for this server with context `stand-in`, written as JSON (which is YAML too,
+    /// and what the Pulumi CLI's stand-in can read without a YAML parser).
     pub fn kubeconfig(&self) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: stand-in\nclusters:\n- name: stand-in\n  cluster:\n    server: {}\ncontexts:\n- name: stand-in\n  context:\n    cluster: stand-in\n    user: observer\nusers:\n- name: observer\n  user:\n    token: {TOKEN}\n",
-            self.url()
-        )
+        json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "stand-in",
+            "clusters": [{ "name": "stand-in", "cluster": { "server": self.url() } }],
+            "contexts": [{ "name": "stand-in", "context": { "cluster": "stand-in", "user": "observer" } }],
+            "users": [{ "name": "observer", "user": { "token": TOKEN } }]
+        })
+        .to_string()
     }
 
     /// Creates or replaces `object` (its `kind` and `metadata.name` say where), bumping its
@@ -202,6 +222,271 @@ impl KubeStandIn {
     pub fn requests(&self) -> Vec<String> {
         self.cluster().requests.clone()
     }
+}
+
+async fn one_grouped(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    method: axum::http::Method,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let at = (format!("apis/{group}/{version}"), ns, plural, name);
+    counted(&cluster, || {
+        one(&cluster, method, at, &query, &headers, &body)
+    })
+    .await
+}
+
+async fn one_core(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    method: axum::http::Method,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let at = ("api/v1".to_owned(), ns, plural, name);
+    counted(&cluster, || {
+        one(&cluster, method, at, &query, &headers, &body)
+    })
+    .await
+}
+
+/// A request for one object: read it, apply to it (server-side apply), or delete it.
+fn one(
+    cluster: &Mutex<Cluster>,
+    method: axum::http::Method,
+    (group, ns, plural, name): (String, String, String, String),
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let mut c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    c.requests.push(format!(
+        "{method} /{group}/namespaces/{ns}/{plural}/{name}?{}",
+        q.join("&")
+    ));
+    if let Some(refused) = refused(&c, headers, &plural, &ns) {
+        return refused;
+    }
+    let key = (ns.clone(), plural.clone());
+    let existing = c.objects.get(&key).and_then(|o| o.get(&name)).cloned();
+    let not_found = || {
+        status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("{plural} \"{name}\" not found"),
+        )
+    };
+    match method {
+        axum::http::Method::GET => {
+            existing.map_or_else(not_found, |o| axum::Json(o).into_response())
+        }
+        axum::http::Method::DELETE => {
+            let Some(_) = existing else {
+                return not_found();
+            };
+            c.resource_version += 1;
+            if let Some(o) = c.objects.get_mut(&key) {
+                o.remove(&name);
+            }
+            let done = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {},
+                               "status": "Success", "details": { "name": name, "kind": plural } });
+            axum::Json(done).into_response()
+        }
+        _ => {
+            let content_type = headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if content_type != "application/apply-patch+yaml" {
+                return status(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    "the stand-in takes server-side applies (application/apply-patch+yaml) only",
+                );
+            }
+            let Some(manager) = query.get("fieldManager") else {
+                return status(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    "fieldManager is required for apply requests",
+                );
+            };
+            // JSON is YAML: the appliers here send JSON.
+            let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "the body does not read",
+                );
+            };
+            let force = query.get("force").is_some_and(|f| f == "true");
+            match applied(existing, &patch, manager, force) {
+                Ok(mut object) => {
+                    c.resource_version += 1;
+                    let rv = c.resource_version.to_string();
+                    object["metadata"]["namespace"] = json!(ns);
+                    object["metadata"]["resourceVersion"] = json!(rv);
+                    c.objects
+                        .entry(key)
+                        .or_default()
+                        .insert(name, object.clone());
+                    axum::Json(object).into_response()
+                }
+                Err(conflict) => status(StatusCode::CONFLICT, "Conflict", &conflict),
+            }
+        }
+    }
+}
+
+/// The object after `manager` applies `patch` to it (server-side apply), or the conflict.
+fn applied(
+    existing: Option<Value>,
+    patch: &Value,
+    manager: &str,
+    force: bool,
+) -> Result<Value, String> {
+    let mut object = existing.unwrap_or_else(|| json!({ "metadata": { "generation": 0 } }));
+    let mut fields = fields_of(patch);
+    if let Some(f) = fields.as_object_mut() {
+        f.retain(|k, _| k == "f:metadata" || k == "f:spec");
+        if let Some(meta) = f.get_mut("f:metadata").and_then(Value::as_object_mut) {
+            meta.retain(|k, _| k == "f:labels" || k == "f:annotations");
+        }
+    }
+    let mut entries: Vec<Value> = object["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mine = |e: &Value| e["manager"] == manager && e["operation"] == "Apply";
+    if !force {
+        for e in entries.iter().filter(|e| !mine(e)) {
+            for path in leaves(&fields) {
+                let owned = held(&e["fieldsV1"], &path);
+                if owned && value_at(&object, &path) != value_at(patch, &path) {
+                    let by = match e["subresource"].as_str() {
+                        Some(s) => format!("{} with subresource {s:?}", e["manager"]),
+                        None => e["manager"].to_string(),
+                    };
+                    return Err(format!(
+                        "Apply failed with 1 conflict: conflict with {by}: .{}",
+                        path.iter()
+                            .map(|p| p.trim_start_matches("f:"))
+                            .collect::<Vec<_>>()
+                            .join(".")
+                    ));
+                }
+            }
+        }
+    }
+    let spec_before = object["spec"].clone();
+    overlay(&mut object, patch);
+    for e in entries.iter_mut().filter(|e| !mine(e)) {
+        disown(&mut e["fieldsV1"], &fields);
+    }
+    entries.retain(|e| mine(e) || e["fieldsV1"].as_object().is_some_and(|f| !f.is_empty()));
+    match entries.iter_mut().find(|e| mine(e)) {
+        Some(e) => {
+            e["fieldsV1"] = fields;
+            e["time"] = json!(now());
+        }
+        None => {
+            let mut e = entry(manager, None, fields);
+            e["operation"] = json!("Apply");
+            entries.push(e);
+        }
+    }
+    object["metadata"]["managedFields"] = json!(entries);
+    if object["spec"] != spec_before {
+        roll_out(&mut object);
+    }
+    Ok(object)
+}
+
+/// What the workload's controller does at once here: the new spec rolled out, every replica
+/// ready, written by `kube-controller-manager` through `status`.
+fn roll_out(object: &mut Value) {
+    let generation = object["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+    object["metadata"]["generation"] = json!(generation);
+    let n = object["spec"]["replicas"].as_i64().unwrap_or(1);
+    object["status"] = json!({
+        "observedGeneration": generation, "replicas": n, "updatedReplicas": n,
+        "readyReplicas": n, "availableReplicas": n,
+        "currentRevision": format!("r{generation}"), "updateRevision": format!("r{generation}"),
+        "conditions": [
+            { "type": "Available", "status": "True", "reason": "MinimumReplicasAvailable" },
+            { "type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable" }
+        ]
+    });
+    let status_fields = json!({ "f:status": fields_of(&object["status"]) });
+    let mut entries: Vec<Value> = object["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    entries
+        .retain(|e| !(e["manager"] == "kube-controller-manager" && e["subresource"] == "status"));
+    entries.push(entry(
+        "kube-controller-manager",
+        Some("status"),
+        status_fields,
+    ));
+    object["metadata"]["managedFields"] = json!(entries);
+}
+
+/// Deep-merges `patch` into `object`: objects key by key, anything else replaced.
+fn overlay(object: &mut Value, patch: &Value) {
+    match (object.as_object_mut(), patch.as_object()) {
+        (Some(o), Some(p)) => {
+            for (k, v) in p {
+                overlay(o.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        _ => *object = patch.clone(),
+    }
+}
+
+/// The paths of a `fieldsV1` trie's leaves.
+fn leaves(trie: &Value) -> Vec<Vec<String>> {
+    let Some(o) = trie.as_object().filter(|o| !o.is_empty()) else {
+        return vec![Vec::new()];
+    };
+    o.iter()
+        .filter(|(k, _)| *k != ".")
+        .flat_map(|(k, sub)| {
+            leaves(sub).into_iter().map(move |mut p| {
+                p.insert(0, k.clone());
+                p
+            })
+        })
+        .collect()
+}
+
+/// Whether the trie holds `path`.
+fn held(trie: &Value, path: &[String]) -> bool {
+    match path.split_first() {
+        None => true,
+        Some((k, rest)) => trie.get(k).is_some_and(|sub| held(sub, rest)),
+    }
+}
+
+/// The value at a trie path in an object (`f:` a field, `k:{"name":…}` a named element).
+fn value_at<'v>(value: &'v Value, path: &[String]) -> Option<&'v Value> {
+    let Some((step, rest)) = path.split_first() else {
+        return Some(value);
+    };
+    if let Some(field) = step.strip_prefix("f:") {
+        return value_at(value.get(field)?, rest);
+    }
+    let key: Value = serde_json::from_str(step.strip_prefix("k:")?).ok()?;
+    let item = value
+        .as_array()?
+        .iter()
+        .find(|i| i.get("name") == key.get("name"))?;
+    value_at(item, rest)
 }
 
 /// A `managedFields` entry of an `Update` by `manager`, written now.
@@ -337,6 +622,29 @@ async fn list(
     .await
 }
 
+/// 401 without the token, or the refusal a test asked for.
+fn refused(cluster: &Cluster, headers: &HeaderMap, plural: &str, ns: &str) -> Option<Response> {
+    let authorized = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {TOKEN}"));
+    match (authorized, cluster.refuse) {
+        (false, _) | (_, Some(401)) => Some(status(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized",
+        )),
+        (_, Some(_)) => Some(status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            &format!(
+                "{plural} is forbidden: User \"system:serviceaccount:runtime-cloud:observer\" cannot list resource \"{plural}\" in API group \"\" in the namespace \"{ns}\""
+            ),
+        )),
+        _ => None,
+    }
+}
+
 fn serve_list(
     cluster: &Mutex<Cluster>,
     group: &str,
@@ -350,24 +658,8 @@ fn serve_list(
     cluster
         .requests
         .push(format!("/{group}/namespaces/{ns}/{plural}?{}", q.join("&")));
-    let authorized = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == format!("Bearer {TOKEN}"));
-    match (authorized, cluster.refuse) {
-        (false, _) | (_, Some(401)) => {
-            return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
-        }
-        (_, Some(_)) => {
-            return status(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                &format!(
-                    "{plural} is forbidden: User \"system:serviceaccount:runtime-cloud:observer\" cannot list resource \"{plural}\" in API group \"\" in the namespace \"{ns}\""
-                ),
-            );
-        }
-        _ => {}
+    if let Some(refused) = refused(&cluster, headers, plural, ns) {
+        return refused;
     }
     let Some((_, _, list_kind)) = KINDS.iter().find(|(g, p, _)| *g == group && *p == plural) else {
         return status(
