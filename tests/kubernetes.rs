@@ -227,6 +227,71 @@ async fn list_calls_in_flight_per_cluster_are_bounded() {
     assert!((1..=2).contains(&most), "at most 2 at once, saw {most}");
 }
 
+/// `kubectl scale deployment/<name> --replicas=<n>` as `manager` (`kubectl`; an HPA's write
+/// is `kube-controller-manager`'s), through the `scale` subresource, in namespace `shop`; the
+/// controller's status follows.
+pub(crate) fn scale(cluster: &KubeStandIn, name: &str, replicas: i64, manager: &str) {
+    cluster.update(
+        "shop",
+        "deployments",
+        name,
+        (manager, Some("scale")),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| {
+            d["spec"]["replicas"] = json!(replicas);
+            for field in [
+                "replicas",
+                "updatedReplicas",
+                "readyReplicas",
+                "availableReplicas",
+            ] {
+                d["status"][field] = json!(replicas);
+            }
+        },
+    );
+}
+
+/// What people with cluster access do to namespace `shop`, each a kind of drift:
+/// `kubectl set image` of `api` (to 1.1.0), `kubectl scale` of `web` (to 5), `kubectl edit`
+/// of `worker`'s `LOG_LEVEL` (another ConfigMap key) and of `billing`'s `DB_PASSWORD` (another
+/// Secret), and `kubectl delete` of `cron`.
+pub(crate) fn change_by_hand(cluster: &KubeStandIn) {
+    cluster.update(
+        "shop",
+        "deployments",
+        "api",
+        ("kubectl-set", None),
+        container_field("api", "image"),
+        |d| container(d)["image"] = json!("registry.example.com/shop/api:1.1.0"),
+    );
+    scale(cluster, "web", 5, "kubectl");
+    cluster.update(
+        "shop",
+        "deployments",
+        "worker",
+        ("kubectl-edit", None),
+        container_field("worker", "env"),
+        |d| container(d)["env"][0]["valueFrom"]["configMapKeyRef"]["key"] = json!("debug-level"),
+    );
+    cluster.update(
+        "shop",
+        "deployments",
+        "billing",
+        ("kubectl-edit", None),
+        container_field("billing", "env"),
+        |d| {
+            container(d)["env"][1]["valueFrom"]["secretKeyRef"]["name"] =
+                json!("db-credentials-old")
+        },
+    );
+    cluster.delete("shop", "deployments", "cron");
+}
+
+/// The first container of a workload's pod template.
+fn container(d: &mut Value) -> &mut Value {
+    &mut d["spec"]["template"]["spec"]["containers"][0]
+}
+
 /// `kubeconfig` for the stand-in cluster, in a directory the caller keeps.
 pub(crate) fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("kubeconfig dir");
@@ -288,57 +353,7 @@ async fn every_drift_kind_names_who_made_it() {
     let first = api.observe(&stack, "k8s").await;
     assert_eq!(first["newFindings"], 0, "as declared: {first}");
 
-    // kubectl set image deployment/api api=…:1.1.0
-    cluster.update(
-        "shop",
-        "deployments",
-        "api",
-        ("kubectl-set", None),
-        container_field("api", "image"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["image"] =
-                json!("registry.example.com/shop/api:1.1.0")
-        },
-    );
-    // kubectl scale deployment/web --replicas=5
-    cluster.update(
-        "shop",
-        "deployments",
-        "web",
-        ("kubectl", Some("scale")),
-        json!({ "f:spec": { "f:replicas": {} } }),
-        |d| {
-            d["spec"]["replicas"] = json!(5);
-            d["status"]["readyReplicas"] = json!(5);
-            d["status"]["availableReplicas"] = json!(5);
-            d["status"]["updatedReplicas"] = json!(5);
-            d["status"]["replicas"] = json!(5);
-        },
-    );
-    // kubectl edit deployment/worker: LOG_LEVEL from another key.
-    cluster.update(
-        "shop",
-        "deployments",
-        "worker",
-        ("kubectl-edit", None),
-        container_field("worker", "env"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["configMapKeyRef"]
-                ["key"] = json!("debug-level")
-        },
-    );
-    // kubectl edit deployment/billing: the password from another Secret.
-    cluster.update(
-        "shop",
-        "deployments",
-        "billing",
-        ("kubectl-edit", None),
-        container_field("billing", "env"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]
-                ["name"] = json!("db-credentials-old")
-        },
-    );
+    change_by_hand(&cluster);
     // The controller reports payments' rollout stuck past its deadline, 1 of 2 ready.
     cluster.update(
         "shop",
@@ -353,13 +368,12 @@ async fn every_drift_kind_names_who_made_it() {
                                                    "reason": "ProgressDeadlineExceeded" });
         },
     );
-    // kubectl create deployment debug …; kubectl delete deployment cron.
+    // kubectl create deployment debug …
     cluster.create(
         "shop",
         deployment("debug", "busybox:1.36", 1, 1),
         "kubectl-create",
     );
-    cluster.delete("shop", "deployments", "cron");
 
     let outcome = api.observe(&stack, "k8s").await;
     assert_eq!(outcome["newFindings"], 7, "{outcome}");
@@ -493,20 +507,7 @@ async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
     assert_eq!(rules["items"][0]["ruleId"], rule_id.as_str());
 
     // The HPA scales api to 4.
-    cluster.update(
-        "shop",
-        "deployments",
-        "api",
-        ("kube-controller-manager", Some("scale")),
-        json!({ "f:spec": { "f:replicas": {} } }),
-        |d| {
-            d["spec"]["replicas"] = json!(4);
-            d["status"]["readyReplicas"] = json!(4);
-            d["status"]["availableReplicas"] = json!(4);
-            d["status"]["updatedReplicas"] = json!(4);
-            d["status"]["replicas"] = json!(4);
-        },
-    );
+    scale(&cluster, "api", 4, "kube-controller-manager");
     let outcome = api.observe(&stack, "k8s").await;
     assert_eq!(
         outcome["newFindings"], 2,

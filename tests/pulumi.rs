@@ -775,7 +775,7 @@ async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
 #[tokio::test]
 async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
     use crate::common::kube_stand_in::KubeStandIn;
-    use crate::kubernetes::{container_field, declared, deployment, kubeconfig};
+    use crate::kubernetes::{change_by_hand, declared, deployment, kubeconfig};
     use runtime_cloud_models::observation::FIELD_MANAGER;
     let cluster = KubeStandIn::start().await;
     let (_kubeconfig_dir, kubeconfig_ref) = kubeconfig(&cluster);
@@ -848,51 +848,7 @@ async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
     assert!(appliers.contains(&(FIELD_MANAGER, "Apply")), "{appliers:?}");
 
     // What people with cluster access do.
-    cluster.update(
-        "shop",
-        "deployments",
-        "api",
-        ("kubectl-set", None),
-        container_field("api", "image"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["image"] =
-                json!("registry.example.com/shop/api:1.1.0")
-        },
-    );
-    cluster.update(
-        "shop",
-        "deployments",
-        "web",
-        ("kubectl", Some("scale")),
-        json!({ "f:spec": { "f:replicas": {} } }),
-        |d| {
-            d["spec"]["replicas"] = json!(5);
-            d["status"]["readyReplicas"] = json!(5);
-        },
-    );
-    cluster.update(
-        "shop",
-        "deployments",
-        "worker",
-        ("kubectl-edit", None),
-        container_field("worker", "env"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["configMapKeyRef"]
-                ["key"] = json!("debug-level")
-        },
-    );
-    cluster.update(
-        "shop",
-        "deployments",
-        "billing",
-        ("kubectl-edit", None),
-        container_field("billing", "env"),
-        |d| {
-            d["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]
-                ["name"] = json!("db-credentials-old")
-        },
-    );
-    cluster.delete("shop", "deployments", "cron");
+    change_by_hand(&cluster);
 
     let outcome = api.observe(&stack, "k8s").await;
     let inventory = api
