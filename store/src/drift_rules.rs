@@ -72,20 +72,23 @@ pub async fn create(db: &impl ConnectionTrait, new: NewRule) -> Result<DriftRule
     read(row)
 }
 
-/// The rules of one environment only (`Some`), or the tenant's defaults only (`None`), oldest
-/// first, expired ones included (they show what was suppressed until when).
-pub async fn list(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    environment_id: Option<&str>,
-) -> Result<Vec<DriftRule>, Error> {
-    let scope = match environment_id {
+/// A scope's condition: one environment's rules (`Some`), or the tenant's defaults (`None`).
+fn scope(environment_id: Option<&str>) -> Condition {
+    Condition::all().add(match environment_id {
         Some(env) => rows::Column::EnvironmentId.eq(env),
         None => rows::Column::EnvironmentId.is_null(),
-    };
+    })
+}
+
+/// The tenant's rules that meet `condition`, oldest first.
+async fn find(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    condition: Condition,
+) -> Result<Vec<DriftRule>, Error> {
     rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(scope)
+        .filter(condition)
         .order_by_asc(rows::Column::RuleId)
         .all(db)
         .await?
@@ -94,25 +97,26 @@ pub async fn list(
         .collect()
 }
 
+/// The rules of one environment only (`Some`), or the tenant's defaults only (`None`), oldest
+/// first, expired ones included (they show what was suppressed until when).
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: Option<&str>,
+) -> Result<Vec<DriftRule>, Error> {
+    find(db, tenant_id, scope(environment_id)).await
+}
+
 /// The rules that apply to an environment: its own and its tenant's defaults, oldest first.
 pub(crate) async fn applying(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
 ) -> Result<Vec<DriftRule>, Error> {
-    rows::Entity::find()
-        .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(
-            Condition::any()
-                .add(rows::Column::EnvironmentId.eq(environment_id))
-                .add(rows::Column::EnvironmentId.is_null()),
-        )
-        .order_by_asc(rows::Column::RuleId)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(read)
-        .collect()
+    let either = Condition::any()
+        .add(scope(Some(environment_id)))
+        .add(scope(None));
+    find(db, tenant_id, either).await
 }
 
 /// Removes a rule of the tenant in the given scope (an environment's, or a tenant default);
@@ -123,13 +127,9 @@ pub async fn delete(
     environment_id: Option<&str>,
     rule_id: &str,
 ) -> Result<bool, Error> {
-    let scope = match environment_id {
-        Some(env) => rows::Column::EnvironmentId.eq(env),
-        None => rows::Column::EnvironmentId.is_null(),
-    };
     let done = rows::Entity::delete_many()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(scope)
+        .filter(scope(environment_id))
         .filter(rows::Column::RuleId.eq(rule_id))
         .exec(db)
         .await?;
