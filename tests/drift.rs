@@ -572,3 +572,83 @@ async fn concurrent_observations_raise_each_finding_once() {
     assert_eq!(keys.len(), total, "a finding was raised twice: {open:?}");
     assert_eq!(total, 2, "{open:?}");
 }
+
+/// An environment in `observe` mode (detect-only) raises findings and their events but no
+/// proposal; switched to `propose`, its open findings are grouped into a proposal at once that
+/// waits for an operator even outside production; the switches are recorded as events.
+#[tokio::test]
+async fn an_observe_environment_finds_drift_but_proposes_nothing_until_it_may() {
+    let stack = Stack::start().await;
+    let api = applied_environment(&stack, "non-production").await;
+    let env = api
+        .send(
+            reqwest::Method::PUT,
+            "/factory/environments/env/mode",
+            Some(json!({ "mode": "observe" })),
+            &[],
+        )
+        .await
+        .expect(200);
+    assert_eq!(env["mode"], "observe");
+    stack.sandbox_cli(
+        "acme",
+        "env",
+        &["scale", "--workload", "web", "--replicas", "3"],
+    );
+    let outcome = api.observe(&stack, "env").await;
+    assert_eq!(outcome["newFindings"], 1, "{outcome}");
+    assert_eq!(outcome["newProposal"], Value::Null, "{outcome}");
+    assert_eq!(stack.events("RuntimeDriftDetected").await.len(), 1);
+    assert!(api.proposals("env").await.is_empty());
+    assert!(stack.events("ReconciliationProposed").await.is_empty());
+
+    let env = api
+        .send(
+            reqwest::Method::PUT,
+            "/factory/environments/env/mode",
+            Some(json!({ "mode": "propose" })),
+            &[],
+        )
+        .await
+        .expect(200);
+    assert_eq!(env["mode"], "propose");
+    let proposal = eventually(30, "the open finding grouped into a proposal", || {
+        let api = api.clone();
+        async move { api.proposals("env").await.into_iter().next() }
+    })
+    .await;
+    let id = text(&proposal["proposalId"]);
+    // Not auto-accepted although non-destructive and outside production: `propose` mode.
+    let waiting = api.wait_proposal("env", &id, "Proposed").await;
+    assert_eq!(waiting["findingIds"].as_array().map(Vec::len), Some(1));
+    let changes = stack.events("EnvironmentModeChanged").await;
+    let moves: Vec<(Value, Value)> = changes
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["before"].clone(),
+                e["payload"]["after"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            (json!("auto"), json!("observe")),
+            (json!("observe"), json!("propose"))
+        ]
+    );
+    let bad = api
+        .send(
+            reqwest::Method::PUT,
+            "/factory/environments/env/mode",
+            Some(json!({ "mode": "yolo" })),
+            &[],
+        )
+        .await;
+    assert!(
+        matches!(bad.status.as_u16(), 400 | 422),
+        "an unknown mode is refused: {}",
+        bad.status
+    );
+}

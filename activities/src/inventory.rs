@@ -37,6 +37,7 @@ impl InventoryActivitiesImpl {
             Ok(Observation::Observed {
                 workloads: self.observer.observe(target).await?,
                 resources: self.observer.drifted(target).await?,
+                observed_at: Some(chrono::Utc::now()),
             })
         };
         match read.await {
@@ -69,6 +70,10 @@ impl InventoryActivitiesImpl {
     }
 
     async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
+        let observed_at = match &req.observation {
+            Observation::Observed { observed_at, .. } => *observed_at,
+            Observation::Unreachable { .. } => None,
+        };
         let acceptance = proposals::Acceptance {
             option: self
                 .inventory
@@ -76,6 +81,9 @@ impl InventoryActivitiesImpl {
             policy_allows: self
                 .policy
                 .allows_auto_accept(&req.tenant_id, &req.environment_id),
+            fresh: !self
+                .inventory
+                .is_stale(false, observed_at, chrono::Utc::now()),
         };
         Ok(observations::record(&self.db, req, acceptance).await?)
     }

@@ -181,6 +181,26 @@ pub struct EnvironmentTargetChanged {
     pub changed_by: String,
 }
 
+/// Topic of `EnvironmentModeChanged`.
+pub const ENVIRONMENT_MODE_CHANGED: &str = "provisioning.environments.v1.environment-mode-changed";
+
+/// `EnvironmentModeChanged` (not in the spec: the audit of how far the product may go on its
+/// own in an environment): who moved it from one mode to another.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentModeChanged {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub before: crate::environments::EnvironmentMode,
+    pub after: crate::environments::EnvironmentMode,
+    pub changed_by: String,
+}
+
+into_outbox!(
+    EnvironmentModeChanged,
+    ENVIRONMENT_MODE_CHANGED,
+    environment_id
+);
 into_outbox!(
     EnvironmentTargetChanged,
     ENVIRONMENT_TARGET_CHANGED,

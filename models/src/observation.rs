@@ -144,6 +144,10 @@ pub enum Observation {
         workloads: Vec<ObservedWorkload>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         resources: Vec<DriftedResource>,
+        /// When the target was read: an observation recorded later than `StalenessMinutes`
+        /// after it (a retried record, a worker that was down) is never auto-accepted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed_at: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// The target could not be read; the environment becomes stale and no finding is raised.
     Unreachable { reason: String },

@@ -5,8 +5,8 @@ use crate::decode::At;
 use crate::entities::environments as rows;
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
-use runtime_cloud_models::environments::{EnvironmentKey, EnvironmentPage};
-use runtime_cloud_models::events::EnvironmentTargetChanged;
+use runtime_cloud_models::environments::{EnvironmentKey, EnvironmentMode, EnvironmentPage};
+use runtime_cloud_models::events::{EnvironmentModeChanged, EnvironmentTargetChanged};
 use runtime_cloud_models::targets::Target;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
@@ -30,6 +30,8 @@ pub struct Environment {
     pub class: EnvironmentClass,
     /// Where it runs: its runner and its observer.
     pub target: Target,
+    /// How far the product goes on its own when it drifts.
+    pub mode: EnvironmentMode,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
 }
@@ -45,8 +47,12 @@ impl Environment {
             table: "environments",
             row: &m.id,
         };
+        let class = at.wire("class", &m.class)?;
         Ok(Self {
-            class: at.wire("class", &m.class)?,
+            mode: at
+                .wire_opt("mode", m.mode.as_deref())?
+                .unwrap_or(EnvironmentMode::default_for(class)),
+            class,
             target: at.json_text("target", &m.target)?,
             id: m.id,
             tenant_id: m.tenant_id,
@@ -65,6 +71,8 @@ pub struct NewEnvironment {
     pub project_id: String,
     pub class: EnvironmentClass,
     pub target: Target,
+    /// None: the class's default.
+    pub mode: Option<EnvironmentMode>,
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
@@ -80,6 +88,12 @@ pub async fn register(
         project_id: Set(new.project_id),
         class: Set(new.class.as_str().to_owned()),
         target: Set(target_json(&new.target)?),
+        mode: Set(Some(
+            new.mode
+                .unwrap_or(EnvironmentMode::default_for(new.class))
+                .as_str()
+                .to_owned(),
+        )),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -136,6 +150,48 @@ pub async fn change_target(
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
     txn.commit().await?;
     Ok(after)
+}
+
+/// Sets the tenant's environment's mode, with the `EnvironmentModeChanged` event that records
+/// who did it, in one transaction; returns the environment before and after. The same mode
+/// again changes nothing and records nothing.
+pub async fn change_mode(
+    db: &sea_orm::DatabaseConnection,
+    tenant_id: &str,
+    environment_id: &str,
+    mode: EnvironmentMode,
+    changed_by: &str,
+) -> Result<(Environment, Environment), Error> {
+    use sea_orm::TransactionTrait;
+    let txn = db.begin().await?;
+    let row = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .one(&txn)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "environment",
+            id: environment_id.to_owned(),
+        })?;
+    let before = Environment::read(row.clone())?;
+    if before.mode == mode {
+        return Ok((before.clone(), before));
+    }
+    let mut active: rows::ActiveModel = row.into();
+    active.mode = Set(Some(mode.as_str().to_owned()));
+    active.updated_at = Set(Utc::now());
+    let after = Environment::read(active.update(&txn).await?)?;
+    let event = EnvironmentModeChanged {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        before: before.mode,
+        after: after.mode,
+        changed_by: changed_by.to_owned(),
+    };
+    let id = crate::outbox::event_id(&uuid::Uuid::now_v7().to_string(), "EnvironmentModeChanged");
+    crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
+    txn.commit().await?;
+    Ok((before, after))
 }
 
 /// The tenant's environment, if it exists.
@@ -232,6 +288,7 @@ mod tests {
             project_id: "other".into(),
             class: EnvironmentClass::Production,
             target: Default::default(),
+            mode: None,
         };
         let err = register(&db, again).await.unwrap_err();
         assert!(

@@ -52,6 +52,7 @@ pub(crate) async fn environment(
             project_id: "shop".into(),
             class,
             target: Default::default(),
+            mode: None,
         },
     )
     .await

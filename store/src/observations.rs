@@ -94,6 +94,7 @@ pub async fn record(
         Observation::Observed {
             workloads,
             resources,
+            ..
         } => (workloads, resources),
     };
     let (workloads, resources) = workloads;
@@ -165,9 +166,12 @@ pub async fn record(
         (changed, synced)
     };
     // Proposals are synced either way: an accepted proposal whose run failed since no longer
-    // covers its findings, whether or not the target moved.
-    let (new_proposal, superseded) =
-        proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?;
+    // covers its findings, whether or not the target moved. In `observe` mode there are none.
+    let (new_proposal, superseded) = if env.mode.proposes() {
+        proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?
+    } else {
+        (None, Vec::new())
+    };
     txn.commit().await?;
     Ok(RecordOutcome {
         changed,
@@ -282,6 +286,7 @@ mod tests {
             observation: Observation::Observed {
                 workloads,
                 resources: Vec::new(),
+                observed_at: Some(Utc::now()),
             },
             proposal_id: proposal_id.into(),
         }
@@ -290,6 +295,7 @@ mod tests {
     const ALLOWED: Acceptance = Acceptance {
         option: true,
         policy_allows: true,
+        fresh: true,
     };
 
     async fn an_observation_raises_and_resolves_findings_on(db: DatabaseConnection) {
@@ -384,8 +390,8 @@ mod tests {
             &db,
             &observation("dev", "p4", vec![observed(&api)]),
             Acceptance {
-                option: true,
                 policy_allows: false,
+                ..ALLOWED
             },
         )
         .await

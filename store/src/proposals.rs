@@ -100,16 +100,23 @@ pub struct Acceptance {
     pub option: bool,
     /// The policy allows it for this environment.
     pub policy_allows: bool,
+    /// The observation is younger than `StalenessMinutes`.
+    pub fresh: bool,
 }
 
 /// The workflow input of a proposal an observation raised: the one place the auto-accept rule
 /// is applied.
-fn observed_input(p: &Proposal, production: bool, acceptance: Acceptance) -> ProposalInput {
+fn observed_input(p: &Proposal, env: &Environment, acceptance: Acceptance) -> ProposalInput {
+    let production = env.production();
     let auto_accept = rules::auto_accept(
         p.destructive,
-        production,
-        acceptance.option,
-        acceptance.policy_allows,
+        rules::AcceptanceContext {
+            mode: env.mode,
+            production,
+            option: acceptance.option,
+            policy_allows: acceptance.policy_allows,
+            stale: !acceptance.fresh,
+        },
     );
     p.input(production, auto_accept)
 }
@@ -157,14 +164,10 @@ pub(crate) async fn sync(
     acceptance: Acceptance,
     now: DateTime<Utc>,
 ) -> Result<(Option<ProposalInput>, Vec<String>), Error> {
-    let production = env.production();
     let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
     // A retried record: the proposal it raised the first time is the answer again.
     if let Some(raised) = find_by_id(db, proposal_id).await? {
-        return Ok((
-            Some(observed_input(&raised, production, acceptance)),
-            Vec::new(),
-        ));
+        return Ok((Some(observed_input(&raised, env, acceptance)), Vec::new()));
     }
     // An accepted proposal whose run ended without applying (failed, rejected, cancelled) no
     // longer covers its findings: the drift needs a new proposal.
@@ -206,10 +209,7 @@ pub(crate) async fn sync(
         now,
     )
     .await?;
-    Ok((
-        Some(observed_input(&row, production, acceptance)),
-        superseded,
-    ))
+    Ok((Some(observed_input(&row, env, acceptance)), superseded))
 }
 
 async fn set_state(
@@ -558,6 +558,7 @@ mod tests {
             observation: Observation::Observed {
                 workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
                 resources: Vec::new(),
+                observed_at: None,
             },
             proposal_id: "p1".into(),
         };

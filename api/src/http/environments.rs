@@ -9,6 +9,7 @@ use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::environments::EnvironmentMode;
 use runtime_cloud_models::targets::Target;
 use runtime_cloud_models::validation::check_id;
 use runtime_cloud_store::environments::{self, Environment, NewEnvironment};
@@ -38,6 +39,10 @@ pub struct RegisterEnvironment {
     /// "passphraseRef": "secretbroker://…"}}`.
     #[serde(default)]
     pub target: Target,
+    /// `observe` (findings only), `propose` (operators decide every proposal) or `auto`
+    /// (non-destructive proposals outside production accepted on their own); by default `auto`
+    /// outside production and `propose` in production.
+    pub mode: Option<EnvironmentMode>,
 }
 
 fn already_exists(environment_id: &str) -> Error {
@@ -72,6 +77,7 @@ async fn register(
         project_id: body.project_id,
         class: body.class,
         target: body.target,
+        mode: body.mode,
     };
     let env = match environments::register(&state.db, new).await {
         Ok(env) => env,

@@ -1,7 +1,9 @@
-//! `/factory/environments/{environmentId}/inventory|drift|observe`: what actually runs.
+//! `/factory/environments/{environmentId}/inventory|drift|observe|mode`: what actually runs,
+//! and how far the product goes on its own when it drifts.
 
 use super::pagination::Items;
 use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
+use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
 use crate::tenancy::require_environment;
@@ -10,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::Utc;
 use runtime_cloud_models::drift::DriftKind;
+use runtime_cloud_models::environments::EnvironmentMode;
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_store::environments::Environment;
 use runtime_cloud_store::findings::{self, Finding};
@@ -30,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(inventory))
         .routes(routes!(drift))
         .routes(routes!(observe))
+        .routes(routes!(change_mode))
 }
 
 async fn environment(state: &AppState, auth: &Auth, id: &str) -> Result<Environment, Error> {
@@ -171,18 +175,34 @@ async fn observe(
     Path(environment_id): Path<String>,
 ) -> Result<(StatusCode, axum::Json<ObservationStarted>), Error> {
     environment(&state, &auth, &environment_id).await?;
+    let workflow_id = start_observation(&state, auth.tenant(), &environment_id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(ObservationStarted {
+            environment_id,
+            workflow_id,
+        }),
+    ))
+}
+
+/// Starts an observation of the environment now; returns its workflow id.
+async fn start_observation(
+    state: &AppState,
+    tenant: &str,
+    environment_id: &str,
+) -> Result<String, Error> {
     // Every request observes anew: an operator asking twice wants two looks.
     let window = format!("manual-{}", uuid::Uuid::now_v7());
-    let id = observe_workflow_id(auth.tenant(), &environment_id, &window);
+    let id = observe_workflow_id(tenant, environment_id, &window);
     let input = ObserveInput {
-        tenant_id: auth.tenant().to_owned(),
-        environment_id: environment_id.clone(),
+        tenant_id: tenant.to_owned(),
+        environment_id: environment_id.to_owned(),
     };
     let opts = WorkflowStartOptions::new(state.task_queue.clone(), id.clone())
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(SearchAttributes::new([
-            TENANT_ID.value_set(auth.tenant().to_owned()),
-            ENVIRONMENT_ID.value_set(environment_id.clone()),
+            TENANT_ID.value_set(tenant.to_owned()),
+            ENVIRONMENT_ID.value_set(environment_id.to_owned()),
         ]))
         .build();
     runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
@@ -195,11 +215,49 @@ async fn observe(
         tracing::error!(error = %e, "cannot start observation");
         Error::Unavailable("the workflow service is unavailable; retry later".into())
     })?;
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(ObservationStarted {
-            environment_id,
-            workflow_id: id,
-        }),
-    ))
+    Ok(id)
+}
+
+/// `PUT /factory/environments/{environmentId}/mode`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ChangeMode {
+    /// `observe`, `propose` or `auto`.
+    mode: EnvironmentMode,
+}
+
+/// Sets how far the product goes on its own when the environment drifts: `observe` (findings
+/// and their events, no proposal), `propose` (an operator decides every proposal) or `auto`
+/// (non-destructive proposals outside production accepted where the option and the policy
+/// allow). Recorded as `EnvironmentModeChanged`. Leaving `observe` observes the environment at
+/// once, so its open findings are grouped into a proposal.
+#[utoipa::path(operation_id = "changeEnvironmentMode", put, path = "/factory/environments/{environmentId}/mode", tag = "inventory",
+    security(("bearer" = ["factory.runtime.operate"])),
+    params(("environmentId" = String, Path, description = "The environment id")),
+    request_body = ChangeMode,
+    responses(
+        (status = 200, description = "The environment with its mode", body = Environment),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), environment_id = %environment_id))]
+async fn change_mode(
+    State(state): State<AppState>,
+    auth: Scoped<RuntimeOperate>,
+    Path(environment_id): Path<String>,
+    Json(body): Json<ChangeMode>,
+) -> Result<axum::Json<Environment>, Error> {
+    environment(&state, &auth, &environment_id).await?;
+    let (before, after) = runtime_cloud_store::environments::change_mode(
+        &state.db,
+        auth.tenant(),
+        &environment_id,
+        body.mode,
+        auth.subject(),
+    )
+    .await?;
+    tracing::info!(before = %before.mode, after = %after.mode, "environment mode changed");
+    if !before.mode.proposes() && after.mode.proposes() {
+        start_observation(&state, auth.tenant(), &environment_id).await?;
+    }
+    Ok(axum::Json(after))
 }

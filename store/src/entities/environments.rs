@@ -19,6 +19,8 @@ pub struct Model {
     pub class: String,
     /// The runner / observer adapter that serves it (`sandbox`).
     pub target: String,
+    /// `observe`, `propose` or `auto`; null: the class's default.
+    pub mode: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }
