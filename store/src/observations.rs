@@ -400,6 +400,20 @@ mod tests {
             !refused.new_proposal.unwrap().auto_accept,
             "the policy decides on a retry too"
         );
+        let late = record(
+            &db,
+            &observation("dev", "p4", vec![observed(&api)]),
+            Acceptance {
+                fresh: false,
+                ..ALLOWED
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            !late.new_proposal.unwrap().auto_accept,
+            "never on an observation older than StalenessMinutes"
+        );
     }
 
     // The one-open-finding-per-resource index is a partial index, written in SQL.
