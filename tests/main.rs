@@ -24,3 +24,4 @@ mod schedules;
 mod security;
 mod targets;
 mod traces;
+mod windows;

@@ -9,7 +9,8 @@ use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
-    ApplyRequest, LockRequest, PlanRequest, RunProjection, provisioning_markers as markers,
+    ApplyRequest, Gate, LockRequest, PlanRequest, RunProjection, WindowQuery,
+    provisioning_markers as markers,
 };
 use runtime_cloud_workflows::environment_lock::LockState;
 use sea_orm::DatabaseConnection;
@@ -323,5 +324,19 @@ impl ProvisioningActivitiesImpl {
         }
         .instrument(span)
         .await
+    }
+
+    /// The gate the environment's change windows make at the asked time.
+    #[activity(definition = markers::ChangeWindow)]
+    pub async fn change_window(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        q: WindowQuery,
+    ) -> Result<Gate, ActivityError> {
+        let windows =
+            runtime_cloud_store::windows::applying(&self.db, &q.tenant_id, &q.environment_id)
+                .await
+                .map_err(|e| activity_error(e.into()))?;
+        Ok(runtime_cloud_models::windows::gate(&windows, q.at))
     }
 }

@@ -201,6 +201,29 @@ into_outbox!(
     ENVIRONMENT_MODE_CHANGED,
     environment_id
 );
+
+/// Topic of `ChangeWindowOverridden`.
+pub const CHANGE_WINDOW_OVERRIDDEN: &str = "provisioning.runs.v1.change-window-overridden";
+
+/// `ChangeWindowOverridden` (not in the spec: the audit of a break-glass): a run applied inside
+/// a closed change window because an Operator said why it could not wait.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeWindowOverridden {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    /// The window that was closed.
+    pub window_id: Option<String>,
+    pub by: String,
+    pub reason: String,
+}
+
+into_outbox!(
+    ChangeWindowOverridden,
+    CHANGE_WINDOW_OVERRIDDEN,
+    provisioning_run_id
+);
 into_outbox!(
     EnvironmentTargetChanged,
     ENVIRONMENT_TARGET_CHANGED,

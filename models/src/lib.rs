@@ -21,6 +21,7 @@
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
 //! - [`validation`]: what a valid specification declaration is.
+//! - [`windows`]: change windows and the gate they make.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 
 pub mod approvals;
@@ -37,6 +38,7 @@ pub mod rules;
 pub mod specification;
 pub mod targets;
 pub mod validation;
+pub mod windows;
 pub mod wire;
 
 pub use plan::{PlanChanges, WorkloadChange};

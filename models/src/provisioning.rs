@@ -439,6 +439,36 @@ pub struct RunStatus {
     /// Approvals the run did not count, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_approvals: Vec<RefusedApproval>,
+    /// While a change window holds the apply: which window, and when it opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_window: Option<WindowWait>,
+    /// An Operator's break-glass: the run applied inside a closed window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub break_glass: Option<BreakGlass>,
+}
+
+/// A run's apply held by a change window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowWait {
+    pub window_id: String,
+    /// None when no window ever opens (only a break-glass or a changed window lets it go).
+    pub opens_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// An Operator's request to apply inside a closed change window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakGlass {
+    pub by: String,
+    /// Mandatory: why the change cannot wait.
+    pub reason: String,
+    /// The window it broke (set when the run used it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_id: Option<String>,
+    /// When the run used it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[cfg(test)]

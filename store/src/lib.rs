@@ -19,6 +19,7 @@
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
 //! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
 //! - [`drift_rules`]: expected differences per environment and tenant defaults.
+//! - [`windows`]: change windows per environment and tenant defaults.
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
@@ -43,6 +44,7 @@ pub mod page;
 pub mod proposals;
 pub mod runs;
 pub mod specifications;
+pub mod windows;
 
 mod decode;
 #[cfg(test)]

@@ -11,7 +11,8 @@ use crate::specifications::Specification;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::{
-    OutboxEvent, ProvisioningApplied, ProvisioningFailed, ProvisioningPlanned,
+    ChangeWindowOverridden, OutboxEvent, ProvisioningApplied, ProvisioningFailed,
+    ProvisioningPlanned,
 };
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::{
@@ -114,6 +115,8 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
         approval: Set(None),
         apply_receipt: Set(None),
         refused_approvals: Set(None),
+        waiting_for_window: Set(None),
+        break_glass: Set(None),
         state: Set(None),
         reason: Set(None),
         logs_ref: Set(Some(logs_ref(new.run_id))),
@@ -255,6 +258,13 @@ pub async fn project(
     row.approval = Set(opt_json(&status.approval)?);
     row.apply_receipt = Set(opt_json(&status.apply_receipt)?);
     row.refused_approvals = Set(Some(to_json(&status.refused_approvals)?));
+    let broke_glass = status.break_glass.is_some()
+        && matches!(
+            &row.break_glass,
+            sea_orm::ActiveValue::Unchanged(None) | sea_orm::ActiveValue::NotSet
+        );
+    row.waiting_for_window = Set(opt_json(&status.waiting_for_window)?);
+    row.break_glass = Set(opt_json(&status.break_glass)?);
     row.reason = Set(status.reason.clone());
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
@@ -267,6 +277,18 @@ pub async fn project(
     if let Some(event) = event(run, status) {
         let id = outbox::event_id(&run.run_id, event.event_type);
         outbox::append(&txn, &run.tenant_id, event, id).await?;
+    }
+    if let (true, Some(glass)) = (broke_glass, &status.break_glass) {
+        let event = ChangeWindowOverridden {
+            provisioning_run_id: run.run_id.clone(),
+            tenant_id: run.tenant_id.clone(),
+            environment_id: run.environment_id.clone(),
+            window_id: glass.window_id.clone(),
+            by: glass.by.clone(),
+            reason: glass.reason.clone(),
+        };
+        let id = outbox::event_id(&run.run_id, "ChangeWindowOverridden");
+        outbox::append(&txn, &run.tenant_id, event.into(), id).await?;
     }
     txn.commit().await?;
     Ok(())
@@ -305,6 +327,12 @@ pub struct Run {
     /// first, `[]` when none (or the run was recorded before the column existed).
     #[schema(value_type = Vec<runtime_cloud_models::RefusedApproval>)]
     pub refused_approvals: Box<RawValue>,
+    /// While a change window holds the apply: `{windowId, opensAt}`.
+    #[schema(value_type = Option<runtime_cloud_models::WindowWait>)]
+    pub waiting_for_window: Option<Box<RawValue>>,
+    /// The break-glass the run applied with inside a closed window: `{by, reason, windowId, at}`.
+    #[schema(value_type = Option<runtime_cloud_models::BreakGlass>)]
+    pub break_glass: Option<Box<RawValue>>,
     /// The immutable apply receipt, once applied or failed.
     #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<Box<RawValue>>,
@@ -352,6 +380,8 @@ struct RunRow {
     approval: Option<String>,
     apply_receipt: Option<String>,
     refused_approvals: Option<String>,
+    waiting_for_window: Option<String>,
+    break_glass: Option<String>,
     reason: Option<String>,
     logs_ref: Option<String>,
     request_hash: Option<String>,
@@ -387,6 +417,8 @@ impl RunRow {
             .column_as(text(C::Approval), "approval")
             .column_as(text(C::ApplyReceipt), "apply_receipt")
             .column_as(text(C::RefusedApprovals), "refused_approvals")
+            .column_as(text(C::WaitingForWindow), "waiting_for_window")
+            .column_as(text(C::BreakGlass), "break_glass")
             .into_model::<Self>()
     }
 
@@ -406,6 +438,8 @@ impl RunRow {
                 Some(raw) => raw,
                 None => none_refused()?,
             },
+            waiting_for_window: at.raw("waiting_for_window", self.waiting_for_window)?,
+            break_glass: at.raw("break_glass", self.break_glass)?,
             provisioning_run_id: self.provisioning_run_id,
             tenant_id: self.tenant_id,
             project_id: self.project_id,

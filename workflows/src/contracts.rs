@@ -97,13 +97,30 @@ impl ProvisioningActivities {
     pub fn project(p: RunProjection) -> Result<(), ActivityError> {
         unimplemented!()
     }
+
+    /// The gate the environment's change windows make at a time (see [`WindowQuery`]).
+    #[activity(name = "provisioning.change-window")]
+    pub fn change_window(q: WindowQuery) -> Result<Gate, ActivityError> {
+        unimplemented!()
+    }
+}
+
+pub use runtime_cloud_models::windows::Gate;
+
+/// May the environment be changed at `at`? Its own change windows and its tenant's decide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowQuery {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
-        AcquireLock, Apply, ClaimApproval, Plan, Project, ReleaseLock,
+        AcquireLock, Apply, ChangeWindow, ClaimApproval, Plan, Project, ReleaseLock,
     };
 }
 

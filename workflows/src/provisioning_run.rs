@@ -8,13 +8,18 @@
 //!                          Planned | AwaitingApproval → Cancelled
 //! ```
 //!
+//! Between the approval and the apply the run waits for the environment's change windows to
+//! open (`waitingForWindow`), unless an Operator breaks glass with a reason.
+//!
 //! [`ProvisioningRun::run`] takes the environment's lock, runs the stages in order, records
 //! where they ended, lets the lock go and observes the environment again. Each stage is one
 //! small function that goes on to the next or ends the run in a state. Every transition is
 //! projected into the read tables with its event before the run moves on, so a reader never
 //! sees an apply whose plan is not recorded.
 
-use crate::contracts::{ApplyRequest, PlanRequest, ProvisioningActivities, RunProjection};
+use crate::contracts::{
+    ApplyRequest, Gate, PlanRequest, ProvisioningActivities, RunProjection, WindowQuery,
+};
 use crate::environment_lock::{self, LockHolder, Turn};
 use crate::handover::hand_over;
 use crate::ids::environment_lock_workflow_id;
@@ -22,9 +27,9 @@ use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{
-    ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, PlanReceipt,
-    ProvisioningState, RefusalReason, RefusedApproval, RunInput, RunStatus, can_move, cancellable,
-    weigh_approval,
+    ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, BreakGlass, PlanReceipt,
+    ProvisioningState, RefusalReason, RefusedApproval, RunInput, RunStatus, WindowWait, can_move,
+    cancellable, weigh_approval,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -38,6 +43,11 @@ use temporalio_sdk::{
 const PROJECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each attempt to claim an approval.
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each attempt to read the change windows.
+const WINDOW_TIMEOUT: Duration = Duration::from_secs(30);
+/// A run held by a change window looks again at least this often: windows may be changed or
+/// removed while it waits.
+const WINDOW_RECHECK: Duration = Duration::from_secs(300);
 /// Each attempt to record the observation after the apply, and how long to keep trying.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
 const RECORD_BUDGET: Duration = Duration::from_secs(300);
@@ -72,6 +82,8 @@ pub struct ProvisioningRun {
     decision: Option<Approval>,
     /// Approvals that arrived before the run awaited approval; weighed when it does.
     held_approvals: Vec<HeldApproval>,
+    /// An Operator's break-glass, until the run uses it.
+    break_glass: Option<BreakGlass>,
 }
 
 /// Where the run ends: its final state and why.
@@ -124,6 +136,7 @@ impl ProvisioningRun {
             cancel: None,
             decision: None,
             held_approvals: Vec::new(),
+            break_glass: None,
         }
     }
 
@@ -168,6 +181,7 @@ impl ProvisioningRun {
     async fn stages(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
         let plan = go_on!(Self::plan(ctx, input).await);
         go_on!(Self::approval_stage(ctx, input, &plan).await);
+        go_on!(Self::window_stage(ctx, input).await);
         Self::apply(ctx, input, plan).await
     }
 
@@ -310,6 +324,68 @@ impl ProvisioningRun {
                 ctx.state_mut(|s| s.refuse(approval, at, why));
                 Ok(false)
             }
+        }
+    }
+
+    /// The change windows: the apply waits while they are closed (`waitingForWindow`, with the
+    /// window and when it opens), looking again when it opens and at least every
+    /// [`WINDOW_RECHECK`]; a cancel ends the run, an Operator's break-glass lets it go at once
+    /// (recorded on the run, with the window it broke).
+    async fn window_stage(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+    ) -> WorkflowResult<Stage> {
+        loop {
+            if ctx.state(|s| s.cancel.is_some()) {
+                return Ok(Stage::End(Self::cancelled(ctx)));
+            }
+            let at = now(ctx.workflow_time());
+            let query = WindowQuery {
+                tenant_id: input.tenant_id.clone(),
+                environment_id: input.environment_id.clone(),
+                at,
+            };
+            let opts = crate::options::must_succeed_locally(WINDOW_TIMEOUT);
+            let gate = ctx
+                .execute_local_activity(ProvisioningActivities::change_window, query, opts)
+                .await?;
+            let Gate::Closed {
+                window_id,
+                opens_at,
+            } = gate
+            else {
+                if ctx.state(|s| s.status.waiting_for_window.is_some()) {
+                    ctx.state_mut(|s| s.status.waiting_for_window = None);
+                    Self::project(ctx).await?;
+                }
+                return Ok(Stage::GoOn(()));
+            };
+            if let Some(mut glass) = ctx.state_mut(|s| s.break_glass.take()) {
+                glass.window_id = Some(window_id);
+                glass.at = Some(at);
+                ctx.state_mut(|s| {
+                    s.status.waiting_for_window = None;
+                    s.status.break_glass = Some(glass);
+                });
+                Self::project(ctx).await?;
+                return Ok(Stage::GoOn(()));
+            }
+            let wait = WindowWait {
+                window_id,
+                opens_at,
+            };
+            if ctx.state(|s| s.status.waiting_for_window.as_ref() != Some(&wait)) {
+                ctx.state_mut(|s| s.status.waiting_for_window = Some(wait));
+                Self::project(ctx).await?;
+            }
+            let until_open = opens_at
+                .and_then(|t| (t - at).to_std().ok())
+                .unwrap_or(WINDOW_RECHECK)
+                .clamp(Duration::from_secs(1), WINDOW_RECHECK);
+            temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(|s| s.break_glass.is_some() || s.cancel.is_some()) => { r?; }
+                _ = ctx.timer(until_open) => {}
+            };
         }
     }
 
@@ -456,6 +532,19 @@ impl ProvisioningRun {
     pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
         if cancellable(self.status.state) && self.cancel.is_none() {
             self.cancel = Some(request);
+        }
+    }
+
+    /// Signal `break_glass`: an Operator applies inside a closed change window, with the
+    /// reason (the API refuses one without). Valid only before the apply starts; the first one
+    /// counts.
+    #[signal]
+    pub fn break_glass(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: BreakGlass) {
+        if cancellable(self.status.state)
+            && self.break_glass.is_none()
+            && self.status.break_glass.is_none()
+        {
+            self.break_glass = Some(request);
         }
     }
 

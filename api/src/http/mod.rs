@@ -14,6 +14,7 @@ mod pagination;
 mod proposals;
 mod runs;
 mod specifications;
+mod windows;
 
 use crate::AppState;
 use crate::error::problem_fallback;
@@ -40,6 +41,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(approvals::router())
         .merge(inventory::router())
         .merge(drift_rules::router())
+        .merge(windows::router())
         .merge(proposals::router())
         .merge(metrics::router())
         .routes(routes!(openapi::openapi_json))

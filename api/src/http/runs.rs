@@ -45,6 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(logs))
         .routes(routes!(cancel))
         .routes(routes!(approve))
+        .routes(routes!(break_glass))
 }
 
 /// `POST /factory/provisioning/runs`.
@@ -476,6 +477,79 @@ async fn cancel(
         axum::Json(CancelRequested {
             provisioning_run_id: id,
             cancel_requested: true,
+        }),
+    ))
+}
+
+/// `POST …/runs/{provisioningRunId}/break-glass`: `{"reason":"…"}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BreakGlassBody {
+    /// Mandatory: why the change cannot wait for the window.
+    reason: String,
+}
+
+/// Break-glass was signalled to the run's workflow.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct BreakGlassSignalled {
+    provisioning_run_id: String,
+    break_glass_requested: bool,
+}
+
+/// Lets a run apply inside a closed change window (signal `break_glass`): the reason and who
+/// gave it are recorded on the run (`breakGlass`) and as `ChangeWindowOverridden`. Needs the
+/// `Operator` (or `PlatformAdmin`) role; only before the apply starts.
+#[utoipa::path(operation_id = "breakGlass", post, path = "/factory/provisioning/runs/{provisioningRunId}/break-glass", tag = "runs",
+    security(("bearer" = ["factory.provisioning.apply"])),
+    params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
+    request_body = BreakGlassBody,
+    responses(
+        (status = 202, description = "Signalled", body = BreakGlassSignalled),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
+#[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
+async fn break_glass(
+    State(state): State<AppState>,
+    auth: Scoped<ProvisioningApply>,
+    Path(id): Path<String>,
+    Json(body): Json<BreakGlassBody>,
+) -> Result<(StatusCode, axum::Json<BreakGlassSignalled>), Error> {
+    auth.require_role(PRODUCTION_DECIDERS)?;
+    if body.reason.trim().is_empty() {
+        return Err(Error::Unprocessable(
+            "reason must say why the change cannot wait for its window".into(),
+        ));
+    }
+    let row = find_run(&state, auth.tenant(), &id).await?;
+    let status = live_status(&state, &row).await?;
+    if !cancellable(status.state) {
+        return Err(Error::Conflict(format!(
+            "run `{id}` is {} and no longer waits for a window",
+            status.state.map_or("in progress", |s| s.as_str())
+        )));
+    }
+    let request = runtime_cloud_models::BreakGlass {
+        by: auth.subject().to_owned(),
+        reason: body.reason,
+        window_id: None,
+        at: None,
+    };
+    signal_run(&state, &id, |h| async move {
+        h.signal(
+            ProvisioningRun::break_glass,
+            request,
+            WorkflowSignalOptions::default(),
+        )
+        .await
+    })
+    .await?;
+    tracing::warn!(by = %auth.subject(), "break-glass requested");
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(BreakGlassSignalled {
+            provisioning_run_id: id,
+            break_glass_requested: true,
         }),
     ))
 }

@@ -1,6 +1,7 @@
 //! sea-orm entities of the read tables. Every row carries `tenant_id`; every query filters by it.
 
 pub mod approvals;
+pub mod change_windows;
 pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod drift_rules;

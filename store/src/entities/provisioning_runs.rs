@@ -23,6 +23,10 @@ pub struct Model {
     /// The approvals the run did not count (who, when, why), oldest first; null before the
     /// run's first projection (and on rows recorded before the column existed).
     pub refused_approvals: Option<Json>,
+    /// `models::WindowWait`, while a change window holds the apply.
+    pub waiting_for_window: Option<Json>,
+    /// `models::BreakGlass`, once an Operator broke a window for the run.
+    pub break_glass: Option<Json>,
     pub state: Option<String>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,

@@ -11,6 +11,7 @@ mod m20261201_000006_create_approvals;
 mod m20261201_000007_typed_targets;
 mod m20261201_000008_drift_rules_and_owners;
 mod m20261201_000009_environment_modes;
+mod m20261201_000010_change_windows;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000007_typed_targets::Migration),
             Box::new(m20261201_000008_drift_rules_and_owners::Migration),
             Box::new(m20261201_000009_environment_modes::Migration),
+            Box::new(m20261201_000010_change_windows::Migration),
         ]
     }
 }
