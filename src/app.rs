@@ -5,7 +5,7 @@ use anyhow::Context;
 use runtime_cloud_activities::kubernetes::Kubernetes;
 use runtime_cloud_activities::outbox_relay;
 use runtime_cloud_activities::ports::{
-    Approvals, ConfiguredPolicy, RecordedApprovals, TargetObservers, TargetRunners,
+    Approvals, Policy, RecordedApprovals, TargetObservers, TargetRunners,
 };
 use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::references::{HttpReferences, References};
@@ -81,6 +81,17 @@ fn run_control(config: &Config) -> anyhow::Result<Option<Arc<dyn Approvals>>> {
     Ok(Some(Arc::new(adapter)))
 }
 
+/// The Policy port: the PolicyEngineService when `RUNTIME_CLOUD_POLICY_URL` names one, else
+/// the embedded Rego engine over the default bundle and `RUNTIME_CLOUD_POLICY_DIR`'s files (a
+/// bundle that does not parse stops the worker here, with the file and line).
+fn policy(config: &Config, auto_accept: bool) -> anyhow::Result<Arc<dyn Policy>> {
+    use runtime_cloud_activities::policy::{OpaPolicy, RegoPolicy};
+    if let Some(url) = &config.policy_url {
+        return Ok(Arc::new(OpaPolicy::new(auto_accept, url)));
+    }
+    Ok(Arc::new(RegoPolicy::new(auto_accept, config.policy_dir.clone())?))
+}
+
 /// Runs the worker until `shutdown`.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
@@ -126,9 +137,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
             )),
             pulumi,
         }),
-        policy: Arc::new(ConfiguredPolicy {
-            auto_accept: inventory.auto_accept_non_destructive_outside_production,
-        }),
+        policy: policy(config, inventory.auto_accept_non_destructive_outside_production)?,
         artifacts,
         approvals: Arc::new(RecordedApprovals {
             db: db.clone(),

@@ -78,6 +78,12 @@ pub struct Config {
     /// Its bearer token (a secret).
     #[serde(default)]
     pub run_control_token: Option<String>,
+    /// A directory of `.rego` files evaluated with the default policy bundle.
+    #[serde(default)]
+    pub policy_dir: Option<PathBuf>,
+    /// A PolicyEngineService with OPA's REST data API, instead of the embedded engine.
+    #[serde(default)]
+    pub policy_url: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
     pub schedules_paused: bool,
     /// At most this many list calls of one worker in flight to one Kubernetes API server.

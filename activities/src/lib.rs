@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
+//! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
 //! - [`references`]: configuration and secret references resolved at apply time (`env://`,
@@ -24,6 +25,7 @@ pub mod error;
 pub mod inventory;
 pub mod kubernetes;
 pub mod outbox_relay;
+pub mod policy;
 pub mod ports;
 pub mod programs;
 pub mod provisioning;

@@ -67,24 +67,20 @@ pub trait Refresher: Send + Sync + 'static {
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error>;
 }
 
-/// Decides whether a proposal may go ahead without an operator (rules from configuration;
-/// later PolicyEngineService).
+/// Policy as code: what may apply, and what may go ahead without an operator. Embedded
+/// default: [`crate::policy::RegoPolicy`]; or a PolicyEngineService
+/// ([`crate::policy::OpaPolicy`]).
+#[async_trait::async_trait]
 pub trait Policy: Send + Sync + 'static {
     /// Whether a non-destructive proposal outside production may be auto-accepted.
     fn allows_auto_accept(&self, tenant_id: &str, environment_id: &str) -> bool;
-}
 
-/// The embedded policy: one switch from configuration
-/// (`AutoAcceptNonDestructiveOutsideProduction`).
-#[derive(Debug, Clone)]
-pub struct ConfiguredPolicy {
-    pub auto_accept: bool,
-}
-
-impl Policy for ConfiguredPolicy {
-    fn allows_auto_accept(&self, _tenant_id: &str, _environment_id: &str) -> bool {
-        self.auto_accept
-    }
+    /// The decision on a plan before anything applies: what it denies, and whether it allows
+    /// a production baseline or reconciliation without a human approval.
+    async fn evaluate(
+        &self,
+        input: &runtime_cloud_models::policy::PolicyInput,
+    ) -> Result<runtime_cloud_models::policy::PolicyDecision, Error>;
 }
 
 /// Verifies a run's claim on an approval and spends the approval on the run

@@ -9,7 +9,8 @@ use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
-    ApplyRequest, Gate, LockRequest, PlanRequest, RunProjection, WindowQuery,
+    ApplyRequest, Gate, LockRequest, PlanRequest, PolicyDecision, PolicyInput, RunProjection,
+    WindowQuery,
     provisioning_markers as markers,
 };
 use runtime_cloud_workflows::environment_lock::LockState;
@@ -32,6 +33,8 @@ pub struct ProvisioningActivitiesImpl {
     pub runner: Arc<dyn Runner>,
     /// Verifies and spends the approvals of production applies.
     pub approvals: Arc<dyn Approvals>,
+    /// Decides on every plan before it applies.
+    pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Used to signal-with-start environment locks.
@@ -321,6 +324,33 @@ impl ProvisioningActivitiesImpl {
                 .await
                 .map_err(|e| activity_error(e.into()))?;
             Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The policies' decision on a plan, with the environment's last observed workloads.
+    #[activity(definition = markers::EvaluatePolicy)]
+    pub async fn evaluate_policy(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        mut input: PolicyInput,
+    ) -> Result<PolicyDecision, ActivityError> {
+        let span = tracing::info_span!("evaluate_policy", run_id = %input.run.run_id);
+        async move {
+            let observed = runtime_cloud_store::inventory::find(
+                &self.db,
+                &input.tenant_id,
+                &input.environment.environment_id,
+            )
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+            input.observed = observed.map(|i| i.workloads).unwrap_or_default();
+            let decision = self.policy.evaluate(&input).await.map_err(activity_error)?;
+            if !decision.deny.is_empty() {
+                tracing::warn!(deny = ?decision.deny, "the policies deny the plan");
+            }
+            Ok(decision)
         }
         .instrument(span)
         .await

@@ -13,6 +13,7 @@
 //! - [`targets`]: where an environment runs: its runner (sandbox, Pulumi) and observer.
 //! - [`wire`]: enums whose wire form is fixed (`wire_enum!`).
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
+//! - [`policy`]: what a policy is asked about a plan and what it answers.
 //! - [`observation`]: observed workloads and what changed between observations.
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`drift_rules`]: expected differences, recorded as suppressed findings.
@@ -33,6 +34,7 @@ pub mod inventory;
 pub mod observation;
 pub mod options;
 pub mod plan;
+pub mod policy;
 pub mod provisioning;
 pub mod rules;
 pub mod specification;

@@ -54,8 +54,9 @@ impl ProvisioningState {
 /// ```
 ///
 /// Beyond the diagram: a run whose plan fails ends `Failed` without a plan; a run cancelled
-/// while it waits for its turn ends `Cancelled` without one; and a cancel is valid until the
-/// apply starts, so also while the run awaits approval.
+/// while it waits for its turn ends `Cancelled` without one; a cancel is valid until the
+/// apply starts, so also while the run awaits approval; and a plan a policy denies ends
+/// `Rejected` with the policy's messages.
 pub const TRANSITIONS: &[(Option<ProvisioningState>, ProvisioningState)] = {
     use ProvisioningState::*;
     &[
@@ -65,6 +66,7 @@ pub const TRANSITIONS: &[(Option<ProvisioningState>, ProvisioningState)] = {
         (Some(Planned), AwaitingApproval),
         (Some(Planned), Applying),
         (Some(Planned), Cancelled),
+        (Some(Planned), Rejected),
         (Some(AwaitingApproval), Applying),
         (Some(AwaitingApproval), Rejected),
         (Some(AwaitingApproval), Cancelled),
@@ -340,6 +342,10 @@ pub struct ApprovalRecord {
     /// Set when no decision came before the expiry timer.
     #[serde(default)]
     pub expired: bool,
+    /// A policy allow that opened the production gate instead of a person: the decision is
+    /// the evidence (bundle, version, input hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::PolicyDecision>,
 }
 
 impl ApprovalRecord {
@@ -349,6 +355,7 @@ impl ApprovalRecord {
             approval_id: Some(approval_id),
             decision: None,
             expired: false,
+            policy: None,
         }
     }
 
@@ -358,6 +365,7 @@ impl ApprovalRecord {
             approval_id: decision.approval_id.clone(),
             decision: Some(decision),
             expired: false,
+            policy: None,
         }
     }
 
@@ -367,6 +375,17 @@ impl ApprovalRecord {
             approval_id: None,
             decision: None,
             expired: true,
+            policy: None,
+        }
+    }
+
+    /// The production gate opened on a policy allow, with the decision as its evidence.
+    pub fn by_policy(decision: crate::policy::PolicyDecision) -> Self {
+        Self {
+            approval_id: None,
+            decision: None,
+            expired: false,
+            policy: Some(decision),
         }
     }
 }
@@ -439,6 +458,9 @@ pub struct RunStatus {
     /// Approvals the run did not count, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_approvals: Vec<RefusedApproval>,
+    /// What the policies answered about the plan, before anything applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::PolicyDecision>,
     /// While a change window holds the apply: which window, and when it opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for_window: Option<WindowWait>,
@@ -494,6 +516,7 @@ mod tests {
             (None, Failed),                      // the plan itself failed
             (None, Cancelled),                   // cancelled while waiting for its turn
             (Some(AwaitingApproval), Cancelled), // a cancel is valid until the apply
+            (Some(Planned), Rejected),           // a policy denies the plan
         ];
         let mut expected: Vec<_> = diagram.iter().chain(&implicit).copied().collect();
         let mut table = TRANSITIONS.to_vec();

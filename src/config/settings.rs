@@ -285,6 +285,25 @@ pub const SETTINGS: &[Setting] = &[
               variable to the file.",
     },
     Setting {
+        source: Source::File("policy_dir"),
+        env: "RUNTIME_CLOUD_POLICY_DIR",
+        kind: Kind::Text,
+        default: None,
+        doc: "A directory of `.rego` files (package `runtime_cloud`, rules `deny` and `allow`) \
+              evaluated on every plan with the default bundle built into the worker; read again \
+              when a file changes. A bundle that does not parse is refused with the file and \
+              line (at start the worker does not start; later it keeps the last good bundle).",
+    },
+    Setting {
+        source: Source::File("policy_url"),
+        env: "RUNTIME_CLOUD_POLICY_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "A PolicyEngineService with OPA's REST data API (`https://policy.internal`): every \
+              plan is `POST /v1/data/runtime_cloud` with `{\"input\": …}` instead of the \
+              embedded engine. Unset: the embedded Rego engine.",
+    },
+    Setting {
         source: Source::File("kubernetes_calls_per_cluster"),
         env: "RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER",
         kind: Kind::Positive,

@@ -117,6 +117,7 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
         refused_approvals: Set(None),
         waiting_for_window: Set(None),
         break_glass: Set(None),
+        policy: Set(None),
         state: Set(None),
         reason: Set(None),
         logs_ref: Set(Some(logs_ref(new.run_id))),
@@ -265,6 +266,7 @@ pub async fn project(
         );
     row.waiting_for_window = Set(opt_json(&status.waiting_for_window)?);
     row.break_glass = Set(opt_json(&status.break_glass)?);
+    row.policy = Set(opt_json(&status.policy)?);
     row.reason = Set(status.reason.clone());
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
@@ -333,6 +335,10 @@ pub struct Run {
     /// The break-glass the run applied with inside a closed window: `{by, reason, windowId, at}`.
     #[schema(value_type = Option<runtime_cloud_models::BreakGlass>)]
     pub break_glass: Option<Box<RawValue>>,
+    /// What the policies answered about the plan: `{allow, deny, policyId, version, inputHash,
+    /// decidedAt}`.
+    #[schema(value_type = Option<runtime_cloud_models::policy::PolicyDecision>)]
+    pub policy: Option<Box<RawValue>>,
     /// The immutable apply receipt, once applied or failed.
     #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<Box<RawValue>>,
@@ -382,6 +388,7 @@ struct RunRow {
     refused_approvals: Option<String>,
     waiting_for_window: Option<String>,
     break_glass: Option<String>,
+    policy: Option<String>,
     reason: Option<String>,
     logs_ref: Option<String>,
     request_hash: Option<String>,
@@ -419,6 +426,7 @@ impl RunRow {
             .column_as(text(C::RefusedApprovals), "refused_approvals")
             .column_as(text(C::WaitingForWindow), "waiting_for_window")
             .column_as(text(C::BreakGlass), "break_glass")
+            .column_as(text(C::Policy), "policy")
             .into_model::<Self>()
     }
 
@@ -440,6 +448,7 @@ impl RunRow {
             },
             waiting_for_window: at.raw("waiting_for_window", self.waiting_for_window)?,
             break_glass: at.raw("break_glass", self.break_glass)?,
+            policy: at.raw("policy", self.policy)?,
             provisioning_run_id: self.provisioning_run_id,
             tenant_id: self.tenant_id,
             project_id: self.project_id,

@@ -59,7 +59,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
     let inventory = InventoryActivitiesImpl {
         db: deps.db.clone(),
         observer: deps.observer,
-        policy: deps.policy,
+        policy: deps.policy.clone(),
         inventory: deps.inventory,
         provisioning: deps.provisioning,
     };
@@ -67,6 +67,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         db: deps.db,
         runner: deps.runner,
         approvals: deps.approvals,
+        policy: deps.policy,
         artifacts: deps.artifacts,
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),

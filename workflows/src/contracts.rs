@@ -98,6 +98,13 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
+    /// The policies' decision on a plan. The input's `observed` is filled in by the activity
+    /// (the environment's last observed workloads).
+    #[activity(name = "provisioning.evaluate-policy")]
+    pub fn evaluate_policy(input: PolicyInput) -> Result<PolicyDecision, ActivityError> {
+        unimplemented!()
+    }
+
     /// The gate the environment's change windows make at a time (see [`WindowQuery`]).
     #[activity(name = "provisioning.change-window")]
     pub fn change_window(q: WindowQuery) -> Result<Gate, ActivityError> {
@@ -105,6 +112,7 @@ impl ProvisioningActivities {
     }
 }
 
+pub use runtime_cloud_models::policy::{PolicyDecision, PolicyInput};
 pub use runtime_cloud_models::windows::Gate;
 
 /// May the environment be changed at `at`? Its own change windows and its tenant's decide.
@@ -120,7 +128,8 @@ pub struct WindowQuery {
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
-        AcquireLock, Apply, ChangeWindow, ClaimApproval, Plan, Project, ReleaseLock,
+        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Plan, Project,
+        ReleaseLock,
     };
 }
 

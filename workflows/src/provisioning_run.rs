@@ -18,8 +18,10 @@
 //! sees an apply whose plan is not recorded.
 
 use crate::contracts::{
-    ApplyRequest, Gate, PlanRequest, ProvisioningActivities, RunProjection, WindowQuery,
+    ApplyRequest, Gate, PlanRequest, PolicyInput, ProvisioningActivities, RunProjection,
+    WindowQuery,
 };
+use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
 use crate::environment_lock::{self, LockHolder, Turn};
 use crate::handover::hand_over;
 use crate::ids::environment_lock_workflow_id;
@@ -43,6 +45,8 @@ use temporalio_sdk::{
 const PROJECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each attempt to claim an approval.
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each attempt of the policies' decision.
+const POLICY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each attempt to read the change windows.
 const WINDOW_TIMEOUT: Duration = Duration::from_secs(30);
 /// A run held by a change window looks again at least this often: windows may be changed or
@@ -180,6 +184,7 @@ impl ProvisioningRun {
     /// The stages, in the diagram's order, once the run holds its environment.
     async fn stages(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
         let plan = go_on!(Self::plan(ctx, input).await);
+        go_on!(Self::policy_stage(ctx, input, &plan).await);
         go_on!(Self::approval_stage(ctx, input, &plan).await);
         go_on!(Self::window_stage(ctx, input).await);
         Self::apply(ctx, input, plan).await
@@ -218,9 +223,50 @@ impl ProvisioningRun {
         Ok(Stage::GoOn(plan))
     }
 
+    /// The policies decide on the plan before anything else can happen to it (recorded as the
+    /// run's `policy`): a deny ends the run `Rejected` with the policies' messages. A policy
+    /// engine that cannot answer holds the run (retried): a plan is never applied undecided.
+    async fn policy_stage(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+        plan: &PlanReceipt,
+    ) -> WorkflowResult<Stage> {
+        let asked = PolicyInput {
+            tenant_id: input.tenant_id.clone(),
+            environment: PolicyEnvironment {
+                environment_id: input.environment_id.clone(),
+                project_id: input.project_id.clone(),
+                class: input.environment_class,
+            },
+            run: PolicyRun {
+                run_id: input.run_id.clone(),
+                kind: input.kind,
+            },
+            specification: input.specification.clone(),
+            plan: plan.clone(),
+            observed: Vec::new(),
+        };
+        let decision = ctx
+            .execute_activity(
+                ProvisioningActivities::evaluate_policy,
+                asked,
+                crate::options::must_succeed(POLICY_TIMEOUT),
+            )
+            .await?;
+        let denied = (!decision.deny.is_empty())
+            .then(|| format!("denied by policy: {}", decision.deny.join("; ")));
+        ctx.state_mut(|s| s.status.policy = Some(decision));
+        match denied {
+            Some(reason) => Ok(Stage::End(Ending::new(ProvisioningState::Rejected, reason))),
+            None => Ok(Stage::GoOn(())),
+        }
+    }
+
     /// The production gate: it opens only on an approval the Approvals port verifies and
     /// spends on this run, the one the request names or the one behind an operator's
-    /// decision. A production run without one (or whose named approval does not verify)
+    /// decision, or on a policy allow for a baseline or reconciliation that deletes nothing
+    /// (recorded with its evidence). A production run without one (or whose named approval
+    /// does not verify)
     /// waits in `AwaitingApproval` for a decision, a cancel or the expiry. Every other run
     /// goes straight on.
     async fn approval_stage(
@@ -244,6 +290,21 @@ impl ProvisioningRun {
                 ctx.state_mut(|s| s.weigh_held(false));
                 return Ok(Stage::GoOn(()));
             }
+        }
+        // The spec's second path: a policy allow, with evidence, for a baseline or a
+        // reconciliation that deletes nothing.
+        let allowed = ctx.state(|s| {
+            s.status
+                .policy
+                .clone()
+                .filter(|d| d.opens_production_gate(input.kind, plan))
+        });
+        if let Some(decision) = allowed {
+            ctx.state_mut(|s| {
+                s.status.approval = Some(ApprovalRecord::by_policy(decision));
+                s.weigh_held(false);
+            });
+            return Ok(Stage::GoOn(()));
         }
         ctx.state_mut(|s| s.weigh_held(true));
         Self::transition(ctx, ProvisioningState::AwaitingApproval).await?;

@@ -27,6 +27,8 @@ pub struct Model {
     pub waiting_for_window: Option<Json>,
     /// `models::BreakGlass`, once an Operator broke a window for the run.
     pub break_glass: Option<Json>,
+    /// `models::policy::PolicyDecision` on the run's plan.
+    pub policy: Option<Json>,
     pub state: Option<String>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,

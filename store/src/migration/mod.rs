@@ -12,6 +12,7 @@ mod m20261201_000007_typed_targets;
 mod m20261201_000008_drift_rules_and_owners;
 mod m20261201_000009_environment_modes;
 mod m20261201_000010_change_windows;
+mod m20261201_000011_run_policy;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000008_drift_rules_and_owners::Migration),
             Box::new(m20261201_000009_environment_modes::Migration),
             Box::new(m20261201_000010_change_windows::Migration),
+            Box::new(m20261201_000011_run_policy::Migration),
         ]
     }
 }
