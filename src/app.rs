@@ -89,7 +89,10 @@ fn policy(config: &Config, auto_accept: bool) -> anyhow::Result<Arc<dyn Policy>>
     if let Some(url) = &config.policy_url {
         return Ok(Arc::new(OpaPolicy::new(auto_accept, url)));
     }
-    Ok(Arc::new(RegoPolicy::new(auto_accept, config.policy_dir.clone())?))
+    Ok(Arc::new(RegoPolicy::new(
+        auto_accept,
+        config.policy_dir.clone(),
+    )?))
 }
 
 /// Runs the worker until `shutdown`.
@@ -137,7 +140,10 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
             )),
             pulumi,
         }),
-        policy: policy(config, inventory.auto_accept_non_destructive_outside_production)?,
+        policy: policy(
+            config,
+            inventory.auto_accept_non_destructive_outside_production,
+        )?,
         artifacts,
         approvals: Arc::new(RecordedApprovals {
             db: db.clone(),

@@ -17,6 +17,7 @@ mod health;
 mod kubernetes;
 mod metrics;
 mod openapi;
+mod policy;
 mod provisioning;
 mod pulumi;
 mod replay;

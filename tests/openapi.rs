@@ -156,8 +156,14 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("GET", "/factory/environments/{environmentId}"),
         ("PUT", "/factory/environments/{environmentId}/target"),
         ("PUT", "/factory/environments/{environmentId}/mode"),
-        ("GET", "/factory/environments/{environmentId}/change-windows"),
-        ("POST", "/factory/environments/{environmentId}/change-windows"),
+        (
+            "GET",
+            "/factory/environments/{environmentId}/change-windows",
+        ),
+        (
+            "POST",
+            "/factory/environments/{environmentId}/change-windows",
+        ),
         (
             "DELETE",
             "/factory/environments/{environmentId}/change-windows/{windowId}",

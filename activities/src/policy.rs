@@ -93,7 +93,10 @@ impl RegoPolicy {
 /// The `.rego` files of `dir`, by name.
 fn rego_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
-        Error::PlanInvalid(format!("reading the policy directory {}: {e}", dir.display()))
+        Error::PlanInvalid(format!(
+            "reading the policy directory {}: {e}",
+            dir.display()
+        ))
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -320,7 +323,10 @@ mod tests {
             .evaluate(&input(EnvironmentClass::Production, 0, 0))
             .await
             .unwrap();
-        assert_eq!(zero.deny, ["workload api would run no replica in production"]);
+        assert_eq!(
+            zero.deny,
+            ["workload api would run no replica in production"]
+        );
         let outside = policy
             .evaluate(&input(EnvironmentClass::NonProduction, 0, 0))
             .await
@@ -330,7 +336,10 @@ mod tests {
             .evaluate(&input(EnvironmentClass::NonProduction, 1, 11))
             .await
             .unwrap();
-        assert_eq!(mass.deny, ["the plan deletes 11 workloads at once (at most 10)"]);
+        assert_eq!(
+            mass.deny,
+            ["the plan deletes 11 workloads at once (at most 10)"]
+        );
     }
 
     #[tokio::test]
@@ -351,8 +360,11 @@ mod tests {
 
         // A broken file: refused at start with the file and line, kept out at a reload.
         let broken = dir.path().join("broken.rego");
-        std::fs::write(&broken, "package runtime_cloud\n\ndeny contains msg if {\n  msg := \n}\n")
-            .unwrap();
+        std::fs::write(
+            &broken,
+            "package runtime_cloud\n\ndeny contains msg if {\n  msg := \n}\n",
+        )
+        .unwrap();
         let refused = RegoPolicy::new(false, Some(dir.path().to_owned()))
             .err()
             .expect("refused");

@@ -10,8 +10,7 @@ use runtime_cloud_store::runs;
 use runtime_cloud_workflows::EnvironmentLock;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, Gate, LockRequest, PlanRequest, PolicyDecision, PolicyInput, RunProjection,
-    WindowQuery,
-    provisioning_markers as markers,
+    WindowQuery, provisioning_markers as markers,
 };
 use runtime_cloud_workflows::environment_lock::LockState;
 use sea_orm::DatabaseConnection;

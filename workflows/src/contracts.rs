@@ -128,8 +128,7 @@ pub struct WindowQuery {
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
-        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Plan, Project,
-        ReleaseLock,
+        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Plan, Project, ReleaseLock,
     };
 }
 

@@ -21,13 +21,13 @@ use crate::contracts::{
     ApplyRequest, Gate, PlanRequest, PolicyInput, ProvisioningActivities, RunProjection,
     WindowQuery,
 };
-use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
 use crate::environment_lock::{self, LockHolder, Turn};
 use crate::handover::hand_over;
 use crate::ids::environment_lock_workflow_id;
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
+use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, BreakGlass, PlanReceipt,
     ProvisioningState, RefusalReason, RefusedApproval, RunInput, RunStatus, WindowWait, can_move,
