@@ -204,12 +204,36 @@ pub async fn run_api(
         approvals_elsewhere: config.run_control_url.is_some(),
         artifacts: artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?,
         http_metrics: Default::default(),
+        inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     on_listening(listener.local_addr()?);
+    // The inbound events consumer runs beside the API when NATS is configured, and stops with
+    // it.
+    let (stop_inbound, inbound_stopped) = tokio::sync::watch::channel(false);
+    let inbound = config.nats_url.clone().map(|url| {
+        let mut rx = inbound_stopped;
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let lag = state.inbox_lag.clone();
+        tokio::spawn(runtime_cloud_api::inbound::run(
+            state.clone(),
+            url,
+            lag,
+            stop,
+        ))
+    });
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop_inbound.send(true);
+    };
     runtime_cloud_api::serve(listener, state, shutdown).await?;
+    if let Some(inbound) = inbound {
+        let _ = inbound.await;
+    }
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod faults;
 mod fuzz;
 mod grpc;
 mod health;
+mod inbound;
 mod kubernetes;
 mod metrics;
 mod openapi;

@@ -10,6 +10,7 @@
 //! - [`tenancy`]: the caller's environment or 404, for HTTP and gRPC alike.
 //! - [`http`]: one module per resource, each with its own `router()`.
 //! - [`grpc`]: the tonic services, served on the same port.
+//! - [`inbound`]: inbound events from NATS JetStream (inbox, dead letters, lag).
 //! - [`openapi`]: the OpenAPI 3.1 document's frame, and the routes that serve the document
 //!   [`http`] builds (`/openapi.json`) and its page (`/docs`).
 
@@ -17,6 +18,7 @@ pub mod auth;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod inbound;
 pub mod json;
 pub mod openapi;
 pub mod query;
@@ -52,4 +54,6 @@ pub struct AppState {
     pub artifacts: Arc<dyn runtime_cloud_store::artifacts::ArtifactStore>,
     /// This process's HTTP request durations.
     pub http_metrics: Arc<http::metrics::HttpMetrics>,
+    /// The inbound consumer's pending and unacknowledged events; -1 without a consumer.
+    pub inbox_lag: Arc<std::sync::atomic::AtomicI64>,
 }

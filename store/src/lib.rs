@@ -15,6 +15,7 @@
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
 //! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
+//! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
 //! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
@@ -36,6 +37,7 @@ pub mod entities;
 pub mod environments;
 pub mod error;
 pub mod findings;
+pub mod inbox;
 pub mod inventory;
 pub mod migration;
 pub mod observations;

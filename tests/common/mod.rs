@@ -11,6 +11,7 @@
 pub mod git_http;
 pub mod kube_stand_in;
 pub mod loopback;
+pub mod nats;
 pub mod opa_stand_in;
 pub mod proxy;
 pub mod run_control_stand_in;

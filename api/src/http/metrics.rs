@@ -251,6 +251,22 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         }
     }
 
+    // The inbound consumer's backlog (pending and unacknowledged), when this process runs one.
+    let lag = state.inbox_lag.load(std::sync::atomic::Ordering::Relaxed);
+    if lag >= 0 {
+        header(
+            &mut out,
+            "connectsoft_factory_runtime_inbox_lag",
+            "gauge",
+            "Inbound events not yet handled by the consumer.",
+        );
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_runtime_inbox_lag{{consumer=\"{}\"}} {lag}",
+            crate::inbound::CONSUMER
+        );
+    }
+
     header(
         &mut out,
         "connectsoft_factory_runtime_reconciliation_proposals",

@@ -240,9 +240,10 @@ fn replay(existing: Run, hash: &str) -> Result<Response, Error> {
     Ok(accepted(existing.into(), StatusCode::OK))
 }
 
-/// Starts the run's workflow. The id is the idempotency key on the Temporal side: a start
-/// for an id that exists (running or closed) never creates a second execution.
-async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
+/// Starts the run's workflow (an inbound event's run too). The id is the idempotency key on
+/// the Temporal side: a start for an id that exists (running or closed) never creates a
+/// second execution.
+pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
     let attributes = SearchAttributes::new(run_attributes(&input));
     let opts = WorkflowStartOptions::new(state.task_queue.clone(), run_workflow_id(&input.run_id))
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
@@ -660,6 +661,24 @@ async fn approve(
             decision: body.decision,
         }),
     ))
+}
+
+/// Signals a decision to the run (an inbound `ApprovalDecided`'s); [`Error::Conflict`] when the
+/// run has ended.
+pub(crate) async fn signal_approval(
+    state: &AppState,
+    id: &str,
+    approval: Approval,
+) -> Result<(), Error> {
+    signal_run(state, id, |h| async move {
+        h.signal(
+            ProvisioningRun::approval,
+            approval,
+            WorkflowSignalOptions::default(),
+        )
+        .await
+    })
+    .await
 }
 
 async fn signal_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<(), Error>

@@ -6,6 +6,7 @@ pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod drift_rules;
 pub mod environments;
+pub mod inbox_events;
 pub mod observed_workloads;
 pub mod outbox_events;
 pub mod prelude;

@@ -13,6 +13,7 @@ mod m20261201_000008_drift_rules_and_owners;
 mod m20261201_000009_environment_modes;
 mod m20261201_000010_change_windows;
 mod m20261201_000011_run_policy;
+mod m20261201_000012_create_inbox;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000009_environment_modes::Migration),
             Box::new(m20261201_000010_change_windows::Migration),
             Box::new(m20261201_000011_run_policy::Migration),
+            Box::new(m20261201_000012_create_inbox::Migration),
         ]
     }
 }

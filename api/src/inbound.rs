@@ -1,0 +1,391 @@
+//! Inbound events from NATS JetStream: `PromotionApproved`, `EnvironmentCreated` and
+//! `ApprovalDecided` (`models::inbound`), consumed by the API process — the product's entry
+//! point that starts and signals workflows — when `NATS_URL` is set.
+//!
+//! - **Durable, explicit ack**: a pull consumer [`CONSUMER`] on stream [`STREAM`]; a message is
+//!   acked only once its effect is recorded (and its workflow started or its signal sent).
+//! - **Once**: the inbox table (`store::inbox`) keys every event by its CloudEvents `id`; a
+//!   redelivered event (a crash before the ack, a re-publish) writes nothing again and only
+//!   finishes what is left (start the run, send the signal).
+//! - **Poison**: an event that is not a CloudEvents 1.0 JSON envelope, of an unknown type, whose
+//!   `data` does not match its JSON Schema (`schemas/inbound/`), or about an environment or run
+//!   that does not exist, goes at once to `runtime-cloud.dead-letter.<subject>` with the reason in
+//!   the `Runtime-Cloud-Reason` header; one that keeps failing for another reason (the database
+//!   or Temporal away) is retried with backoff and dead-lettered after [`MAX_ATTEMPTS`].
+//! - **Lag**: the consumer's pending and unacknowledged messages, read after every fetch, are
+//!   the `connectsoft_factory_runtime_inbox_lag` gauge.
+
+use crate::AppState;
+use async_nats::jetstream::{self, AckKind, consumer::pull, stream};
+use futures::StreamExt;
+use runtime_cloud_models::inbound::{Inbound, TYPES};
+use runtime_cloud_store::inbox::{self, Effect};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The stream of inbound events.
+pub const STREAM: &str = "RUNTIME_CLOUD_INBOUND";
+/// The durable consumer.
+pub const CONSUMER: &str = "runtime-cloud-inbox";
+/// The stream of dead letters, and their subjects' prefix.
+pub const DEAD_LETTER_STREAM: &str = "RUNTIME_CLOUD_DEAD_LETTER";
+pub const DEAD_LETTER_PREFIX: &str = "runtime-cloud.dead-letter";
+/// Deliveries of a message that keeps failing before it is dead-lettered.
+pub const MAX_ATTEMPTS: i64 = 5;
+
+/// What became of one message.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Its effect is recorded and delivered (or was, before).
+    Done,
+    /// Failed for a reason that may pass (the database, Temporal).
+    Retry(String),
+    /// It can never be handled: to the dead letters with the reason.
+    Poison(String),
+}
+
+/// The JSON Schemas of the inbound types, compiled once.
+struct Schemas(Vec<(&'static str, jsonschema::Validator)>);
+
+impl Schemas {
+    fn new() -> Self {
+        let compiled = TYPES
+            .iter()
+            .map(|(ty, text)| {
+                let schema: serde_json::Value =
+                    serde_json::from_str(text).expect("the inbound schemas are JSON");
+                let validator =
+                    jsonschema::validator_for(&schema).expect("the inbound schemas compile");
+                (*ty, validator)
+            })
+            .collect();
+        Self(compiled)
+    }
+
+    /// Why `data` is not a valid event of `event_type`, if it is not.
+    fn check(&self, event_type: &str, data: &serde_json::Value) -> Result<(), String> {
+        let Some((_, validator)) = self.0.iter().find(|(t, _)| *t == event_type) else {
+            return Err(format!("unknown event type `{event_type}`"));
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(data)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "data does not match the {event_type} schema: {}",
+                errors.join("; ")
+            ))
+        }
+    }
+}
+
+/// Consumes inbound events until `shutdown`, reconnecting with backoff while NATS is away.
+pub async fn run(
+    state: AppState,
+    url: String,
+    lag: Arc<AtomicI64>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let schemas = Schemas::new();
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let round = async {
+            let (js, consumer) = connect(&url).await?;
+            tracing::info!(%url, stream = STREAM, consumer = CONSUMER, "inbound events consumer connected");
+            backoff = Duration::from_millis(200);
+            loop {
+                let mut batch = consumer
+                    .fetch()
+                    .max_messages(16)
+                    .expires(Duration::from_secs(1))
+                    .messages()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                while let Some(message) = batch.next().await {
+                    let message = message.map_err(|e| e.to_string())?;
+                    settle(&state, &js, &schemas, message).await?;
+                }
+                if let Ok(info) = consumer.clone().info().await {
+                    let waiting = info.num_pending as i64 + info.num_ack_pending as i64;
+                    lag.store(waiting, Ordering::Relaxed);
+                }
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), String>(())
+        };
+        tokio::select! {
+            _ = &mut shutdown => return,
+            result = round => {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "inbound events consumer lost NATS");
+                }
+            }
+        }
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Connects, and creates the streams and the consumer when missing.
+async fn connect(
+    url: &str,
+) -> Result<
+    (
+        jetstream::Context,
+        jetstream::consumer::Consumer<pull::Config>,
+    ),
+    String,
+> {
+    let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
+    let js = jetstream::new(client);
+    let subjects = TYPES.iter().map(|(t, _)| t.to_string()).collect();
+    let inbound = js
+        .get_or_create_stream(stream::Config {
+            name: STREAM.to_owned(),
+            subjects,
+            duplicate_window: Duration::from_secs(2 * 3600),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    js.get_or_create_stream(stream::Config {
+        name: DEAD_LETTER_STREAM.to_owned(),
+        subjects: vec![format!("{DEAD_LETTER_PREFIX}.>")],
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let consumer = inbound
+        .get_or_create_consumer(
+            CONSUMER,
+            pull::Config {
+                durable_name: Some(CONSUMER.to_owned()),
+                ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((js, consumer))
+}
+
+/// Handles one message and acks, naks or dead-letters it. An error only when NATS itself
+/// fails (the message is redelivered after its ack wait).
+async fn settle(
+    state: &AppState,
+    js: &jetstream::Context,
+    schemas: &Schemas,
+    message: jetstream::Message,
+) -> Result<(), String> {
+    let attempts = message.info().map(|i| i.delivered).unwrap_or(1);
+    let verdict = handle(state, schemas, &message.payload).await;
+    let poison = match verdict {
+        Verdict::Done => None,
+        Verdict::Poison(why) => Some(why),
+        Verdict::Retry(why) if attempts >= MAX_ATTEMPTS => {
+            Some(format!("failed {attempts} times, last: {why}"))
+        }
+        Verdict::Retry(why) => {
+            tracing::warn!(attempts, reason = %why, "inbound event failed; retrying");
+            let delay = Duration::from_millis(500 * (1 << attempts.clamp(0, 6)));
+            return message
+                .ack_with(AckKind::Nak(Some(delay)))
+                .await
+                .map_err(|e| e.to_string());
+        }
+    };
+    if let Some(why) = poison {
+        tracing::warn!(subject = %message.subject, reason = %why, "inbound event dead-lettered");
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Runtime-Cloud-Reason", why.as_str());
+        headers.insert("Runtime-Cloud-Attempts", attempts.to_string().as_str());
+        if let Ok(info) = message.info() {
+            let id = format!("dead-letter-{}", info.stream_sequence);
+            headers.insert("Nats-Msg-Id", id.as_str());
+        }
+        let subject = format!("{DEAD_LETTER_PREFIX}.{}", message.subject);
+        js.publish_with_headers(subject, headers, message.payload.clone())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    message.ack().await.map_err(|e| e.to_string())
+}
+
+/// What one event does.
+async fn handle(state: &AppState, schemas: &Schemas, payload: &[u8]) -> Verdict {
+    let envelope: serde_json::Value = match serde_json::from_slice(payload) {
+        Ok(v) => v,
+        Err(e) => return Verdict::Poison(format!("not a CloudEvents JSON envelope: {e}")),
+    };
+    let (Some("1.0"), Some(id), Some(event_type)) = (
+        envelope["specversion"].as_str(),
+        envelope["id"].as_str().filter(|s| !s.is_empty()),
+        envelope["type"].as_str(),
+    ) else {
+        return Verdict::Poison(
+            "not a CloudEvents 1.0 envelope: `specversion` 1.0, `id` and `type` are required"
+                .into(),
+        );
+    };
+    let data = envelope["data"].clone();
+    if let Err(why) = schemas.check(event_type, &data) {
+        return Verdict::Poison(why);
+    }
+    let event = match Inbound::read(event_type, data) {
+        Ok(e) => e,
+        Err(why) => return Verdict::Poison(why),
+    };
+    let received = match inbox::receive(&state.db, id, event_type, &event, &state.options).await {
+        Ok(r) => r,
+        Err(
+            e @ (runtime_cloud_store::Error::Missing { .. }
+            | runtime_cloud_store::Error::Invalid(_)),
+        ) => return Verdict::Poison(e.to_string()),
+        Err(e) => return Verdict::Retry(e.to_string()),
+    };
+    if received.redelivered {
+        tracing::info!(event_id = %id, "inbound event seen before; finishing what is left");
+    }
+    if received.delivered {
+        return Verdict::Done;
+    }
+    let delivered = match received.effect {
+        Effect::Nothing => Ok(()),
+        Effect::Start { run } => {
+            let run_id = run.run_id.clone();
+            crate::http::start_run(state, *run).await.map(|()| {
+                tracing::info!(event_id = %id, %run_id, "inbound event planned a run");
+            })
+        }
+        Effect::Signal { run_id, approval } => {
+            match crate::http::signal_approval(state, &run_id, approval).await {
+                // The run ended since: the decision has nothing left to decide.
+                Err(crate::Error::Conflict(why)) => return Verdict::Poison(why),
+                other => other,
+            }
+        }
+    };
+    if let Err(e) = delivered {
+        return Verdict::Retry(e.to_string());
+    }
+    match inbox::delivered(&state.db, id).await {
+        Ok(()) => Verdict::Done,
+        Err(e) => Verdict::Retry(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime_cloud_models::inbound::{
+        APPROVAL_DECIDED, ApprovalDecided, DesiredState, ENVIRONMENT_CREATED, EnvironmentCreated,
+        PROMOTION_APPROVED, PromotionApproval, PromotionApproved,
+    };
+    use runtime_cloud_models::{ApprovalDecision, EnvironmentClass, SpecificationKind, Workload};
+
+    fn desired() -> DesiredState {
+        DesiredState {
+            kind: SpecificationKind::Environment,
+            program_ref: "git://infra//shop".into(),
+            program_version: "a1b2c3d4".into(),
+            release_id: None,
+            strategy: None,
+            config_refs: Default::default(),
+            secret_refs: [("db".to_owned(), "secretbroker://shop/db".to_owned())].into(),
+            workloads: vec![Workload {
+                name: "api".into(),
+                kind: "deployment".into(),
+                version: "1.0.0".into(),
+                replicas: 2,
+                config_refs: Default::default(),
+                secret_refs: Default::default(),
+            }],
+        }
+    }
+
+    /// The published schemas and the types the handlers read agree: what the types write, the
+    /// schemas accept, and the types read back.
+    #[test]
+    fn the_schemas_accept_what_the_types_write() {
+        let schemas = Schemas::new();
+        let documents = [
+            (
+                ENVIRONMENT_CREATED,
+                serde_json::to_value(EnvironmentCreated {
+                    tenant_id: "acme".into(),
+                    environment_id: "dev-eu".into(),
+                    project_id: "shop".into(),
+                    class: EnvironmentClass::NonProduction,
+                    target: None,
+                    mode: None,
+                    specification: Some(desired()),
+                }),
+            ),
+            (
+                PROMOTION_APPROVED,
+                serde_json::to_value(PromotionApproved {
+                    promotion_id: "p1".into(),
+                    tenant_id: "acme".into(),
+                    environment_id: "prod".into(),
+                    specification: desired(),
+                    approval: PromotionApproval {
+                        granted_by: "alice".into(),
+                        granted_by_roles: vec!["Operator".into()],
+                        reason: "release 7".into(),
+                        expires_at: Some(chrono::Utc::now()),
+                    },
+                }),
+            ),
+            (
+                APPROVAL_DECIDED,
+                serde_json::to_value(ApprovalDecided {
+                    tenant_id: "acme".into(),
+                    provisioning_run_id: "r1".into(),
+                    decision: ApprovalDecision::Approve,
+                    decided_by: "bob".into(),
+                    decided_by_roles: vec![],
+                    reason: String::new(),
+                    inputs_hash: format!("sha256:{}", "ab".repeat(32)),
+                }),
+            ),
+        ];
+        for (ty, doc) in documents {
+            let doc = doc.unwrap();
+            schemas
+                .check(ty, &doc)
+                .unwrap_or_else(|e| panic!("{ty}: {e}"));
+            Inbound::read(ty, doc).unwrap_or_else(|e| panic!("{ty}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_document_the_schema_refuses_names_where() {
+        let schemas = Schemas::new();
+        let why = schemas
+            .check(
+                APPROVAL_DECIDED,
+                &serde_json::json!({ "tenantId": "acme", "provisioningRunId": "r1",
+                                     "decision": "maybe", "decidedBy": "bob", "inputsHash": "x" }),
+            )
+            .unwrap_err();
+        assert!(
+            why.contains("/decision") && why.contains("/inputsHash"),
+            "{why}"
+        );
+        let unknown = schemas
+            .check("x.y.v1.z", &serde_json::json!({}))
+            .unwrap_err();
+        assert!(unknown.contains("unknown event type"), "{unknown}");
+    }
+}

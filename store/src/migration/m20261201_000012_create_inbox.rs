@@ -1,0 +1,43 @@
+//! `inbox_events`: every inbound event handled, by its CloudEvents id, with the effect it had
+//! (the run it planned, the decision it signalled): a redelivered event has its effect once.
+
+use sea_orm_migration::{prelude::*, schema::*};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum InboxEvents {
+    Table,
+    EventId,
+    EventType,
+    TenantId,
+    ReceivedAt,
+    Effect,
+    DeliveredAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(InboxEvents::Table)
+                    .col(string(InboxEvents::EventId).primary_key())
+                    .col(string(InboxEvents::EventType))
+                    .col(string(InboxEvents::TenantId))
+                    .col(timestamp_with_time_zone(InboxEvents::ReceivedAt))
+                    .col(json(InboxEvents::Effect))
+                    .col(timestamp_with_time_zone_null(InboxEvents::DeliveredAt))
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(InboxEvents::Table).to_owned())
+            .await
+    }
+}
