@@ -606,3 +606,24 @@ async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
     .await
     .expect(204);
 }
+
+/// Outside production, with auto-accept on, a non-destructive proposal is accepted on its own
+/// — unless a policy says otherwise: the default bundle keeps the autoscaler's replica drift
+/// for an operator (reverting it would fight the autoscaler), and the decision is on the
+/// proposal.
+#[tokio::test]
+async fn the_autoscalers_replica_drift_is_not_reverted_without_an_operator() {
+    let stack = Stack::start().await;
+    let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
+    cluster.delete("shop", "deployments", "batch");
+    scale(&cluster, "api", 4, "kube-controller-manager");
+    let outcome = api.observe(&stack, "k8s").await;
+    let id = text(&outcome["newProposal"]["proposalId"]);
+    assert_eq!(outcome["newProposal"]["autoAccept"], false, "{outcome}");
+    let proposal = api.wait_proposal("k8s", &id, "Proposed").await;
+    assert_eq!(proposal["policy"]["allow"], false, "{proposal}");
+    assert_eq!(
+        proposal["policy"]["deny"][0],
+        "deployment/api was scaled by the autoscaler: not reverted without an operator"
+    );
+}

@@ -85,7 +85,51 @@ impl InventoryActivitiesImpl {
                 .inventory
                 .is_stale(false, observed_at, chrono::Utc::now()),
         };
-        Ok(observations::record(&self.db, req, acceptance).await?)
+        let mut outcome = observations::record(&self.db, req, acceptance).await?;
+        if let Some(proposal) = outcome.new_proposal.as_mut().filter(|p| p.auto_accept) {
+            proposal.auto_accept = self
+                .policy_allows_auto_accept(req, &proposal.proposal_id)
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Asks the policies whether a proposal the rules would accept on its own may be; the
+    /// decision is recorded on the proposal. (A retried record asks again, and the same
+    /// policies answer the same.)
+    async fn policy_allows_auto_accept(
+        &self,
+        req: &RecordRequest,
+        proposal_id: &str,
+    ) -> Result<bool, Error> {
+        use runtime_cloud_models::policy::{PolicyEnvironment, ProposalPolicyInput};
+        let (tenant, env_id) = (req.tenant_id.as_str(), req.environment_id.as_str());
+        let (Some(proposal), Some(env)) = (
+            proposals::find(&self.db, tenant, proposal_id).await?,
+            runtime_cloud_store::environments::find(&self.db, tenant, env_id).await?,
+        ) else {
+            return Ok(false);
+        };
+        let observed = runtime_cloud_store::inventory::find(&self.db, tenant, env_id)
+            .await?
+            .map(|i| i.workloads)
+            .unwrap_or_default();
+        let input = ProposalPolicyInput {
+            tenant_id: tenant.to_owned(),
+            environment: PolicyEnvironment {
+                environment_id: env.environment_id,
+                project_id: env.project_id,
+                class: env.class,
+            },
+            proposal: serde_json::to_value(&proposal).unwrap_or_default(),
+            observed,
+        };
+        let decision = self.policy.evaluate_auto_accept(&input).await?;
+        if !decision.allow {
+            tracing::info!(%proposal_id, reasons = ?decision.deny, "the policies keep the proposal for an operator");
+        }
+        proposals::set_policy(&self.db, proposal_id, &decision).await?;
+        Ok(decision.allow)
     }
 }
 

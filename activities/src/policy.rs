@@ -16,7 +16,7 @@
 use crate::Error;
 use crate::ports::Policy;
 use chrono::Utc;
-use runtime_cloud_models::policy::{PolicyDecision, PolicyInput};
+use runtime_cloud_models::policy::{PolicyDecision, PolicyInput, ProposalPolicyInput, input_hash};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -149,26 +149,34 @@ fn load(dir: Option<&Path>) -> Result<Bundle, Error> {
 
 /// Evaluates `input` with `bundle`: `deny` and `allow` of package `runtime_cloud`.
 fn evaluate(bundle: Bundle, input: &PolicyInput) -> Result<(bool, Vec<String>), Error> {
+    let mut engine = with_input(bundle, input)?;
+    let deny = messages(&rule(&mut engine, "data.runtime_cloud.deny")?);
+    let allow = rule(&mut engine, "data.runtime_cloud.allow")? == serde_json::Value::Bool(true);
+    Ok((allow, deny))
+}
+
+/// The bundle's engine with `input` set.
+fn with_input<T: serde::Serialize>(bundle: Bundle, input: &T) -> Result<regorus::Engine, Error> {
     let mut engine = bundle.engine;
     let json = serde_json::to_string(input).map_err(|e| Error::PlanInvalid(e.to_string()))?;
     let value = regorus::Value::from_json_str(&json)
         .map_err(|e| Error::PlanInvalid(format!("the policy input: {e}")))?;
     engine.set_input(value);
-    let rule = |engine: &mut regorus::Engine, path: &str| -> Result<serde_json::Value, Error> {
-        let value = engine
-            .eval_rule(path.to_owned())
-            .map_err(|e| Error::PlanInvalid(format!("evaluating {path}: {e}")))?;
-        if value == regorus::Value::Undefined {
-            return Ok(serde_json::Value::Null);
-        }
-        let text = value
-            .to_json_str()
-            .map_err(|e| Error::PlanInvalid(format!("reading {path}: {e}")))?;
-        serde_json::from_str(&text).map_err(|e| Error::PlanInvalid(format!("reading {path}: {e}")))
-    };
-    let deny = messages(&rule(&mut engine, "data.runtime_cloud.deny")?);
-    let allow = rule(&mut engine, "data.runtime_cloud.allow")? == serde_json::Value::Bool(true);
-    Ok((allow, deny))
+    Ok(engine)
+}
+
+/// The value of the rule at `path` (null when undefined).
+fn rule(engine: &mut regorus::Engine, path: &str) -> Result<serde_json::Value, Error> {
+    let value = engine
+        .eval_rule(path.to_owned())
+        .map_err(|e| Error::PlanInvalid(format!("evaluating {path}: {e}")))?;
+    if value == regorus::Value::Undefined {
+        return Ok(serde_json::Value::Null);
+    }
+    let text = value
+        .to_json_str()
+        .map_err(|e| Error::PlanInvalid(format!("reading {path}: {e}")))?;
+    serde_json::from_str(&text).map_err(|e| Error::PlanInvalid(format!("reading {path}: {e}")))
 }
 
 /// The messages of a `deny` result (a set, read as an array; undefined is none).
@@ -201,6 +209,24 @@ impl Policy for RegoPolicy {
             policy_id: self.policy_id(),
             version,
             input_hash: input.hash(),
+            decided_at: Utc::now(),
+        })
+    }
+
+    async fn evaluate_auto_accept(
+        &self,
+        input: &ProposalPolicyInput,
+    ) -> Result<PolicyDecision, Error> {
+        let bundle = self.current();
+        let version = bundle.version.clone();
+        let mut engine = with_input(bundle, input)?;
+        let reasons = messages(&rule(&mut engine, "data.runtime_cloud.no_auto_accept")?);
+        Ok(PolicyDecision {
+            allow: reasons.is_empty(),
+            deny: reasons,
+            policy_id: self.policy_id(),
+            version,
+            input_hash: input_hash(input),
             decided_at: Utc::now(),
         })
     }
@@ -237,6 +263,9 @@ struct OpaResult {
     deny: serde_json::Value,
     #[serde(default)]
     allow: Option<bool>,
+    /// Reasons not to auto-accept a proposal.
+    #[serde(default)]
+    no_auto_accept: serde_json::Value,
     /// A bundle revision, when the service reports one.
     #[serde(default)]
     revision: Option<String>,
@@ -249,6 +278,37 @@ impl Policy for OpaPolicy {
     }
 
     async fn evaluate(&self, input: &PolicyInput) -> Result<PolicyDecision, Error> {
+        let result = self.ask(input).await?;
+        Ok(PolicyDecision {
+            allow: result.allow == Some(true),
+            deny: messages(&result.deny),
+            policy_id: format!("opa:{}", self.url),
+            version: result.revision.unwrap_or_else(|| "unversioned".to_owned()),
+            input_hash: input.hash(),
+            decided_at: Utc::now(),
+        })
+    }
+
+    async fn evaluate_auto_accept(
+        &self,
+        input: &ProposalPolicyInput,
+    ) -> Result<PolicyDecision, Error> {
+        let result = self.ask(input).await?;
+        let reasons = messages(&result.no_auto_accept);
+        Ok(PolicyDecision {
+            allow: reasons.is_empty(),
+            deny: reasons,
+            policy_id: format!("opa:{}", self.url),
+            version: result.revision.unwrap_or_else(|| "unversioned".to_owned()),
+            input_hash: input_hash(input),
+            decided_at: Utc::now(),
+        })
+    }
+}
+
+impl OpaPolicy {
+    /// The package's document for `input`.
+    async fn ask<T: serde::Serialize + Sync>(&self, input: &T) -> Result<OpaResult, Error> {
         let url = format!("{}/v1/data/runtime_cloud", self.url.trim_end_matches('/'));
         let unreachable = |e: &dyn std::fmt::Display| {
             Error::Unreachable(format!("the PolicyEngineService at {url}: {e}"))
@@ -267,19 +327,12 @@ impl Policy for OpaPolicy {
         let answer: OpaAnswer = response.json().await.map_err(|e| unreachable(&e))?;
         // No result: the service has no `runtime_cloud` package, so nothing is allowed and
         // nothing denied.
-        let result = answer.result.unwrap_or(OpaResult {
+        Ok(answer.result.unwrap_or(OpaResult {
             deny: serde_json::Value::Null,
             allow: None,
+            no_auto_accept: serde_json::Value::Null,
             revision: None,
-        });
-        Ok(PolicyDecision {
-            allow: result.allow == Some(true),
-            deny: messages(&result.deny),
-            policy_id: format!("opa:{}", self.url),
-            version: result.revision.unwrap_or_else(|| "unversioned".to_owned()),
-            input_hash: input.hash(),
-            decided_at: Utc::now(),
-        })
+        }))
     }
 }
 
@@ -340,6 +393,37 @@ mod tests {
             mass.deny,
             ["the plan deletes 11 workloads at once (at most 10)"]
         );
+    }
+
+    #[tokio::test]
+    async fn the_default_bundle_keeps_the_autoscalers_drift_for_an_operator() {
+        let policy = RegoPolicy::new(true, None).unwrap();
+        let asked = |manager: &str| ProposalPolicyInput {
+            tenant_id: "acme".into(),
+            environment: runtime_cloud_models::policy::PolicyEnvironment {
+                environment_id: "dev".into(),
+                project_id: "shop".into(),
+                class: EnvironmentClass::NonProduction,
+            },
+            proposal: serde_json::json!({ "planSummary": { "changedBy": [
+                { "kind": "replica", "resource": "deployment/api", "manager": manager,
+                  "operation": "Update", "subresource": "scale", "field": "spec.replicas" }] } }),
+            observed: vec![],
+        };
+        let hpa = policy
+            .evaluate_auto_accept(&asked("kube-controller-manager"))
+            .await
+            .unwrap();
+        assert!(!hpa.allow, "{hpa:?}");
+        assert_eq!(
+            hpa.deny,
+            ["deployment/api was scaled by the autoscaler: not reverted without an operator"]
+        );
+        let person = policy
+            .evaluate_auto_accept(&asked("kubectl"))
+            .await
+            .unwrap();
+        assert!(person.allow && person.deny.is_empty(), "{person:?}");
     }
 
     #[tokio::test]

@@ -81,6 +81,13 @@ pub trait Policy: Send + Sync + 'static {
         &self,
         input: &runtime_cloud_models::policy::PolicyInput,
     ) -> Result<runtime_cloud_models::policy::PolicyDecision, Error>;
+
+    /// Whether a proposal the rules would accept on its own may be (`allow`), and if not why
+    /// (`deny`: the `no_auto_accept` reasons).
+    async fn evaluate_auto_accept(
+        &self,
+        input: &runtime_cloud_models::policy::ProposalPolicyInput,
+    ) -> Result<runtime_cloud_models::policy::PolicyDecision, Error>;
 }
 
 /// Verifies a run's claim on an approval and spends the approval on the run

@@ -47,9 +47,28 @@ pub struct PolicyRun {
 impl PolicyInput {
     /// `sha256:<hex>` of the input's JSON: the evidence names exactly what was decided on.
     pub fn hash(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        format!("sha256:{}", hex::encode(Sha256::digest(json)))
+        input_hash(self)
     }
+}
+
+/// `sha256:<hex>` of a policy input's JSON.
+pub fn input_hash<T: Serialize>(input: &T) -> String {
+    let json = serde_json::to_vec(input).unwrap_or_default();
+    format!("sha256:{}", hex::encode(Sha256::digest(json)))
+}
+
+/// What a policy is asked before a proposal is accepted without an operator (`input` in Rego;
+/// rule `no_auto_accept`, a set of reasons: any reason keeps the proposal for an operator).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalPolicyInput {
+    pub tenant_id: String,
+    pub environment: PolicyEnvironment,
+    /// The proposal as `GET /factory/reconciliation/proposals` shows it (`direction`,
+    /// `destructive`, `planSummary` with `changedBy`, `findingIds` …).
+    pub proposal: serde_json::Value,
+    /// The environment's last observed workloads.
+    pub observed: Vec<ObservedWorkload>,
 }
 
 /// What the policies answered about a plan: the evidence a policy allow is recorded with.

@@ -54,6 +54,9 @@ pub struct Proposal {
     pub provisioning_run_id: Option<String>,
     pub raised_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
+    /// What the policies answered before it would have been accepted on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<runtime_cloud_models::policy::PolicyDecision>,
 }
 
 impl Proposal {
@@ -64,6 +67,11 @@ impl Proposal {
         };
         Ok(Self {
             finding_ids: at.json("finding_ids", &m.finding_ids)?,
+            policy: m
+                .policy
+                .as_ref()
+                .map(|p| at.json("policy", p))
+                .transpose()?,
             direction: at.wire("direction", &m.direction)?,
             state: at.wire("state", &m.state)?,
             proposal_id: m.proposal_id,
@@ -265,6 +273,7 @@ async fn insert(
         provisioning_run_id: Set(None),
         raised_at: Set(now),
         decided_at: Set(None),
+        policy: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -534,6 +543,23 @@ pub async fn tally(db: &impl ConnectionTrait) -> Result<Vec<(String, bool, Propo
             Ok((tenant, destructive, at.wire("state", &state)?))
         })
         .collect()
+}
+
+/// Records what the policies answered about auto-accepting the proposal.
+pub async fn set_policy(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+    decision: &runtime_cloud_models::policy::PolicyDecision,
+) -> Result<(), Error> {
+    rows::Entity::update_many()
+        .col_expr(
+            rows::Column::Policy,
+            Expr::value(crate::decode::to_json(decision)?),
+        )
+        .filter(rows::Column::ProposalId.eq(proposal_id))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub struct Model {
     pub provisioning_run_id: Option<String>,
     pub raised_at: DateTimeUtc,
     pub decided_at: Option<DateTimeUtc>,
+    /// `models::policy::PolicyDecision`: asked before it would be accepted on its own.
+    pub policy: Option<Json>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

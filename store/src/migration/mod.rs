@@ -14,6 +14,7 @@ mod m20261201_000009_environment_modes;
 mod m20261201_000010_change_windows;
 mod m20261201_000011_run_policy;
 mod m20261201_000012_create_inbox;
+mod m20261201_000013_proposal_policy;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000010_change_windows::Migration),
             Box::new(m20261201_000011_run_policy::Migration),
             Box::new(m20261201_000012_create_inbox::Migration),
+            Box::new(m20261201_000013_proposal_policy::Migration),
         ]
     }
 }
