@@ -251,3 +251,57 @@ async fn a_decision_from_run_control_approves_the_production_run_that_waits() {
         "recorded and spent: {applied}"
     );
 }
+
+/// In production the promotion's approval opens the gate of its run only if the Approvals
+/// port verifies it: granted by an Operator it is spent and the run applies; granted by someone
+/// without the role it is refused and the run waits for a person.
+#[tokio::test]
+async fn a_production_promotion_spends_the_promotions_approval_only_when_it_verifies() {
+    let nats = Nats::start();
+    let stack = stack(&nats).await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    let tenant = stack.tenant("acme");
+    let promoted = |id: &str, roles: Value| {
+        json!({ "promotionId": id, "tenantId": tenant, "environmentId": "prod",
+                "specification": desired("2.0.0"),
+                "approval": { "grantedBy": "release-manager", "grantedByRoles": roles,
+                              "reason": "release 2.0" } })
+    };
+    publish(
+        &nats,
+        "evt-p1",
+        "promotion.promotions.v1.promotion-approved",
+        promoted("promo-1", json!(["Operator"])),
+        "p1",
+    )
+    .await;
+    let runs = runs_of(&api, "prod", 1).await;
+    let run = text(&runs[0]["provisioningRunId"]);
+    let applied = api.wait_state(&run, "Applied").await;
+    assert_eq!(applied["promotionId"], "promo-1");
+    assert_eq!(
+        applied["approval"]["decision"]["approver"], "release-manager",
+        "{applied}"
+    );
+
+    publish(
+        &nats,
+        "evt-p2",
+        "promotion.promotions.v1.promotion-approved",
+        promoted("promo-2", json!([])),
+        "p2",
+    )
+    .await;
+    let runs = runs_of(&api, "prod", 2).await;
+    let second = runs
+        .iter()
+        .find(|r| r["promotionId"] == "promo-2")
+        .map(|r| text(&r["provisioningRunId"]))
+        .unwrap_or_else(|| panic!("the second promotion's run: {runs:?}"));
+    let waiting = api.wait_state(&second, "AwaitingApproval").await;
+    assert_eq!(
+        waiting["refusedApprovals"][0]["why"], "grantor-not-allowed",
+        "a grantor without the role does not open the gate: {waiting}"
+    );
+}
