@@ -6,6 +6,7 @@
 use crate::Error;
 use crate::decode::At;
 use crate::entities::drift_rules as rows;
+use crate::scope::{self, scope};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift_rules::{DriftRule, RuleMatch};
 use sea_orm::{
@@ -72,14 +73,6 @@ pub async fn create(db: &impl ConnectionTrait, new: NewRule) -> Result<DriftRule
     read(row)
 }
 
-/// A scope's condition: one environment's rules (`Some`), or the tenant's defaults (`None`).
-fn scope(environment_id: Option<&str>) -> Condition {
-    Condition::all().add(match environment_id {
-        Some(env) => rows::Column::EnvironmentId.eq(env),
-        None => rows::Column::EnvironmentId.is_null(),
-    })
-}
-
 /// The tenant's rules that meet `condition`, oldest first.
 async fn find(
     db: &impl ConnectionTrait,
@@ -104,7 +97,12 @@ pub async fn list(
     tenant_id: &str,
     environment_id: Option<&str>,
 ) -> Result<Vec<DriftRule>, Error> {
-    find(db, tenant_id, scope(environment_id)).await
+    find(
+        db,
+        tenant_id,
+        scope(rows::Column::EnvironmentId, environment_id),
+    )
+    .await
 }
 
 /// The rules that apply to an environment: its own and its tenant's defaults, oldest first.
@@ -113,10 +111,12 @@ pub(crate) async fn applying(
     tenant_id: &str,
     environment_id: &str,
 ) -> Result<Vec<DriftRule>, Error> {
-    let either = Condition::any()
-        .add(scope(Some(environment_id)))
-        .add(scope(None));
-    find(db, tenant_id, either).await
+    find(
+        db,
+        tenant_id,
+        scope::applying(rows::Column::EnvironmentId, environment_id),
+    )
+    .await
 }
 
 /// Removes a rule of the tenant in the given scope (an environment's, or a tenant default);
@@ -129,7 +129,7 @@ pub async fn delete(
 ) -> Result<bool, Error> {
     let done = rows::Entity::delete_many()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(scope(environment_id))
+        .filter(scope(rows::Column::EnvironmentId, environment_id))
         .filter(rows::Column::RuleId.eq(rule_id))
         .exec(db)
         .await?;

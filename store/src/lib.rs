@@ -51,6 +51,7 @@ pub mod windows;
 mod decode;
 #[cfg(test)]
 mod fixtures;
+mod scope;
 
 pub use error::Error;
 pub use migration::Migrator;

@@ -4,6 +4,7 @@
 use crate::Error;
 use crate::decode::At;
 use crate::entities::change_windows as rows;
+use crate::scope::{self, scope};
 use chrono::Utc;
 use runtime_cloud_models::windows::{ChangeWindow, WindowSpec};
 use sea_orm::{
@@ -58,14 +59,6 @@ pub async fn create(
     read(row)
 }
 
-/// One environment's windows (`Some`), or the tenant's defaults (`None`).
-fn scope(environment_id: Option<&str>) -> Condition {
-    Condition::all().add(match environment_id {
-        Some(env) => rows::Column::EnvironmentId.eq(env),
-        None => rows::Column::EnvironmentId.is_null(),
-    })
-}
-
 async fn find(
     db: &impl ConnectionTrait,
     tenant_id: &str,
@@ -88,7 +81,12 @@ pub async fn list(
     tenant_id: &str,
     environment_id: Option<&str>,
 ) -> Result<Vec<ChangeWindow>, Error> {
-    find(db, tenant_id, scope(environment_id)).await
+    find(
+        db,
+        tenant_id,
+        scope(rows::Column::EnvironmentId, environment_id),
+    )
+    .await
 }
 
 /// The windows that apply to an environment: its own and its tenant's defaults.
@@ -97,10 +95,12 @@ pub async fn applying(
     tenant_id: &str,
     environment_id: &str,
 ) -> Result<Vec<ChangeWindow>, Error> {
-    let either = Condition::any()
-        .add(scope(Some(environment_id)))
-        .add(scope(None));
-    find(db, tenant_id, either).await
+    find(
+        db,
+        tenant_id,
+        scope::applying(rows::Column::EnvironmentId, environment_id),
+    )
+    .await
 }
 
 /// Removes a window in the given scope; false when there is none by that id there.
@@ -112,7 +112,7 @@ pub async fn delete(
 ) -> Result<bool, Error> {
     let done = rows::Entity::delete_many()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(scope(environment_id))
+        .filter(scope(rows::Column::EnvironmentId, environment_id))
         .filter(rows::Column::WindowId.eq(window_id))
         .exec(db)
         .await?;
