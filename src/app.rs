@@ -257,6 +257,9 @@ pub const ALL_SCOPES: &[&str] = &[
     "factory.provisioning.apply",
     "factory.runtime.read",
     "factory.runtime.operate",
+    "factory.meta.read",
+    "factory.health.read",
+    "factory.fleet.operate",
 ];
 
 /// `runtime-cloud dev`: a local Temporal dev server (started or reused), a migrated SQLite read

@@ -11,6 +11,7 @@ mod dev;
 mod drift;
 mod events;
 mod faults;
+mod fleet;
 mod fuzz;
 mod grpc;
 mod health;

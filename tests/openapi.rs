@@ -196,6 +196,13 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "POST",
             "/factory/reconciliation/proposals/{proposalId}/decide",
         ),
+        ("GET", "/fleet/health"),
+        ("GET", "/fleet/meta/summary"),
+        ("GET", "/fleet/products"),
+        ("GET", "/fleet/instances"),
+        ("GET", "/fleet/incidents"),
+        ("POST", "/fleet/incidents"),
+        ("POST", "/fleet/incidents/{incidentId}/resolve"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -207,7 +214,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 39, "documented: {documented:?}");
+    assert_eq!(documented.len(), 46, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -22,6 +22,12 @@ pub const PROVISIONING_APPLY: &str = "factory.provisioning.apply";
 pub const RUNTIME_READ: &str = "factory.runtime.read";
 /// Observe now; decide proposals.
 pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
+/// Fleet reads: products, instances, the summary, incidents.
+pub const META_READ: &str = "factory.meta.read";
+/// The fleet's health.
+pub const HEALTH_READ: &str = "factory.health.read";
+/// Fleet operations: incidents (and, next, rollouts).
+pub const FLEET_OPERATE: &str = "factory.fleet.operate";
 
 /// Roles that may grant a production approval, accept a production proposal or change a target.
 pub const PRODUCTION_DECIDERS: &[&str] = runtime_cloud_models::approvals::APPROVER_ROLES;
@@ -198,6 +204,12 @@ scopes!(
     RuntimeRead => RUNTIME_READ,
     /// `factory.runtime.operate`.
     RuntimeOperate => RUNTIME_OPERATE,
+    /// `factory.meta.read`.
+    MetaRead => META_READ,
+    /// `factory.health.read`.
+    HealthRead => HEALTH_READ,
+    /// `factory.fleet.operate`.
+    FleetOperate => FLEET_OPERATE,
 );
 
 /// An authenticated caller whose token carries scope `S` (401 without a valid token, 403

@@ -18,6 +18,7 @@
 //! - [`drift`]: the DriftComparer, drift kinds and proposal grouping.
 //! - [`drift_rules`]: expected differences, recorded as suppressed findings.
 //! - [`events`]: integration event topics and payloads.
+//! - [`fleet`]: the fleet as observed (instance health, the summary), incidents.
 //! - [`inbound`]: the events other services send (payloads, subjects, JSON Schemas).
 //! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
@@ -31,6 +32,7 @@ pub mod drift;
 pub mod drift_rules;
 pub mod environments;
 pub mod events;
+pub mod fleet;
 pub mod inbound;
 pub mod inventory;
 pub mod observation;

@@ -15,6 +15,8 @@
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
 //! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
+//! - [`fleet`]: the fleet as observed: a tenant's instances with their observed state.
+//! - [`incidents`]: incidents: opened, listed, resolved.
 //! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
@@ -37,7 +39,9 @@ pub mod entities;
 pub mod environments;
 pub mod error;
 pub mod findings;
+pub mod fleet;
 pub mod inbox;
+pub mod incidents;
 pub mod inventory;
 pub mod migration;
 pub mod observations;

@@ -370,6 +370,9 @@ impl Stack {
                 "factory.provisioning.apply",
                 "factory.runtime.read",
                 "factory.runtime.operate",
+                "factory.meta.read",
+                "factory.health.read",
+                "factory.fleet.operate",
             ],
         )
     }

@@ -39,6 +39,20 @@ pub struct ReadinessChecks {
     temporal: bool,
 }
 
+/// Whether the read DB answers a ping and the Temporal frontend a visibility query within 2 s.
+pub(crate) async fn dependencies(state: &AppState) -> (bool, bool) {
+    let db = state.db.ping().await.is_ok();
+    let temporal = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        state
+            .temporal
+            .count_workflows("WorkflowType='ProvisioningRun'", Default::default()),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    (db, temporal)
+}
+
 /// Liveness: the process answers (a Kubernetes liveness probe). No token.
 #[utoipa::path(operation_id = "liveness", get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The process is alive", body = Liveness)))]
@@ -53,15 +67,7 @@ async fn live() -> Json<Liveness> {
     (status = 503, description = "A dependency does not answer; `checks` says which", body = Readiness),
 ))]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    let db = state.db.ping().await.is_ok();
-    let temporal = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        state
-            .temporal
-            .count_workflows("WorkflowType='ProvisioningRun'", Default::default()),
-    )
-    .await
-    .is_ok_and(|r| r.is_ok());
+    let (db, temporal) = dependencies(&state).await;
     let ok = db && temporal;
     let status = if ok {
         StatusCode::OK

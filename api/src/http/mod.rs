@@ -7,6 +7,7 @@
 mod approvals;
 mod drift_rules;
 mod environments;
+mod fleet;
 mod health;
 mod inventory;
 pub mod metrics;
@@ -44,6 +45,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(inventory::router())
         .merge(drift_rules::router())
         .merge(windows::router())
+        .merge(fleet::router())
         .merge(proposals::router())
         .merge(metrics::router())
         .routes(routes!(openapi::openapi_json))

@@ -7,6 +7,7 @@ pub mod drift_findings;
 pub mod drift_rules;
 pub mod environments;
 pub mod inbox_events;
+pub mod incidents;
 pub mod observed_workloads;
 pub mod outbox_events;
 pub mod prelude;

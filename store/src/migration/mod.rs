@@ -15,6 +15,7 @@ mod m20261201_000010_change_windows;
 mod m20261201_000011_run_policy;
 mod m20261201_000012_create_inbox;
 mod m20261201_000013_proposal_policy;
+mod m20261201_000014_create_incidents;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000011_run_policy::Migration),
             Box::new(m20261201_000012_create_inbox::Migration),
             Box::new(m20261201_000013_proposal_policy::Migration),
+            Box::new(m20261201_000014_create_incidents::Migration),
         ]
     }
 }
