@@ -22,6 +22,7 @@
 //! - [`inbound`]: the events other services send (payloads, subjects, JSON Schemas).
 //! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
+//! - [`rollouts`]: fleet rollouts: waves, convergence as observed, guards.
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`windows`]: change windows and the gate they make.
@@ -40,6 +41,7 @@ pub mod options;
 pub mod plan;
 pub mod policy;
 pub mod provisioning;
+pub mod rollouts;
 pub mod rules;
 pub mod specification;
 pub mod targets;

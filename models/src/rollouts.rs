@@ -1,0 +1,432 @@
+//! Fleet rollouts: moving many instances to a release in waves that halt on their own. The
+//! rules, pure: how instances are planned into waves, when an instance has converged (as
+//! *observed* after its apply, never as reported by the run alone), and when a wave is complete
+//! or a guard halts it.
+//!
+//! Waves: every non-production instance before any production one; in each class a canary of
+//! `canary` instances first, then the `steps` (a percentage of the class's instances or a
+//! count) until none is left. A production wave needs an approval, verified like any
+//! production apply.
+
+use crate::ProvisioningState;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One step after the canary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum WaveStep {
+    /// This share of the class's instances (1–100).
+    Percent(u8),
+    /// This many instances.
+    Count(usize),
+}
+
+/// How instances are cut into waves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStrategy {
+    /// The first wave of each class (at least one instance).
+    #[serde(default = "one")]
+    pub canary: usize,
+    /// The waves after it; the last one repeats until every instance is in a wave.
+    #[serde(default = "default_steps")]
+    pub steps: Vec<WaveStep>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_steps() -> Vec<WaveStep> {
+    vec![
+        WaveStep::Percent(25),
+        WaveStep::Percent(50),
+        WaveStep::Percent(100),
+    ]
+}
+
+impl Default for WaveStrategy {
+    fn default() -> Self {
+        Self {
+            canary: one(),
+            steps: default_steps(),
+        }
+    }
+}
+
+/// An instance a rollout moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub environment_id: String,
+    pub production: bool,
+}
+
+/// One wave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Wave {
+    /// 0-based.
+    pub index: usize,
+    pub environment_ids: Vec<String>,
+    /// A production wave: it needs an approval before its runs apply.
+    pub production: bool,
+}
+
+/// Cuts `members` into waves: non-production first, each class canary then steps; within a
+/// class in environment-id order (the plan is the same however the selection was listed).
+pub fn plan_waves(members: &[Member], strategy: &WaveStrategy) -> Vec<Wave> {
+    let mut waves = Vec::new();
+    for production in [false, true] {
+        let mut ids: Vec<&str> = members
+            .iter()
+            .filter(|m| m.production == production)
+            .map(|m| m.environment_id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let total = ids.len();
+        let mut rest = ids.as_slice();
+        let mut sizes = std::iter::once(strategy.canary.max(1)).chain(
+            strategy
+                .steps
+                .iter()
+                .chain(std::iter::repeat(
+                    strategy.steps.last().unwrap_or(&WaveStep::Percent(100)),
+                ))
+                .map(|s| match *s {
+                    WaveStep::Count(n) => n.max(1),
+                    // At least one instance per wave, rounded up.
+                    WaveStep::Percent(p) => {
+                        (total * usize::from(p.clamp(1, 100))).div_ceil(100).max(1)
+                    }
+                }),
+        );
+        while !rest.is_empty() {
+            let size = sizes.next().unwrap_or(rest.len()).min(rest.len());
+            let (wave, after) = rest.split_at(size);
+            waves.push(Wave {
+                index: waves.len(),
+                environment_ids: wave.iter().map(|s| s.to_string()).collect(),
+                production,
+            });
+            rest = after;
+        }
+    }
+    waves
+}
+
+/// What an instance's run and its observation after the apply show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceProgress {
+    pub environment_id: String,
+    /// The state of the instance's run in this wave.
+    pub run_state: Option<ProvisioningState>,
+    /// When the run applied.
+    pub applied_at: Option<DateTime<Utc>>,
+    /// The last observation: when, and each workload's version, readiness and health.
+    pub observed_at: Option<DateTime<Utc>>,
+    pub observed: BTreeMap<String, ObservedVersion>,
+}
+
+/// A workload as observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedVersion {
+    pub version: String,
+    pub ready: bool,
+    pub healthy: bool,
+}
+
+/// Whether an instance has converged on `target` (workload → version): its run applied, and an
+/// observation *taken after the apply* shows every target workload at its version with every
+/// replica ready and healthy. A run that says `Applied` is not enough: an old "Healthy" (the
+/// observation from before the apply) must not complete a wave (argo-cd #29410).
+pub fn converged(target: &BTreeMap<String, String>, p: &InstanceProgress) -> bool {
+    let (Some(ProvisioningState::Applied), Some(applied), Some(observed)) =
+        (p.run_state, p.applied_at, p.observed_at)
+    else {
+        return false;
+    };
+    observed > applied
+        && target.iter().all(|(workload, version)| {
+            p.observed
+                .get(workload)
+                .is_some_and(|o| &o.version == version && o.ready && o.healthy)
+        })
+}
+
+/// What stops a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", tag = "guard")]
+pub enum Guard {
+    /// More runs of the wave failed than its budget allows.
+    FailureBudget { failed: Vec<String>, budget: usize },
+    /// Instances that did not converge within the deadline.
+    NotConverged { environment_ids: Vec<String> },
+    /// An SLO breach was reported during the wave or its bake.
+    SloBreach { reason: String },
+}
+
+impl Guard {
+    /// The instances involved.
+    pub fn instances(&self) -> Vec<String> {
+        match self {
+            Self::FailureBudget { failed, .. } => failed.clone(),
+            Self::NotConverged { environment_ids } => environment_ids.clone(),
+            Self::SloBreach { .. } => Vec::new(),
+        }
+    }
+
+    /// One line for an incident or an event.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::FailureBudget { failed, budget } => format!(
+                "{} runs failed ({}), more than the budget of {budget}",
+                failed.len(),
+                failed.join(", ")
+            ),
+            Self::NotConverged { environment_ids } => format!(
+                "not converged before the deadline: {}",
+                environment_ids.join(", ")
+            ),
+            Self::SloBreach { reason } => format!("SLO breach: {reason}"),
+        }
+    }
+}
+
+/// Where a wave stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaveVerdict {
+    /// Every instance converged: the bake may start (or, after it, the next wave).
+    Converged,
+    /// Still converging; look again.
+    Waiting,
+    /// A guard tripped.
+    Halt(Guard),
+}
+
+/// The verdict on a wave whose runs started at `started`, at `now`: a breach halts at once;
+/// failed runs beyond `failure_budget` halt; every instance converged is done; past
+/// `deadline` after `started`, the instances not converged halt it.
+pub fn wave_verdict(
+    target: &BTreeMap<String, String>,
+    progress: &[InstanceProgress],
+    failure_budget: usize,
+    breach: Option<&str>,
+    (started, deadline, now): (DateTime<Utc>, Duration, DateTime<Utc>),
+) -> WaveVerdict {
+    if let Some(reason) = breach {
+        return WaveVerdict::Halt(Guard::SloBreach {
+            reason: reason.to_owned(),
+        });
+    }
+    let failed: Vec<String> = progress
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.run_state,
+                Some(
+                    ProvisioningState::Failed
+                        | ProvisioningState::Rejected
+                        | ProvisioningState::Cancelled
+                )
+            )
+        })
+        .map(|p| p.environment_id.clone())
+        .collect();
+    if failed.len() > failure_budget {
+        return WaveVerdict::Halt(Guard::FailureBudget {
+            failed,
+            budget: failure_budget,
+        });
+    }
+    let pending: Vec<String> = progress
+        .iter()
+        .filter(|p| !failed.contains(&p.environment_id) && !converged(target, p))
+        .map(|p| p.environment_id.clone())
+        .collect();
+    if pending.is_empty() {
+        return WaveVerdict::Converged;
+    }
+    if now - started >= deadline {
+        return WaveVerdict::Halt(Guard::NotConverged {
+            environment_ids: pending,
+        });
+    }
+    WaveVerdict::Waiting
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(non_production: usize, production: usize) -> Vec<Member> {
+        let mut out: Vec<Member> = (0..non_production)
+            .map(|i| Member {
+                environment_id: format!("dev-{i:02}"),
+                production: false,
+            })
+            .collect();
+        out.extend((0..production).map(|i| Member {
+            environment_id: format!("prod-{i:02}"),
+            production: true,
+        }));
+        out.reverse(); // the plan does not depend on the order given
+        out
+    }
+
+    fn sizes(waves: &[Wave]) -> Vec<(usize, bool)> {
+        waves
+            .iter()
+            .map(|w| (w.environment_ids.len(), w.production))
+            .collect()
+    }
+
+    #[test]
+    fn a_canary_then_percentages_and_production_last() {
+        let waves = plan_waves(&members(20, 5), &WaveStrategy::default());
+        // 20 non-production: 1, 25 % = 5, 50 % = 10, then the 4 left; 5 production: 1, 2, 2.
+        assert_eq!(
+            sizes(&waves),
+            [
+                (1, false),
+                (5, false),
+                (10, false),
+                (4, false),
+                (1, true),
+                (2, true),
+                (2, true)
+            ]
+        );
+        assert_eq!(
+            waves[0].environment_ids,
+            ["dev-00"],
+            "the canary, in id order"
+        );
+        assert_eq!(waves[4].environment_ids, ["prod-00"]);
+        let indices: Vec<usize> = waves.iter().map(|w| w.index).collect();
+        assert_eq!(indices, (0..7).collect::<Vec<_>>());
+        let all: usize = waves.iter().map(|w| w.environment_ids.len()).sum();
+        assert_eq!(all, 25, "every instance once");
+    }
+
+    #[test]
+    fn counts_repeat_the_last_step_and_an_empty_class_has_no_wave() {
+        let strategy = WaveStrategy {
+            canary: 2,
+            steps: vec![WaveStep::Count(3)],
+        };
+        let waves = plan_waves(&members(10, 0), &strategy);
+        assert_eq!(
+            sizes(&waves),
+            [(2, false), (3, false), (3, false), (2, false)]
+        );
+        assert!(plan_waves(&[], &strategy).is_empty());
+    }
+
+    fn progress(state: ProvisioningState, observed_after: bool, version: &str) -> InstanceProgress {
+        let applied = Utc::now();
+        InstanceProgress {
+            environment_id: "dev-00".into(),
+            run_state: Some(state),
+            applied_at: Some(applied),
+            observed_at: Some(if observed_after {
+                applied + Duration::seconds(1)
+            } else {
+                applied - Duration::seconds(1)
+            }),
+            observed: [(
+                "api".to_owned(),
+                ObservedVersion {
+                    version: version.into(),
+                    ready: true,
+                    healthy: true,
+                },
+            )]
+            .into(),
+        }
+    }
+
+    fn target() -> BTreeMap<String, String> {
+        [("api".to_owned(), "2.0.0".to_owned())].into()
+    }
+
+    #[test]
+    fn only_an_observation_after_the_apply_showing_the_target_converges() {
+        assert!(converged(
+            &target(),
+            &progress(ProvisioningState::Applied, true, "2.0.0")
+        ));
+        assert!(
+            !converged(
+                &target(),
+                &progress(ProvisioningState::Applied, false, "2.0.0")
+            ),
+            "an observation from before the apply says nothing (argo-cd #29410)"
+        );
+        assert!(
+            !converged(
+                &target(),
+                &progress(ProvisioningState::Applied, true, "1.0.0")
+            ),
+            "the old version still runs"
+        );
+        assert!(!converged(
+            &target(),
+            &progress(ProvisioningState::Applying, true, "2.0.0")
+        ));
+        let mut not_ready = progress(ProvisioningState::Applied, true, "2.0.0");
+        not_ready.observed.get_mut("api").unwrap().ready = false;
+        assert!(!converged(&target(), &not_ready));
+    }
+
+    #[test]
+    fn a_wave_halts_on_a_breach_a_spent_budget_or_its_deadline() {
+        let now = Utc::now();
+        let ok = progress(ProvisioningState::Applied, true, "2.0.0");
+        let lagging = InstanceProgress {
+            environment_id: "dev-01".into(),
+            ..progress(ProvisioningState::Applied, true, "1.0.0")
+        };
+        let failed = InstanceProgress {
+            environment_id: "dev-02".into(),
+            ..progress(ProvisioningState::Failed, false, "1.0.0")
+        };
+        let clock = (now - Duration::minutes(1), Duration::minutes(10), now);
+        assert_eq!(
+            wave_verdict(&target(), &[ok.clone()], 0, None, clock),
+            WaveVerdict::Converged
+        );
+        assert_eq!(
+            wave_verdict(&target(), &[ok.clone(), lagging.clone()], 0, None, clock),
+            WaveVerdict::Waiting
+        );
+        let late = (now - Duration::minutes(11), Duration::minutes(10), now);
+        assert_eq!(
+            wave_verdict(&target(), &[ok.clone(), lagging.clone()], 0, None, late),
+            WaveVerdict::Halt(Guard::NotConverged {
+                environment_ids: vec!["dev-01".into()]
+            })
+        );
+        assert_eq!(
+            wave_verdict(&target(), &[ok.clone(), failed.clone()], 0, None, clock),
+            WaveVerdict::Halt(Guard::FailureBudget {
+                failed: vec!["dev-02".into()],
+                budget: 0
+            })
+        );
+        assert_eq!(
+            wave_verdict(&target(), &[ok.clone(), failed], 1, None, clock),
+            WaveVerdict::Converged,
+            "within its budget the failed instance does not hold the wave"
+        );
+        assert!(matches!(
+            wave_verdict(&target(), &[ok], 0, Some("error rate 7 %"), clock),
+            WaveVerdict::Halt(Guard::SloBreach { .. })
+        ));
+    }
+}
