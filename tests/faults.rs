@@ -112,6 +112,7 @@ impl OwnTemporal {
             "ProvisioningState",
             "RunKind",
             "ProposalState",
+            "RolloutState",
         ] {
             cmd.args(["--search-attribute", &format!("{attr}=Keyword")]);
         }

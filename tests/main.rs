@@ -23,6 +23,7 @@ mod policy;
 mod provisioning;
 mod pulumi;
 mod replay;
+mod rollouts;
 mod schedules;
 mod security;
 mod targets;

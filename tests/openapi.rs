@@ -203,6 +203,13 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("GET", "/fleet/incidents"),
         ("POST", "/fleet/incidents"),
         ("POST", "/fleet/incidents/{incidentId}/resolve"),
+        ("GET", "/fleet/rollouts"),
+        ("POST", "/fleet/rollouts"),
+        ("GET", "/fleet/rollouts/{rolloutId}"),
+        ("POST", "/fleet/rollouts/{rolloutId}/breach"),
+        ("POST", "/fleet/rollouts/{rolloutId}/resume"),
+        ("POST", "/fleet/rollouts/{rolloutId}/skip"),
+        ("POST", "/fleet/rollouts/{rolloutId}/abort"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -214,7 +221,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 46, "documented: {documented:?}");
+    assert_eq!(documented.len(), 53, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

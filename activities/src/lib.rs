@@ -7,6 +7,8 @@
 //! # Layout
 //!
 //! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
+//! - [`fleet`]: the fleet rollout's activities (prepare an instance's run, progress, incidents).
+//! - [`kubernetes`]: the Kubernetes adapter of the Observer port.
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
@@ -22,6 +24,7 @@
 //! - [`error`]: this crate's error type.
 
 pub mod error;
+pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
 pub mod outbox_relay;

@@ -233,3 +233,42 @@ into_outbox!(ObservedStateChanged, OBSERVED_STATE_CHANGED, environment_id);
 into_outbox!(RuntimeDriftDetected, RUNTIME_DRIFT_DETECTED, finding_id);
 into_outbox!(ReconciliationProposed, RECONCILIATION_PROPOSED, proposal_id);
 into_outbox!(ReconciliationDecided, RECONCILIATION_DECIDED, proposal_id);
+
+/// A fleet rollout's events (not in the spec's list; issue 15 names them): `RolloutStarted`,
+/// `WaveCompleted`, `RolloutHalted`, `RolloutCompleted`, `RolloutAborted`, topics
+/// `provisioning.fleet.v1.<kebab-case name>`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutEvent {
+    pub rollout_id: String,
+    pub tenant_id: String,
+    pub state: crate::rollouts::RolloutState,
+    /// The wave it is about (completed, or halted in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wave: Option<usize>,
+    /// Why it halted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The instances involved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<String>,
+}
+
+impl RolloutEvent {
+    /// The outbox event of type `event_type` (one of the five).
+    pub fn into_outbox(self, event_type: &'static str) -> OutboxEvent {
+        let topic = match event_type {
+            "RolloutStarted" => "provisioning.fleet.v1.rollout-started",
+            "WaveCompleted" => "provisioning.fleet.v1.wave-completed",
+            "RolloutHalted" => "provisioning.fleet.v1.rollout-halted",
+            "RolloutCompleted" => "provisioning.fleet.v1.rollout-completed",
+            _ => "provisioning.fleet.v1.rollout-aborted",
+        };
+        OutboxEvent {
+            event_type,
+            topic,
+            aggregate_id: self.rollout_id.clone(),
+            payload: serde_json::to_value(&self).unwrap_or_default(),
+        }
+    }
+}

@@ -430,3 +430,101 @@ mod tests {
         ));
     }
 }
+
+crate::wire::wire_enum!(
+    /// Where a rollout stands.
+    RolloutState, "rollout state" {
+        /// Moving wave by wave.
+        Running => "Running",
+        /// A guard tripped: waiting for an operator to resume, skip an instance or abort.
+        Halted => "Halted",
+        /// Every wave complete.
+        Completed => "Completed",
+        /// Ended by an operator.
+        Aborted => "Aborted",
+    }
+);
+
+/// What a rollout moves, fixed when it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutInput {
+    pub rollout_id: String,
+    pub tenant_id: String,
+    pub waves: Vec<Wave>,
+    /// The target: workload → version. Each instance's new specification is its current one
+    /// with these versions (and the release id).
+    pub versions: BTreeMap<String, String>,
+    pub release_id: Option<String>,
+    /// Failed runs a wave tolerates.
+    pub failure_budget: usize,
+    /// How long an instance may take to converge once its wave started.
+    pub converge_deadline_secs: u64,
+    /// How long a converged wave bakes before the next one starts.
+    pub bake_secs: u64,
+}
+
+/// An instance of a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutInstance {
+    pub environment_id: String,
+    pub wave: usize,
+    /// Its promotion run, once its wave started.
+    pub provisioning_run_id: Option<String>,
+    /// Skipped by an operator.
+    #[serde(default)]
+    pub skipped: bool,
+    /// Converged as observed.
+    #[serde(default)]
+    pub converged: bool,
+}
+
+/// Why a rollout halted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Halt {
+    pub wave: usize,
+    pub guard: Guard,
+    pub reason: String,
+    pub instances: Vec<String>,
+    /// The incident it opened.
+    pub incident_id: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// A rollout's live status, as projected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    pub state: RolloutState,
+    /// The wave under way (or the last one).
+    pub current_wave: usize,
+    pub waves_completed: usize,
+    pub instances: Vec<RolloutInstance>,
+    pub halt: Option<Halt>,
+}
+
+impl RolloutStatus {
+    /// Running at its first wave, every instance in its wave.
+    pub fn start(waves: &[Wave]) -> Self {
+        Self {
+            state: RolloutState::Running,
+            current_wave: 0,
+            waves_completed: 0,
+            instances: waves
+                .iter()
+                .flat_map(|w| {
+                    w.environment_ids.iter().map(|id| RolloutInstance {
+                        environment_id: id.clone(),
+                        wave: w.index,
+                        provisioning_run_id: None,
+                        skipped: false,
+                        converged: false,
+                    })
+                })
+                .collect(),
+            halt: None,
+        }
+    }
+}

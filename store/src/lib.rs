@@ -17,6 +17,7 @@
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
 //! - [`fleet`]: the fleet as observed: a tenant's instances with their observed state.
 //! - [`incidents`]: incidents: opened, listed, resolved.
+//! - [`rollouts`]: fleet rollouts: created with their waves, projected by their workflow.
 //! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
@@ -48,6 +49,7 @@ pub mod observations;
 pub mod outbox;
 pub mod page;
 pub mod proposals;
+pub mod rollouts;
 pub mod runs;
 pub mod specifications;
 pub mod windows;

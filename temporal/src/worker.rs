@@ -7,8 +7,8 @@ use runtime_cloud_activities::{
 };
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_workflows::{
-    EnvironmentLock, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal,
+    EnvironmentLock, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
+    ProvisioningRun, ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -49,6 +49,10 @@ pub struct WorkerDeps {
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())?;
     crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
+    let fleet = runtime_cloud_activities::fleet::FleetActivitiesImpl {
+        db: deps.db.clone(),
+        provisioning: deps.provisioning.clone(),
+    };
     let scheduled = ScheduledActivitiesImpl {
         db: deps.db.clone(),
         runner: deps.runner.clone(),
@@ -80,9 +84,11 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .register_workflow::<ReconciliationProposal>()?
         .register_workflow::<ObservationSweep>()?
         .register_workflow::<GitOpsReconciler>()?
+        .register_workflow::<FleetRollout>()?
         .register_activities(activities)
         .register_activities(inventory)
         .register_activities(scheduled)
+        .register_activities(fleet)
         .build();
     let mut worker = Worker::new(&runtime, deps.client, options)?;
     let stop = worker.shutdown_handle();

@@ -305,3 +305,77 @@ impl ScheduledActivities {
 pub mod scheduled_markers {
     pub use super::scheduled_activities::{ListEnvironments, MarkStale, Replan};
 }
+
+pub use runtime_cloud_models::rollouts::{InstanceProgress, RolloutInput, RolloutStatus};
+
+/// Prepare one instance of a rollout's wave: its derived specification and its promotion run
+/// `run_id` (chosen by the workflow, so a retry prepares the same run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareInstance {
+    pub rollout: RolloutInput,
+    pub environment_id: String,
+    pub run_id: String,
+}
+
+/// Where a wave's instances stand: `(environmentId, runId)` pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressRequest {
+    pub tenant_id: String,
+    pub instances: Vec<(String, String)>,
+}
+
+/// Open the incident of a halt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HaltIncident {
+    pub tenant_id: String,
+    pub rollout_id: String,
+    pub title: String,
+    /// The instance involved, when there is one.
+    pub environment_id: Option<String>,
+}
+
+/// Project a rollout's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutProjection {
+    pub rollout_id: String,
+    pub status: RolloutStatus,
+}
+
+/// The fleet activities.
+pub struct FleetActivities;
+
+#[activity_definitions]
+impl FleetActivities {
+    /// See [`PrepareInstance`].
+    #[activity(name = "fleet.prepare-instance")]
+    pub fn prepare_instance(req: PrepareInstance) -> Result<RunInput, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`ProgressRequest`].
+    #[activity(name = "fleet.progress")]
+    pub fn progress(req: ProgressRequest) -> Result<Vec<InstanceProgress>, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`HaltIncident`]; returns the incident's id.
+    #[activity(name = "fleet.open-incident")]
+    pub fn open_incident(req: HaltIncident) -> Result<String, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`RolloutProjection`].
+    #[activity(name = "fleet.project")]
+    pub fn project(p: RolloutProjection) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the fleet activities.
+pub mod fleet_markers {
+    pub use super::fleet_activities::{OpenIncident, PrepareInstance, Progress, Project};
+}

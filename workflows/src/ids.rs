@@ -21,6 +21,11 @@ pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) 
     format!("observe/{tenant_id}/{environment_id}/{window}")
 }
 
+/// `fleet-rollout/{rolloutId}`: one workflow per fleet rollout.
+pub fn rollout_workflow_id(rollout_id: &str) -> String {
+    format!("fleet-rollout/{rollout_id}")
+}
+
 /// `proposal/{proposalId}`: one workflow per reconciliation proposal.
 pub fn proposal_workflow_id(proposal_id: &str) -> String {
     format!("proposal/{proposal_id}")

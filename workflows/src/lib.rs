@@ -15,6 +15,7 @@
 //! - [`observe_environment`]: observe → inventory → findings → proposal.
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
+//! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
 //! - [`contracts`]: activity declarations and their request types.
 //! - [`messages`]: signals and child starts one workflow sends another, declared by name.
@@ -25,6 +26,7 @@
 
 pub mod contracts;
 pub mod environment_lock;
+pub mod fleet_rollout;
 pub mod gitops_reconciler;
 mod handover;
 pub mod ids;
@@ -37,6 +39,7 @@ pub mod reconciliation_proposal;
 pub mod search_attributes;
 
 pub use environment_lock::EnvironmentLock;
+pub use fleet_rollout::FleetRollout;
 pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;
 pub use observe_environment::ObserveEnvironment;

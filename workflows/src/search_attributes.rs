@@ -16,6 +16,9 @@ pub const RUN_KIND: SearchAttributeKey<String> = SearchAttributeKey::keyword("Ru
 /// A reconciliation proposal's current state (`Proposed`, `Accepted` …).
 pub const PROPOSAL_STATE: SearchAttributeKey<String> = SearchAttributeKey::keyword("ProposalState");
 
+/// A fleet rollout's current state (`Running`, `Halted` …).
+pub const ROLLOUT_STATE: SearchAttributeKey<String> = SearchAttributeKey::keyword("RolloutState");
+
 /// Every custom attribute with its type, for registration on a namespace.
 pub const ALL: &[(&str, &str)] = &[
     ("TenantId", "Keyword"),
@@ -23,6 +26,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("ProvisioningState", "Keyword"),
     ("RunKind", "Keyword"),
     ("ProposalState", "Keyword"),
+    ("RolloutState", "Keyword"),
 ];
 
 /// A provisioning run's tenant, environment and kind. Whoever starts a run sets them at start,

@@ -215,8 +215,8 @@ async fn summary(
         stale_instances: instances.iter().filter(|i| i.stale).count() as u64,
         open_drift: instances.iter().map(|i| i.open_drift).sum(),
         open_incidents: incidents::count_open(&state.db, auth.tenant()).await?,
-        // Fleet rollouts are the next part of this module; until they exist, none is active.
-        active_rollouts: 0,
+        active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, auth.tenant())
+            .await?,
     }))
 }
 

@@ -13,6 +13,7 @@ mod inventory;
 pub mod metrics;
 mod pagination;
 mod proposals;
+mod rollouts;
 mod runs;
 mod specifications;
 mod windows;
@@ -46,6 +47,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(drift_rules::router())
         .merge(windows::router())
         .merge(fleet::router())
+        .merge(rollouts::router())
         .merge(proposals::router())
         .merge(metrics::router())
         .routes(routes!(openapi::openapi_json))

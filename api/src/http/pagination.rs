@@ -10,9 +10,12 @@ const DEFAULT_LIMIT: u64 = 50;
 const MAX_LIMIT: u64 = 200;
 
 /// `?cursor=…&limit=…`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Page {
+    /// `nextCursor` of the previous page.
     pub cursor: Option<String>,
+    /// 1–200; 50 when absent.
     pub limit: Option<u64>,
 }
 

@@ -6,6 +6,7 @@ pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod drift_rules;
 pub mod environments;
+pub mod fleet_rollouts;
 pub mod inbox_events;
 pub mod incidents;
 pub mod observed_workloads;

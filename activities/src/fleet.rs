@@ -1,0 +1,93 @@
+//! The fleet activities the FleetRollout workflow calls: prepare an instance's promotion run,
+//! read a wave's progress (runs and observations), open a halt's incident, project the
+//! rollout. Each is idempotent by the ids the workflow chose.
+
+use crate::error::activity_error;
+use runtime_cloud_models::RunInput;
+use runtime_cloud_models::fleet::IncidentSource;
+use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_store::{incidents, rollouts};
+use runtime_cloud_workflows::contracts::{
+    HaltIncident, InstanceProgress, PrepareInstance, ProgressRequest, RolloutProjection,
+    fleet_markers as markers,
+};
+use sea_orm::DatabaseConnection;
+use std::sync::Arc;
+
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+/// Dependencies of the fleet activities.
+pub struct FleetActivitiesImpl {
+    pub db: DatabaseConnection,
+    /// The timeouts the instances' runs are created with.
+    pub provisioning: ProvisioningOptions,
+}
+
+#[activities]
+impl FleetActivitiesImpl {
+    /// Declares the instance's next specification and records its promotion run.
+    #[activity(definition = markers::PrepareInstance)]
+    pub async fn prepare_instance(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PrepareInstance,
+    ) -> Result<RunInput, ActivityError> {
+        rollouts::prepare_instance(
+            &self.db,
+            &req.rollout,
+            &req.environment_id,
+            &req.run_id,
+            &self.provisioning,
+        )
+        .await
+        .map_err(|e| activity_error(e.into()))
+    }
+
+    /// The wave's runs and what the last observations show.
+    #[activity(definition = markers::Progress)]
+    pub async fn progress(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: ProgressRequest,
+    ) -> Result<Vec<InstanceProgress>, ActivityError> {
+        rollouts::progress(&self.db, &req.tenant_id, &req.instances)
+            .await
+            .map_err(|e| activity_error(e.into()))
+    }
+
+    /// Opens the incident of a halt.
+    #[activity(definition = markers::OpenIncident)]
+    pub async fn open_incident(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: HaltIncident,
+    ) -> Result<String, ActivityError> {
+        let incident = incidents::open(
+            &self.db,
+            incidents::NewIncident {
+                tenant_id: req.tenant_id,
+                title: req.title,
+                source: IncidentSource::RolloutHalted,
+                environment_id: req.environment_id,
+                rollout_id: Some(req.rollout_id),
+                opened_by: "fleet-rollout".into(),
+            },
+        )
+        .await
+        .map_err(|e| activity_error(e.into()))?;
+        Ok(incident.incident_id)
+    }
+
+    /// Projects the rollout's status with its events.
+    #[activity(definition = markers::Project)]
+    pub async fn project(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        p: RolloutProjection,
+    ) -> Result<(), ActivityError> {
+        rollouts::project(&self.db, &p.rollout_id, &p.status)
+            .await
+            .map_err(|e| activity_error(e.into()))
+    }
+}

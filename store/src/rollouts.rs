@@ -1,0 +1,312 @@
+//! `fleet_rollouts`: fleet rollouts, created with their waves by the API and projected by
+//! their workflow (`fleet-rollout/{rolloutId}`), each transition with its event.
+
+use crate::decode::{At, to_json};
+use crate::entities::fleet_rollouts as rows;
+use crate::page::Page;
+use crate::{Error, outbox};
+use chrono::Utc;
+use runtime_cloud_models::events::RolloutEvent;
+use runtime_cloud_models::rollouts::{RolloutInput, RolloutState, RolloutStatus};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, TransactionTrait,
+};
+
+/// A rollout as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    pub rollout_id: String,
+    pub tenant_id: String,
+    pub state: RolloutState,
+    #[schema(value_type = Object)]
+    pub input: serde_json::Value,
+    pub status: RolloutStatus,
+    pub requested_by: String,
+    pub created_at: chrono::DateTime<Utc>,
+    pub updated_at: chrono::DateTime<Utc>,
+}
+
+fn read(m: rows::Model) -> Result<Rollout, Error> {
+    let at = At {
+        table: "fleet_rollouts",
+        row: &m.rollout_id,
+    };
+    Ok(Rollout {
+        state: at.wire("state", &m.state)?,
+        status: at.json("status", &m.status)?,
+        input: m.input,
+        rollout_id: m.rollout_id,
+        tenant_id: m.tenant_id,
+        requested_by: m.requested_by,
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    })
+}
+
+/// Records a rollout about to start, with `RolloutStarted`.
+pub async fn create(
+    db: &sea_orm::DatabaseConnection,
+    input: &RolloutInput,
+    requested_by: &str,
+) -> Result<Rollout, Error> {
+    let txn = db.begin().await?;
+    let now = Utc::now();
+    let status = RolloutStatus::start(&input.waves);
+    let row = rows::ActiveModel {
+        rollout_id: Set(input.rollout_id.clone()),
+        tenant_id: Set(input.tenant_id.clone()),
+        state: Set(RolloutState::Running.as_str().to_owned()),
+        input: Set(to_json(input)?),
+        status: Set(to_json(&status)?),
+        requested_by: Set(requested_by.to_owned()),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    let event = RolloutEvent {
+        rollout_id: input.rollout_id.clone(),
+        tenant_id: input.tenant_id.clone(),
+        state: RolloutState::Running,
+        wave: None,
+        reason: None,
+        instances: status
+            .instances
+            .iter()
+            .map(|i| i.environment_id.clone())
+            .collect(),
+    };
+    let id = outbox::event_id(&input.rollout_id, "RolloutStarted");
+    outbox::append(
+        &txn,
+        &input.tenant_id,
+        event.into_outbox("RolloutStarted"),
+        id,
+    )
+    .await?;
+    txn.commit().await?;
+    read(row)
+}
+
+/// Removes a rollout whose workflow could not be started (nothing half-written).
+pub async fn delete(db: &impl ConnectionTrait, rollout_id: &str) -> Result<(), Error> {
+    rows::Entity::delete_by_id(rollout_id.to_owned())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Writes the workflow's status, with the event of what changed: a wave completed, a halt, the
+/// end. A retried projection of the same status writes no event twice (the event ids are
+/// deterministic).
+pub async fn project(
+    db: &sea_orm::DatabaseConnection,
+    rollout_id: &str,
+    status: &RolloutStatus,
+) -> Result<(), Error> {
+    let txn = db.begin().await?;
+    let Some(row) = rows::Entity::find_by_id(rollout_id.to_owned())
+        .one(&txn)
+        .await?
+    else {
+        return Err(Error::Missing {
+            what: "rollout",
+            id: rollout_id.to_owned(),
+        });
+    };
+    let before: RolloutStatus = At {
+        table: "fleet_rollouts",
+        row: rollout_id,
+    }
+    .json("status", &row.status)?;
+    let tenant = row.tenant_id.clone();
+    let mut active: rows::ActiveModel = row.into();
+    active.state = Set(status.state.as_str().to_owned());
+    active.status = Set(to_json(status)?);
+    active.updated_at = Set(Utc::now());
+    active.update(&txn).await?;
+    let event =
+        |wave: Option<usize>, reason: Option<String>, instances: Vec<String>| RolloutEvent {
+            rollout_id: rollout_id.to_owned(),
+            tenant_id: tenant.clone(),
+            state: status.state,
+            wave,
+            reason,
+            instances,
+        };
+    let mut events = Vec::new();
+    for wave in before.waves_completed..status.waves_completed {
+        let key = format!("{rollout_id}/wave/{wave}");
+        events.push((event(Some(wave), None, Vec::new()), "WaveCompleted", key));
+    }
+    if status.state != before.state || status.halt != before.halt {
+        match (status.state, &status.halt) {
+            (RolloutState::Halted, Some(h)) => {
+                let key = format!("{rollout_id}/halt/{}", h.at.timestamp_micros());
+                let e = event(Some(h.wave), Some(h.reason.clone()), h.instances.clone());
+                events.push((e, "RolloutHalted", key));
+            }
+            (RolloutState::Completed, _) => {
+                events.push((
+                    event(None, None, Vec::new()),
+                    "RolloutCompleted",
+                    rollout_id.to_owned(),
+                ));
+            }
+            (RolloutState::Aborted, _) => {
+                events.push((
+                    event(None, None, Vec::new()),
+                    "RolloutAborted",
+                    rollout_id.to_owned(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    for (e, ty, key) in events {
+        let id = outbox::event_id(&key, ty);
+        outbox::append(&txn, &tenant, e.into_outbox(ty), id).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// The tenant's rollout.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    rollout_id: &str,
+) -> Result<Option<Rollout>, Error> {
+    rows::Entity::find_by_id(rollout_id.to_owned())
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .one(db)
+        .await?
+        .map(read)
+        .transpose()
+}
+
+/// The tenant's rollouts, newest first, a page at a time.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    page: &Page,
+) -> Result<Vec<Rollout>, Error> {
+    page.apply(
+        rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id)),
+        rows::Column::RolloutId,
+    )
+    .all(db)
+    .await?
+    .into_iter()
+    .map(read)
+    .collect()
+}
+
+/// The tenant's rollouts still under way (running or halted).
+pub async fn count_active(db: &impl ConnectionTrait, tenant_id: &str) -> Result<u64, Error> {
+    Ok(rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::State.is_in([
+            RolloutState::Running.as_str(),
+            RolloutState::Halted.as_str(),
+        ]))
+        .count(db)
+        .await?)
+}
+
+/// Declares the instance's next specification — its current one with the rollout's versions
+/// (workloads it does not run are left out) and release id — and records its `promotion` run
+/// `run_id` (the rollout is its promotion), in one transaction; the run's workflow is the
+/// caller's to start. A retry (the run recorded already) returns the same run's input.
+pub async fn prepare_instance(
+    db: &sea_orm::DatabaseConnection,
+    input: &RolloutInput,
+    environment_id: &str,
+    run_id: &str,
+    options: &runtime_cloud_models::options::ProvisioningOptions,
+) -> Result<runtime_cloud_models::RunInput, Error> {
+    use crate::{environments, runs, specifications};
+    let txn = db.begin().await?;
+    let tenant_id = &input.tenant_id;
+    let env = environments::find(&txn, tenant_id, environment_id)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "environment",
+            id: environment_id.to_owned(),
+        })?;
+    let prepared = runs::specification_id(&txn, run_id).await?;
+    let spec = match &prepared {
+        Some(spec_id) => specifications::find(&txn, spec_id).await?,
+        None => match specifications::latest(&txn, tenant_id, environment_id).await? {
+            None => None,
+            Some(current) => {
+                let mut next = current.declaration;
+                for w in &mut next.workloads {
+                    if let Some(version) = input.versions.get(&w.name) {
+                        w.version = version.clone();
+                    }
+                }
+                if input.release_id.is_some() {
+                    next.release_id = input.release_id.clone();
+                }
+                Some(specifications::declare_in(&txn, &next).await?)
+            }
+        },
+    };
+    let spec = spec.ok_or_else(|| Error::Missing {
+        what: "specification of environment",
+        id: environment_id.to_owned(),
+    })?;
+    let new = runs::NewRun {
+        run_id,
+        environment: &env,
+        specification: &spec,
+        kind: runtime_cloud_models::ProvisioningKind::Promotion,
+        promotion_id: Some(input.rollout_id.clone()),
+        approval_id: None,
+        idempotency_key: None,
+        request_hash: None,
+    };
+    if prepared.is_none() {
+        runs::insert(&txn, &new).await?;
+    }
+    txn.commit().await?;
+    Ok(new.input(options))
+}
+
+/// Where each `(environment, run)` of a wave stands: the run's state and when it applied, and
+/// what the environment's last observation shows.
+pub async fn progress(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    instances: &[(String, String)],
+) -> Result<Vec<runtime_cloud_models::rollouts::InstanceProgress>, Error> {
+    use runtime_cloud_models::rollouts::{InstanceProgress, ObservedVersion};
+    let mut out = Vec::new();
+    for (environment_id, run_id) in instances {
+        let run = crate::runs::find(db, tenant_id, run_id).await?;
+        let inventory = crate::inventory::find(db, tenant_id, environment_id).await?;
+        out.push(InstanceProgress {
+            environment_id: environment_id.clone(),
+            run_state: run.as_ref().and_then(|r| r.state),
+            applied_at: run.as_ref().and_then(|r| r.completed_at),
+            observed_at: inventory.as_ref().and_then(|i| i.observed_at),
+            observed: inventory
+                .map(|i| i.workloads)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| {
+                    let seen = ObservedVersion {
+                        ready: w.replicas_ready >= w.replicas_desired,
+                        healthy: w.health == "healthy",
+                        version: w.version,
+                    };
+                    (w.name, seen)
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}

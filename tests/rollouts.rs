@@ -1,0 +1,215 @@
+//! Fleet rollouts end to end on the sandbox: wave by wave to the release, each instance
+//! converged as observed after its apply; a failed apply halts the wave within its budget and
+//! opens an incident, and skipping it lets the rollout finish; an SLO breach during the bake
+//! halts, and an abort ends it.
+
+use crate::common::{Api, Stack, eventually, text};
+use serde_json::{Value, json};
+
+/// `n` applied non-production instances of product `shop` running api 1.0.0.
+async fn fleet(stack: &Stack, n: usize) -> Api {
+    let api = stack.operator("acme");
+    for i in 0..n {
+        api.applied(stack, &format!("shop-{i:02}"), &[("api", "1.0.0", 1)])
+            .await;
+    }
+    api
+}
+
+async fn wait_rollout(api: &Api, id: &str, state: &str) -> Value {
+    eventually(120, &format!("the rollout to be {state}"), || {
+        let api = api.clone();
+        let id = id.to_owned();
+        let state = state.to_owned();
+        async move {
+            let r = api.get(&format!("/fleet/rollouts/{id}")).await.expect(200);
+            (r["state"] == state.as_str()).then_some(r)
+        }
+    })
+    .await
+}
+
+async fn start(api: &Api, body: Value) -> String {
+    let started = api.post("/fleet/rollouts", body).await.expect(202);
+    text(&started["rolloutId"])
+}
+
+#[tokio::test]
+async fn a_rollout_moves_every_instance_wave_by_wave_as_observed() {
+    let stack = Stack::start().await;
+    let api = fleet(&stack, 6).await;
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "strategy": { "canary": 1, "steps": [{ "percent": 50 }] },
+                "bakeSeconds": 0, "convergeDeadlineSeconds": 60 }),
+    )
+    .await;
+    let done = wait_rollout(&api, &id, "Completed").await;
+    let waves: Vec<usize> = done["input"]["waves"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|w| w["environmentIds"].as_array().map_or(0, Vec::len))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        waves,
+        [1, 3, 2],
+        "a canary, then half, then the rest: {done}"
+    );
+    assert_eq!(done["status"]["wavesCompleted"], 3);
+    for i in 0..6 {
+        let env = format!("shop-{i:02}");
+        let inventory = api
+            .get(&format!("/factory/environments/{env}/inventory"))
+            .await
+            .expect(200);
+        assert_eq!(
+            inventory["workloads"][0]["version"], "2.0.0",
+            "{env}: {inventory}"
+        );
+    }
+    let instances = done["status"]["instances"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        instances
+            .iter()
+            .all(|i| i["converged"] == true && i["provisioningRunId"].is_string()),
+        "{instances:?}"
+    );
+    let run = api.run(&text(&instances[0]["provisioningRunId"])).await;
+    assert_eq!(
+        (&run["kind"], &run["promotionId"]),
+        (&json!("promotion"), &json!(id))
+    );
+    let kinds: Vec<String> = ["RolloutStarted", "WaveCompleted", "RolloutCompleted"]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let mut counts = Vec::new();
+    for kind in &kinds {
+        counts.push(stack.events(kind).await.len());
+    }
+    assert_eq!(counts, [1, 3, 1]);
+    let summary = api.get("/fleet/meta/summary").await.expect(200);
+    assert_eq!(summary["activeRollouts"], 0);
+}
+
+#[tokio::test]
+async fn a_failed_apply_halts_its_wave_opens_an_incident_and_a_skip_lets_it_finish() {
+    let stack = Stack::start().await;
+    let api = fleet(&stack, 3).await;
+    stack.sandbox_cli(
+        "acme",
+        "shop-01",
+        &["fail-next-apply", "--reason", "node pool exhausted"],
+    );
+    let id = start(
+        &api,
+        json!({ "environmentIds": ["shop-00", "shop-01", "shop-02"], "versions": { "api": "2.0.0" },
+                "strategy": { "canary": 1, "steps": [{ "count": 2 }] },
+                "bakeSeconds": 0, "convergeDeadlineSeconds": 60, "failureBudget": 0 }),
+    )
+    .await;
+    let halted = wait_rollout(&api, &id, "Halted").await;
+    let halt = &halted["status"]["halt"];
+    assert_eq!(
+        halt["wave"], 1,
+        "the canary passed, the second wave halted: {halted}"
+    );
+    assert_eq!(halt["guard"]["guard"], "failureBudget");
+    assert_eq!(halt["instances"], json!(["shop-01"]));
+    let incidents = api.get("/fleet/incidents?state=open").await.expect(200);
+    let incident = &incidents["items"][0];
+    assert_eq!(incident["rolloutId"], id.as_str());
+    assert_eq!(incident["source"], "rollout-halted");
+    assert_eq!(incident["incidentId"], halt["incidentId"]);
+    let summary = api.get("/fleet/meta/summary").await.expect(200);
+    assert_eq!(
+        (&summary["activeRollouts"], &summary["openIncidents"]),
+        (&json!(1), &json!(1))
+    );
+    api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
+        .await
+        .expect(202);
+    // Resumed, the failed run still counts: halted again at once, with another incident.
+    let first = halt["incidentId"].clone();
+    let again = eventually(60, "the second halt", || {
+        let api = api.clone();
+        let (id, first) = (id.clone(), first.clone());
+        async move {
+            let r = api.get(&format!("/fleet/rollouts/{id}")).await.expect(200);
+            let halt = &r["status"]["halt"];
+            (r["state"] == "Halted" && halt["incidentId"] != first).then_some(r)
+        }
+    })
+    .await;
+    assert_eq!(again["status"]["halt"]["instances"], json!(["shop-01"]));
+    api.post(
+        &format!("/fleet/rollouts/{id}/skip"),
+        json!({ "environmentId": "shop-01" }),
+    )
+    .await
+    .expect(202);
+    let done = wait_rollout(&api, &id, "Completed").await;
+    let skipped: Vec<&Value> = done["status"]["instances"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["skipped"] == true).collect())
+        .unwrap_or_default();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(stack.events("RolloutHalted").await.len(), 2);
+}
+
+#[tokio::test]
+async fn an_slo_breach_during_the_bake_halts_and_an_abort_ends_the_rollout() {
+    let stack = Stack::start().await;
+    let api = fleet(&stack, 2).await;
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "bakeSeconds": 600, "convergeDeadlineSeconds": 60 }),
+    )
+    .await;
+    // The canary converges and bakes; the breach comes during the bake.
+    eventually(60, "the canary to converge", || {
+        let api = api.clone();
+        let id = id.clone();
+        async move {
+            let r = api.get(&format!("/fleet/rollouts/{id}")).await.expect(200);
+            (r["status"]["instances"][0]["converged"] == true).then_some(())
+        }
+    })
+    .await;
+    api.post(
+        &format!("/fleet/rollouts/{id}/breach"),
+        json!({ "reason": "checkout p99 over 2 s" }),
+    )
+    .await
+    .expect(202);
+    let halted = wait_rollout(&api, &id, "Halted").await;
+    assert_eq!(
+        halted["status"]["halt"]["guard"]["guard"], "sloBreach",
+        "{halted}"
+    );
+    assert_eq!(halted["status"]["halt"]["wave"], 0);
+    api.post(&format!("/fleet/rollouts/{id}/abort"), json!({}))
+        .await
+        .expect(202);
+    let aborted = wait_rollout(&api, &id, "Aborted").await;
+    assert_eq!(aborted["status"]["wavesCompleted"], 0);
+    let second = api
+        .get("/factory/environments/shop-01/inventory")
+        .await
+        .expect(200);
+    assert_eq!(
+        second["workloads"][0]["version"], "1.0.0",
+        "the second wave never started"
+    );
+    api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
+        .await
+        .expect_problem(409);
+}

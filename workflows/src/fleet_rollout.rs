@@ -1,0 +1,361 @@
+//! `fleet-rollout/{rolloutId}`: many instances moved to a release, wave by wave, halting on
+//! its own (`models::rollouts` holds the rules).
+//!
+//! ```text
+//! Running ─ wave: start every instance's promotion run ─ until converged (as observed after
+//!           the apply) ─ bake ─ next wave … ─▶ Completed
+//!    │  a guard trips (failure budget, deadline, SLO breach) ─▶ Halted (incident opened)
+//!    │                               resume ─▶ the wave again │ skip <instance> │ abort ─▶ Aborted
+//! ```
+//!
+//! Each instance's run is a child `ProvisioningRun` (abandoned when the rollout ends: a run in
+//! flight is never cut off); the rollout reads where the runs and the observations stand with
+//! an activity, every few seconds.
+
+use crate::contracts::{
+    FleetActivities, HaltIncident, PrepareInstance, ProgressRequest, RolloutInput,
+    RolloutProjection, RolloutStatus,
+};
+use crate::ids::run_workflow_id;
+use crate::provisioning_run::ProvisioningRun;
+use crate::search_attributes::{ROLLOUT_STATE, TENANT_ID, run_attributes};
+use runtime_cloud_models::rollouts::{Halt, RolloutState, WaveVerdict, wave_verdict};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+/// Each attempt of the rollout's writes and reads.
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a wave looks at its instances.
+const POLL: Duration = Duration::from_secs(2);
+
+/// An operator's command to a halted rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "command")]
+pub enum Command {
+    /// Try the halted wave again (its deadline starts anew).
+    Resume,
+    /// Leave this instance out of the rollout, and go on with the wave.
+    Skip { environment_id: String },
+    /// End the rollout where it is.
+    Abort,
+}
+
+/// The FleetRollout workflow.
+#[workflow]
+pub struct FleetRollout {
+    input: RolloutInput,
+    status: RolloutStatus,
+    /// An SLO breach reported (the embedded SloGuard: the API's breach call).
+    breach: Option<String>,
+    commands: Vec<Command>,
+}
+
+#[workflow_methods]
+impl FleetRollout {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: RolloutInput) -> Self {
+        let status = RolloutStatus::start(&input.waves);
+        Self {
+            input,
+            status,
+            breach: None,
+            commands: Vec::new(),
+        }
+    }
+
+    /// Every wave in order, then `Completed` (or `Aborted`).
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<RolloutState> {
+        let input = ctx.state(|s| s.input.clone());
+        ctx.upsert_search_attributes([
+            TENANT_ID.value_set(input.tenant_id.clone()),
+            ROLLOUT_STATE.value_set(RolloutState::Running.as_str().to_owned()),
+        ]);
+        for wave in 0..input.waves.len() {
+            ctx.state_mut(|s| s.status.current_wave = wave);
+            Self::start_wave(ctx, &input, wave).await?;
+            if !Self::follow_wave(ctx, &input, wave).await? {
+                return Self::settle(ctx, RolloutState::Aborted).await;
+            }
+            ctx.state_mut(|s| s.status.waves_completed = wave + 1);
+            Self::project(ctx).await?;
+        }
+        Self::settle(ctx, RolloutState::Completed).await
+    }
+
+    /// Starts the promotion run of every instance of the wave not started (or skipped) yet.
+    async fn start_wave(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RolloutInput,
+        wave: usize,
+    ) -> WorkflowResult<()> {
+        let members: Vec<String> = ctx.state(|s| {
+            s.status
+                .instances
+                .iter()
+                .filter(|i| i.wave == wave && !i.skipped && i.provisioning_run_id.is_none())
+                .map(|i| i.environment_id.clone())
+                .collect()
+        });
+        for environment_id in members {
+            let run_id = crate::ids::time_ordered_id(ctx);
+            let prepare = PrepareInstance {
+                rollout: input.clone(),
+                environment_id: environment_id.clone(),
+                run_id: run_id.clone(),
+            };
+            let run_input = ctx
+                .execute_activity(
+                    FleetActivities::prepare_instance,
+                    prepare,
+                    crate::options::must_succeed(STEP_TIMEOUT),
+                )
+                .await?;
+            let opts = ChildWorkflowOptions::builder()
+                .workflow_id(run_workflow_id(&run_id))
+                .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
+                .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
+                .build();
+            ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
+                .await?;
+            ctx.state_mut(|s| {
+                if let Some(i) = s
+                    .status
+                    .instances
+                    .iter_mut()
+                    .find(|i| i.environment_id == environment_id)
+                {
+                    i.provisioning_run_id = Some(run_id);
+                }
+            });
+        }
+        Self::project(ctx).await
+    }
+
+    /// Follows the wave until it converged and baked (true), halting on a guard and waiting for
+    /// an operator's command; false when aborted.
+    async fn follow_wave(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RolloutInput,
+        wave: usize,
+    ) -> WorkflowResult<bool> {
+        let deadline = chrono::Duration::seconds(input.converge_deadline_secs as i64);
+        let mut started = now(ctx);
+        loop {
+            let instances: Vec<(String, String)> = ctx.state(|s| {
+                s.status
+                    .instances
+                    .iter()
+                    .filter(|i| i.wave == wave && !i.skipped)
+                    .filter_map(|i| {
+                        Some((i.environment_id.clone(), i.provisioning_run_id.clone()?))
+                    })
+                    .collect()
+            });
+            let progress = ctx
+                .execute_activity(
+                    FleetActivities::progress,
+                    ProgressRequest {
+                        tenant_id: input.tenant_id.clone(),
+                        instances,
+                    },
+                    crate::options::must_succeed(STEP_TIMEOUT),
+                )
+                .await?;
+            let breach = ctx.state(|s| s.breach.clone());
+            let verdict = wave_verdict(
+                &input.versions,
+                &progress,
+                input.failure_budget,
+                breach.as_deref(),
+                (started, deadline, now(ctx)),
+            );
+            let guard = match verdict {
+                WaveVerdict::Waiting => {
+                    Self::pause(ctx, POLL).await?;
+                    continue;
+                }
+                WaveVerdict::Converged => {
+                    ctx.state_mut(|s| {
+                        for p in &progress {
+                            if let Some(i) = s
+                                .status
+                                .instances
+                                .iter_mut()
+                                .find(|i| i.environment_id == p.environment_id)
+                            {
+                                i.converged =
+                                    runtime_cloud_models::rollouts::converged(&s.input.versions, p);
+                            }
+                        }
+                    });
+                    Self::project(ctx).await?;
+                    // The bake: a breach reported while it lasts halts the wave.
+                    Self::pause(ctx, Duration::from_secs(input.bake_secs)).await?;
+                    match ctx.state(|s| s.breach.clone()) {
+                        None => return Ok(true),
+                        Some(reason) => runtime_cloud_models::rollouts::Guard::SloBreach { reason },
+                    }
+                }
+                WaveVerdict::Halt(guard) => guard,
+            };
+            if !Self::halt(ctx, input, wave, guard).await? {
+                return Ok(false);
+            }
+            started = now(ctx);
+        }
+    }
+
+    /// Halts on `guard`: the incident, the projection, then the operator's command. True to go
+    /// on with the wave (resumed, or an instance skipped), false when aborted.
+    async fn halt(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RolloutInput,
+        wave: usize,
+        guard: runtime_cloud_models::rollouts::Guard,
+    ) -> WorkflowResult<bool> {
+        let reason = guard.describe();
+        let instances = guard.instances();
+        let incident = HaltIncident {
+            tenant_id: input.tenant_id.clone(),
+            rollout_id: input.rollout_id.clone(),
+            title: format!(
+                "rollout {} halted in wave {}: {reason}",
+                input.rollout_id,
+                wave + 1
+            ),
+            environment_id: instances.first().cloned(),
+        };
+        let incident_id = ctx
+            .execute_activity(
+                FleetActivities::open_incident,
+                incident,
+                crate::options::must_succeed(STEP_TIMEOUT),
+            )
+            .await?;
+        let at = now(ctx);
+        ctx.state_mut(|s| {
+            s.status.state = RolloutState::Halted;
+            s.status.halt = Some(Halt {
+                wave,
+                guard,
+                reason,
+                instances,
+                incident_id: Some(incident_id),
+                at,
+            });
+            // The breach is answered by the halt; a new one halts again.
+            s.breach = None;
+        });
+        ctx.upsert_search_attributes([
+            ROLLOUT_STATE.value_set(RolloutState::Halted.as_str().to_owned())
+        ]);
+        Self::project(ctx).await?;
+        ctx.wait_condition(|s| !s.commands.is_empty()).await?;
+        let command = ctx.state_mut(|s| s.commands.remove(0));
+        if command == Command::Abort {
+            return Ok(false);
+        }
+        ctx.state_mut(|s| {
+            if let Command::Skip { environment_id } = &command
+                && let Some(i) = s
+                    .status
+                    .instances
+                    .iter_mut()
+                    .find(|i| &i.environment_id == environment_id)
+            {
+                i.skipped = true;
+            }
+            s.status.state = RolloutState::Running;
+            s.status.halt = None;
+        });
+        ctx.upsert_search_attributes([
+            ROLLOUT_STATE.value_set(RolloutState::Running.as_str().to_owned())
+        ]);
+        Self::project(ctx).await?;
+        Ok(true)
+    }
+
+    /// Waits `for_`, cut short by a breach.
+    async fn pause(ctx: &mut WorkflowContext<Self>, for_: Duration) -> WorkflowResult<()> {
+        if for_.is_zero() {
+            return Ok(());
+        }
+        temporalio_sdk::workflows::select! {
+            r = ctx.wait_condition(|s| s.breach.is_some()) => { r?; }
+            _ = ctx.timer(for_) => {}
+        };
+        Ok(())
+    }
+
+    async fn settle(
+        ctx: &mut WorkflowContext<Self>,
+        state: RolloutState,
+    ) -> WorkflowResult<RolloutState> {
+        ctx.state_mut(|s| {
+            s.status.state = state;
+            if state == RolloutState::Completed {
+                s.status.halt = None;
+            }
+        });
+        ctx.upsert_search_attributes([ROLLOUT_STATE.value_set(state.as_str().to_owned())]);
+        Self::project(ctx).await?;
+        Ok(state)
+    }
+
+    async fn project(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        let projection = ctx.state(|s| RolloutProjection {
+            rollout_id: s.input.rollout_id.clone(),
+            status: s.status.clone(),
+        });
+        ctx.execute_activity(
+            FleetActivities::project,
+            projection,
+            crate::options::must_succeed(STEP_TIMEOUT),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Signal `breach`: an SLO breach (the embedded SloGuard adapter), with what breached.
+    #[signal]
+    pub fn breach(&mut self, _ctx: &mut SyncWorkflowContext<Self>, reason: String) {
+        if self.breach.is_none() {
+            self.breach = Some(reason);
+        }
+    }
+
+    /// Signal `command`: resume, skip an instance or abort a halted rollout. Commands are kept
+    /// in arrival order and taken one per halt: one sent as the rollout halts again (the API
+    /// saw the previous halt) answers the new halt.
+    #[signal]
+    pub fn command(&mut self, _ctx: &mut SyncWorkflowContext<Self>, command: Command) {
+        const KEPT: usize = 8;
+        if self.commands.len() < KEPT
+            && !matches!(
+                self.status.state,
+                RolloutState::Completed | RolloutState::Aborted
+            )
+        {
+            self.commands.push(command);
+        }
+    }
+
+    /// Query `status`.
+    #[query]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> RolloutStatus {
+        self.status.clone()
+    }
+}
+
+/// Workflow time (deterministic).
+fn now(ctx: &WorkflowContext<FleetRollout>) -> chrono::DateTime<chrono::Utc> {
+    ctx.workflow_time()
+        .map(chrono::DateTime::<chrono::Utc>::from)
+        .unwrap_or_default()
+}
