@@ -10,8 +10,8 @@
 
 use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
-    EnvironmentLock, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal,
+    EnvironmentLock, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
+    ProvisioningRun, ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::{UntypedWorkflow, WorkflowHistory};
@@ -38,6 +38,8 @@ const FIXTURES: &[&str] = &[
     "observation_sweep.json",
     // A GitOps pass over them.
     "gitops_reconciler.json",
+    // A fleet rollout over two instances: a canary wave, then the other.
+    "fleet_rollout.json",
 ];
 
 /// Saves workflow `workflow_id`'s history as the fixture `name`.
@@ -73,6 +75,9 @@ async fn recorded_histories_replay_on_current_code() {
     options
         .register_workflow::<GitOpsReconciler>()
         .expect("register reconciler");
+    options
+        .register_workflow::<FleetRollout>()
+        .expect("register rollout");
     let replayer = WorkflowReplayer::new(options).expect("replayer");
     for name in FIXTURES {
         let bytes =
@@ -167,4 +172,29 @@ async fn record_replay_fixtures() {
     })
     .await;
     save_fixture(&client, pass, "gitops_reconciler.json").await;
+
+    // A fleet rollout of the product's two non-production instances.
+    let started = api
+        .post(
+            "/fleet/rollouts",
+            serde_json::json!({ "environmentIds": ["dev", "stage"], "versions": { "api": "2.0.0" },
+                                "bakeSeconds": 1, "convergeDeadlineSeconds": 60 }),
+        )
+        .await
+        .expect(202);
+    let rollout = text(&started["rolloutId"]);
+    crate::common::eventually(60, "the rollout to complete", || async {
+        let r = api
+            .get(&format!("/fleet/rollouts/{rollout}"))
+            .await
+            .expect(200);
+        (r["state"] == "Completed").then_some(())
+    })
+    .await;
+    save_fixture(
+        &client,
+        format!("fleet-rollout/{rollout}"),
+        "fleet_rollout.json",
+    )
+    .await;
 }
