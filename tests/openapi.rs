@@ -210,6 +210,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/fleet/rollouts/{rolloutId}/resume"),
         ("POST", "/fleet/rollouts/{rolloutId}/skip"),
         ("POST", "/fleet/rollouts/{rolloutId}/abort"),
+        ("POST", "/fleet/rollouts/{rolloutId}/rollback"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -221,7 +222,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 53, "documented: {documented:?}");
+    assert_eq!(documented.len(), 54, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -213,3 +213,50 @@ async fn an_slo_breach_during_the_bake_halts_and_an_abort_ends_the_rollout() {
         .await
         .expect_problem(409);
 }
+
+/// A rollback runs every instance the rollout started back to the specification it ran
+/// before: here the canary, rolled out and observed at 2.0.0, is run back to 1.0.0 after a
+/// breach halts the second wave.
+#[tokio::test]
+async fn a_rollback_runs_the_started_instances_back_to_their_previous_specification() {
+    let stack = Stack::start().await;
+    let api = fleet(&stack, 2).await;
+    stack.sandbox_cli(
+        "acme",
+        "shop-01",
+        &["fail-next-apply", "--reason", "quota exceeded"],
+    );
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "bakeSeconds": 0, "convergeDeadlineSeconds": 60 }),
+    )
+    .await;
+    let halted = wait_rollout(&api, &id, "Halted").await;
+    assert_eq!(halted["status"]["halt"]["wave"], 1, "{halted}");
+    api.post(&format!("/fleet/rollouts/{id}/rollback"), json!({}))
+        .await
+        .expect(202);
+    let done = wait_rollout(&api, &id, "RolledBack").await;
+    let canary = &done["status"]["instances"][0];
+    let back = api
+        .wait_state(&text(&canary["rollbackRunId"]), "Applied")
+        .await;
+    assert_eq!(back["kind"], "promotion");
+    api.wait_observed_after(&stack, &text(&canary["rollbackRunId"]))
+        .await;
+    let inventory = api
+        .get("/factory/environments/shop-00/inventory")
+        .await
+        .expect(200);
+    assert_eq!(inventory["workloads"][0]["version"], "1.0.0", "{inventory}");
+    let specs = api
+        .get("/factory/provisioning/specifications?environmentId=shop-00")
+        .await
+        .expect(200);
+    assert_eq!(
+        specs["items"][0]["workloads"][0]["version"], "1.0.0",
+        "declared again: {specs}"
+    );
+    assert_eq!(stack.events("RolloutRolledBack").await.len(), 1);
+}

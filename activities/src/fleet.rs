@@ -8,8 +8,8 @@ use runtime_cloud_models::fleet::IncidentSource;
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_store::{incidents, rollouts};
 use runtime_cloud_workflows::contracts::{
-    HaltIncident, InstanceProgress, PrepareInstance, ProgressRequest, RolloutProjection,
-    fleet_markers as markers,
+    HaltIncident, InstanceProgress, PrepareInstance, PrepareRollback, ProgressRequest,
+    RolloutProjection, fleet_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -37,6 +37,25 @@ impl FleetActivitiesImpl {
             &self.db,
             &req.rollout,
             &req.environment_id,
+            &req.run_id,
+            &self.provisioning,
+        )
+        .await
+        .map_err(|e| activity_error(e.into()))
+    }
+
+    /// Declares the instance's previous specification again and records its run back to it.
+    #[activity(definition = markers::PrepareRollback)]
+    pub async fn prepare_rollback(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PrepareRollback,
+    ) -> Result<RunInput, ActivityError> {
+        rollouts::prepare_rollback(
+            &self.db,
+            &req.rollout,
+            &req.environment_id,
+            &req.rolled_out,
             &req.run_id,
             &self.provisioning,
         )

@@ -235,7 +235,7 @@ into_outbox!(ReconciliationProposed, RECONCILIATION_PROPOSED, proposal_id);
 into_outbox!(ReconciliationDecided, RECONCILIATION_DECIDED, proposal_id);
 
 /// A fleet rollout's events (not in the spec's list; issue 15 names them): `RolloutStarted`,
-/// `WaveCompleted`, `RolloutHalted`, `RolloutCompleted`, `RolloutAborted`, topics
+/// `WaveCompleted`, `RolloutHalted`, `RolloutCompleted`, `RolloutAborted`, `RolloutRolledBack`, topics
 /// `provisioning.fleet.v1.<kebab-case name>`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -262,6 +262,7 @@ impl RolloutEvent {
             "WaveCompleted" => "provisioning.fleet.v1.wave-completed",
             "RolloutHalted" => "provisioning.fleet.v1.rollout-halted",
             "RolloutCompleted" => "provisioning.fleet.v1.rollout-completed",
+            "RolloutRolledBack" => "provisioning.fleet.v1.rollout-rolled-back",
             _ => "provisioning.fleet.v1.rollout-aborted",
         };
         OutboxEvent {

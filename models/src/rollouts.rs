@@ -442,6 +442,11 @@ crate::wire::wire_enum!(
         Completed => "Completed",
         /// Ended by an operator.
         Aborted => "Aborted",
+        /// An operator asked for a rollback: runs back to each instance's previous
+        /// specification are under way.
+        RollingBack => "RollingBack",
+        /// Every started instance was run back to its previous specification.
+        RolledBack => "RolledBack",
     }
 );
 
@@ -478,6 +483,9 @@ pub struct RolloutInstance {
     /// Converged as observed.
     #[serde(default)]
     pub converged: bool,
+    /// The run back to its previous specification, when the rollout was rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_run_id: Option<String>,
 }
 
 /// Why a rollout halted.
@@ -521,6 +529,7 @@ impl RolloutStatus {
                         provisioning_run_id: None,
                         skipped: false,
                         converged: false,
+                        rollback_run_id: None,
                     })
                 })
                 .collect(),

@@ -162,6 +162,10 @@ pub async fn project(
                     rollout_id.to_owned(),
                 ));
             }
+            (RolloutState::RolledBack, _) => {
+                let e = event(None, None, Vec::new());
+                events.push((e, "RolloutRolledBack", rollout_id.to_owned()));
+            }
             _ => {}
         }
     }
@@ -211,6 +215,7 @@ pub async fn count_active(db: &impl ConnectionTrait, tenant_id: &str) -> Result<
         .filter(rows::Column::State.is_in([
             RolloutState::Running.as_str(),
             RolloutState::Halted.as_str(),
+            RolloutState::RollingBack.as_str(),
         ]))
         .count(db)
         .await?)
@@ -259,21 +264,98 @@ pub async fn prepare_instance(
         what: "specification of environment",
         id: environment_id.to_owned(),
     })?;
-    let new = runs::NewRun {
+    let run = record_run(
+        &txn,
+        input,
+        &env,
+        &spec,
         run_id,
-        environment: &env,
-        specification: &spec,
+        prepared.is_none(),
+        options,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(run)
+}
+
+/// The rollout's promotion run `run_id` of `spec` on `env` (inserted when `new`).
+async fn record_run(
+    txn: &impl ConnectionTrait,
+    input: &RolloutInput,
+    env: &crate::environments::Environment,
+    spec: &crate::specifications::Specification,
+    run_id: &str,
+    new: bool,
+    options: &runtime_cloud_models::options::ProvisioningOptions,
+) -> Result<runtime_cloud_models::RunInput, Error> {
+    let run = crate::runs::NewRun {
+        run_id,
+        environment: env,
+        specification: spec,
         kind: runtime_cloud_models::ProvisioningKind::Promotion,
         promotion_id: Some(input.rollout_id.clone()),
         approval_id: None,
         idempotency_key: None,
         request_hash: None,
     };
-    if prepared.is_none() {
-        runs::insert(&txn, &new).await?;
+    if new {
+        crate::runs::insert(txn, &run).await?;
     }
+    Ok(run.input(options))
+}
+
+/// Declares again the specification an instance ran before the rollout's run `rolled_out`
+/// (the version before that run's), and records the promotion run `run_id` back to it, in one
+/// transaction. A retry returns the same run's input.
+pub async fn prepare_rollback(
+    db: &sea_orm::DatabaseConnection,
+    input: &RolloutInput,
+    environment_id: &str,
+    rolled_out: &str,
+    run_id: &str,
+    options: &runtime_cloud_models::options::ProvisioningOptions,
+) -> Result<runtime_cloud_models::RunInput, Error> {
+    use crate::{environments, runs, specifications};
+    let txn = db.begin().await?;
+    let tenant_id = &input.tenant_id;
+    let missing = |what: &'static str, id: &str| Error::Missing {
+        what,
+        id: id.to_owned(),
+    };
+    let env = environments::find(&txn, tenant_id, environment_id)
+        .await?
+        .ok_or_else(|| missing("environment", environment_id))?;
+    let prepared = runs::specification_id(&txn, run_id).await?;
+    let spec = match &prepared {
+        Some(spec_id) => specifications::find(&txn, spec_id)
+            .await?
+            .ok_or_else(|| missing("specification", spec_id))?,
+        None => {
+            let rolled_spec = runs::specification_id(&txn, rolled_out)
+                .await?
+                .ok_or_else(|| missing("provisioning run", rolled_out))?;
+            let rolled = specifications::find(&txn, &rolled_spec)
+                .await?
+                .ok_or_else(|| missing("specification", &rolled_spec))?;
+            let before = Some(rolled.version - 1);
+            let previous = specifications::version(&txn, tenant_id, environment_id, before)
+                .await?
+                .ok_or_else(|| missing("specification before the rollout of", environment_id))?;
+            specifications::declare_in(&txn, &previous.declaration).await?
+        }
+    };
+    let run = record_run(
+        &txn,
+        input,
+        &env,
+        &spec,
+        run_id,
+        prepared.is_none(),
+        options,
+    )
+    .await?;
     txn.commit().await?;
-    Ok(new.input(options))
+    Ok(run)
 }
 
 /// Where each `(environment, run)` of a wave stands: the run's state and when it applied, and

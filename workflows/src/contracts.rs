@@ -318,6 +318,17 @@ pub struct PrepareInstance {
     pub run_id: String,
 }
 
+/// Prepare the run of an instance back to the specification it ran before the rollout's run
+/// `rolled_out`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareRollback {
+    pub rollout: RolloutInput,
+    pub environment_id: String,
+    pub rolled_out: String,
+    pub run_id: String,
+}
+
 /// Where a wave's instances stand: `(environmentId, runId)` pairs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -356,6 +367,12 @@ impl FleetActivities {
         unimplemented!()
     }
 
+    /// See [`PrepareRollback`].
+    #[activity(name = "fleet.prepare-rollback")]
+    pub fn prepare_rollback(req: PrepareRollback) -> Result<RunInput, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`ProgressRequest`].
     #[activity(name = "fleet.progress")]
     pub fn progress(req: ProgressRequest) -> Result<Vec<InstanceProgress>, ActivityError> {
@@ -377,5 +394,7 @@ impl FleetActivities {
 
 /// Marker types of the fleet activities.
 pub mod fleet_markers {
-    pub use super::fleet_activities::{OpenIncident, PrepareInstance, Progress, Project};
+    pub use super::fleet_activities::{
+        OpenIncident, PrepareInstance, PrepareRollback, Progress, Project,
+    };
 }

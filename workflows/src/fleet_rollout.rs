@@ -6,6 +6,8 @@
 //!           the apply) ─ bake ─ next wave … ─▶ Completed
 //!    │  a guard trips (failure budget, deadline, SLO breach) ─▶ Halted (incident opened)
 //!    │                               resume ─▶ the wave again │ skip <instance> │ abort ─▶ Aborted
+//!    │                               roll back ─▶ RollingBack: every started instance run back
+//!    │                                            to its previous specification ─▶ RolledBack
 //! ```
 //!
 //! Each instance's run is a child `ProvisioningRun` (abandoned when the rollout ends: a run in
@@ -13,7 +15,7 @@
 //! an activity, every few seconds.
 
 use crate::contracts::{
-    FleetActivities, HaltIncident, PrepareInstance, ProgressRequest, RolloutInput,
+    FleetActivities, HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutInput,
     RolloutProjection, RolloutStatus,
 };
 use crate::ids::run_workflow_id;
@@ -43,6 +45,8 @@ pub enum Command {
     Skip { environment_id: String },
     /// End the rollout where it is.
     Abort,
+    /// Run every instance the rollout started back to the specification it ran before.
+    RollBack,
 }
 
 /// The FleetRollout workflow.
@@ -79,8 +83,8 @@ impl FleetRollout {
         for wave in 0..input.waves.len() {
             ctx.state_mut(|s| s.status.current_wave = wave);
             Self::start_wave(ctx, &input, wave).await?;
-            if !Self::follow_wave(ctx, &input, wave).await? {
-                return Self::settle(ctx, RolloutState::Aborted).await;
+            if let Some(end) = Self::follow_wave(ctx, &input, wave).await? {
+                return Self::settle(ctx, end).await;
             }
             ctx.state_mut(|s| s.status.waves_completed = wave + 1);
             Self::project(ctx).await?;
@@ -137,13 +141,13 @@ impl FleetRollout {
         Self::project(ctx).await
     }
 
-    /// Follows the wave until it converged and baked (true), halting on a guard and waiting for
-    /// an operator's command; false when aborted.
+    /// Follows the wave until it converged and baked (`None`), halting on a guard and waiting
+    /// for an operator's command; the rollout's end when aborted or rolled back.
     async fn follow_wave(
         ctx: &mut WorkflowContext<Self>,
         input: &RolloutInput,
         wave: usize,
-    ) -> WorkflowResult<bool> {
+    ) -> WorkflowResult<Option<RolloutState>> {
         let deadline = chrono::Duration::seconds(input.converge_deadline_secs as i64);
         let mut started = now(ctx);
         loop {
@@ -198,27 +202,28 @@ impl FleetRollout {
                     // The bake: a breach reported while it lasts halts the wave.
                     Self::pause(ctx, Duration::from_secs(input.bake_secs)).await?;
                     match ctx.state(|s| s.breach.clone()) {
-                        None => return Ok(true),
+                        None => return Ok(None),
                         Some(reason) => runtime_cloud_models::rollouts::Guard::SloBreach { reason },
                     }
                 }
                 WaveVerdict::Halt(guard) => guard,
             };
-            if !Self::halt(ctx, input, wave, guard).await? {
-                return Ok(false);
+            if let Some(end) = Self::halt(ctx, input, wave, guard).await? {
+                return Ok(Some(end));
             }
             started = now(ctx);
         }
     }
 
-    /// Halts on `guard`: the incident, the projection, then the operator's command. True to go
-    /// on with the wave (resumed, or an instance skipped), false when aborted.
+    /// Halts on `guard`: the incident, the projection, then the operator's command. `None` to
+    /// go on with the wave (resumed, or an instance skipped); the rollout's end when aborted or
+    /// rolled back.
     async fn halt(
         ctx: &mut WorkflowContext<Self>,
         input: &RolloutInput,
         wave: usize,
         guard: runtime_cloud_models::rollouts::Guard,
-    ) -> WorkflowResult<bool> {
+    ) -> WorkflowResult<Option<RolloutState>> {
         let reason = guard.describe();
         let instances = guard.instances();
         let incident = HaltIncident {
@@ -258,8 +263,13 @@ impl FleetRollout {
         Self::project(ctx).await?;
         ctx.wait_condition(|s| !s.commands.is_empty()).await?;
         let command = ctx.state_mut(|s| s.commands.remove(0));
-        if command == Command::Abort {
-            return Ok(false);
+        match command {
+            Command::Abort => return Ok(Some(RolloutState::Aborted)),
+            Command::RollBack => {
+                Self::roll_back(ctx, input).await?;
+                return Ok(Some(RolloutState::RolledBack));
+            }
+            Command::Resume | Command::Skip { .. } => {}
         }
         ctx.state_mut(|s| {
             if let Command::Skip { environment_id } = &command
@@ -278,7 +288,86 @@ impl FleetRollout {
             ROLLOUT_STATE.value_set(RolloutState::Running.as_str().to_owned())
         ]);
         Self::project(ctx).await?;
-        Ok(true)
+        Ok(None)
+    }
+
+    /// Runs every instance the rollout started (and did not skip) back to the specification it
+    /// ran before, and waits until those runs have ended.
+    async fn roll_back(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RolloutInput,
+    ) -> WorkflowResult<()> {
+        ctx.state_mut(|s| {
+            s.status.state = RolloutState::RollingBack;
+            s.status.halt = None;
+        });
+        ctx.upsert_search_attributes([
+            ROLLOUT_STATE.value_set(RolloutState::RollingBack.as_str().to_owned())
+        ]);
+        Self::project(ctx).await?;
+        let started: Vec<(String, String)> = ctx.state(|s| {
+            s.status
+                .instances
+                .iter()
+                .filter(|i| !i.skipped && i.rollback_run_id.is_none())
+                .filter_map(|i| Some((i.environment_id.clone(), i.provisioning_run_id.clone()?)))
+                .collect()
+        });
+        let mut back = Vec::new();
+        for (environment_id, rolled_out) in started {
+            let run_id = crate::ids::time_ordered_id(ctx);
+            let prepare = PrepareRollback {
+                rollout: input.clone(),
+                environment_id: environment_id.clone(),
+                rolled_out,
+                run_id: run_id.clone(),
+            };
+            let run_input = ctx
+                .execute_activity(
+                    FleetActivities::prepare_rollback,
+                    prepare,
+                    crate::options::must_succeed(STEP_TIMEOUT),
+                )
+                .await?;
+            let opts = ChildWorkflowOptions::builder()
+                .workflow_id(run_workflow_id(&run_id))
+                .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
+                .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
+                .build();
+            ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
+                .await?;
+            ctx.state_mut(|s| {
+                if let Some(i) = s
+                    .status
+                    .instances
+                    .iter_mut()
+                    .find(|i| i.environment_id == environment_id)
+                {
+                    i.rollback_run_id = Some(run_id.clone());
+                }
+            });
+            back.push((environment_id, run_id));
+        }
+        Self::project(ctx).await?;
+        loop {
+            let progress = ctx
+                .execute_activity(
+                    FleetActivities::progress,
+                    ProgressRequest {
+                        tenant_id: input.tenant_id.clone(),
+                        instances: back.clone(),
+                    },
+                    crate::options::must_succeed(STEP_TIMEOUT),
+                )
+                .await?;
+            if progress
+                .iter()
+                .all(|p| p.run_state.is_some_and(|s| s.is_terminal()))
+            {
+                return Ok(());
+            }
+            ctx.timer(POLL).await;
+        }
     }
 
     /// Waits `for_`, cut short by a breach.
@@ -339,7 +428,7 @@ impl FleetRollout {
         if self.commands.len() < KEPT
             && !matches!(
                 self.status.state,
-                RolloutState::Completed | RolloutState::Aborted
+                RolloutState::Completed | RolloutState::Aborted | RolloutState::RolledBack
             )
         {
             self.commands.push(command);

@@ -32,6 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resume))
         .routes(routes!(skip))
         .routes(routes!(abort))
+        .routes(routes!(roll_back))
 }
 
 /// `POST /fleet/rollouts`.
@@ -327,4 +328,21 @@ async fn abort(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, axum::Json<Rollout>), Error> {
     command(&state, auth.tenant(), &id, Command::Abort).await
+}
+
+/// Rolls a halted rollout back: every instance it started (and did not skip) is run back to
+/// the specification it ran before (`RollingBack`, then `RolledBack`).
+#[utoipa::path(operation_id = "rollBackRollout", post, path = "/fleet/rollouts/{rolloutId}/rollback", tag = "fleet",
+    security(("bearer" = ["factory.fleet.operate"])),
+    params(("rolloutId" = String, Path, description = "The rollout id")),
+    responses(
+        (status = 202, description = "Signalled", body = Rollout),
+        Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<500>, Problems<503>,
+    ))]
+async fn roll_back(
+    State(state): State<AppState>,
+    auth: Scoped<FleetOperate>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, axum::Json<Rollout>), Error> {
+    command(&state, auth.tenant(), &id, Command::RollBack).await
 }
