@@ -120,13 +120,7 @@ impl FleetRollout {
                     crate::options::must_succeed(STEP_TIMEOUT),
                 )
                 .await?;
-            let opts = ChildWorkflowOptions::builder()
-                .workflow_id(run_workflow_id(&run_id))
-                .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
-                .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
-                .build();
-            ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
-                .await?;
+            Self::start_run(ctx, &run_id, run_input).await?;
             ctx.state_mut(|s| {
                 if let Some(i) = s
                     .status
@@ -329,13 +323,7 @@ impl FleetRollout {
                     crate::options::must_succeed(STEP_TIMEOUT),
                 )
                 .await?;
-            let opts = ChildWorkflowOptions::builder()
-                .workflow_id(run_workflow_id(&run_id))
-                .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
-                .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
-                .build();
-            ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
-                .await?;
+            Self::start_run(ctx, &run_id, run_input).await?;
             ctx.state_mut(|s| {
                 if let Some(i) = s
                     .status
@@ -368,6 +356,23 @@ impl FleetRollout {
             }
             ctx.timer(POLL).await;
         }
+    }
+
+    /// Starts run `run_id` as a child the rollout abandons when it ends: a run in flight is
+    /// never cut off.
+    async fn start_run(
+        ctx: &mut WorkflowContext<Self>,
+        run_id: &str,
+        run_input: runtime_cloud_models::RunInput,
+    ) -> WorkflowResult<()> {
+        let opts = ChildWorkflowOptions::builder()
+            .workflow_id(run_workflow_id(run_id))
+            .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
+            .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
+            .build();
+        ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
+            .await?;
+        Ok(())
     }
 
     /// Waits `for_`, cut short by a breach.
