@@ -97,6 +97,19 @@ async fn a_rollout_moves_every_instance_wave_by_wave_as_observed() {
     assert_eq!(counts, [1, 3, 1]);
     let summary = api.get("/fleet/meta/summary").await.expect(200);
     assert_eq!(summary["activeRollouts"], 0);
+    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics");
+    let tenant = stack.tenant("acme");
+    for (name, n) in [("rollouts", 1), ("rollout_instances", 6)] {
+        let line = format!(
+            r#"connectsoft_factory_fleet_{name}{{tenant="{tenant}",state="Completed"}} {n}"#
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 }
 
 #[tokio::test]

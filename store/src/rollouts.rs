@@ -392,3 +392,16 @@ pub async fn progress(
     }
     Ok(out)
 }
+
+/// (tenant, state, instances) of every rollout (the metrics' rollout gauges).
+pub async fn states(db: &impl ConnectionTrait) -> Result<Vec<(String, RolloutState, u64)>, Error> {
+    rows::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| {
+            let r = read(m)?;
+            Ok((r.tenant_id, r.state, r.status.instances.len() as u64))
+        })
+        .collect()
+}

@@ -251,6 +251,37 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         }
     }
 
+    // Fleet rollouts by state, and the instances they move.
+    let mut rollouts: BTreeMap<(String, &str), (u64, u64)> = BTreeMap::new();
+    for (tenant, st, instances) in runtime_cloud_store::rollouts::states(db).await? {
+        let entry = rollouts.entry((tenant, st.as_str())).or_default();
+        entry.0 += 1;
+        entry.1 += instances;
+    }
+    for (name, help, pick) in [
+        (
+            "connectsoft_factory_fleet_rollouts",
+            "Fleet rollouts by state.",
+            0usize,
+        ),
+        (
+            "connectsoft_factory_fleet_rollout_instances",
+            "Instances of fleet rollouts, by their rollout's state.",
+            1,
+        ),
+    ] {
+        header(&mut out, name, "gauge", help);
+        for ((tenant, st), counts) in &rollouts {
+            let n = if pick == 0 { counts.0 } else { counts.1 };
+            let _ = writeln!(
+                out,
+                "{name}{{tenant=\"{}\",state=\"{}\"}} {n}",
+                label(tenant),
+                label(st)
+            );
+        }
+    }
+
     // The inbound consumer's backlog (pending and unacknowledged), when this process runs one.
     let lag = state.inbox_lag.load(std::sync::atomic::Ordering::Relaxed);
     if lag >= 0 {
