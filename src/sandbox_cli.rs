@@ -77,6 +77,14 @@ pub enum SandboxCommand {
         #[arg(long)]
         reference: Option<String>,
     },
+    /// Make observations report what runs now from here on, whatever applies do (`--on`), or
+    /// what runs again (`--off`): an observer that lags.
+    FreezeObservation {
+        #[arg(long, conflicts_with = "off")]
+        on: bool,
+        #[arg(long)]
+        off: bool,
+    },
     /// Make the target unreachable (`--on`) or reachable again (`--off`).
     Unreachable {
         #[arg(long, conflicts_with = "off")]
@@ -208,6 +216,14 @@ pub async fn run(
                     workload(d, &name).map(|w| bind(&mut w.secret_refs, key, reference))
                 })
                 .await??;
+        }
+        SandboxCommand::FreezeObservation { on, off } => {
+            anyhow::ensure!(on || off, "say --on or --off");
+            sandbox
+                .modify(&target, |d| {
+                    d.frozen_observation = on.then(|| d.workloads.clone());
+                })
+                .await?;
         }
         SandboxCommand::Unreachable { on, off } => {
             anyhow::ensure!(on || off, "say --on or --off");

@@ -273,3 +273,44 @@ async fn a_rollback_runs_the_started_instances_back_to_their_previous_specificat
     );
     assert_eq!(stack.events("RolloutRolledBack").await.len(), 1);
 }
+
+/// An instance whose observer keeps reporting the old version does not complete its wave,
+/// however its run reports `Applied` (the stale-Healthy trap of argo-cd #29410): the wave halts
+/// at its deadline, naming the instance.
+#[tokio::test]
+async fn an_instance_observed_at_the_old_version_halts_its_wave_at_the_deadline() {
+    let stack = Stack::start().await;
+    let api = fleet(&stack, 1).await;
+    stack.sandbox_cli("acme", "shop-00", &["freeze-observation", "--on"]);
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "bakeSeconds": 0, "convergeDeadlineSeconds": 3 }),
+    )
+    .await;
+    let halted = wait_rollout(&api, &id, "Halted").await;
+    let halt = &halted["status"]["halt"];
+    assert_eq!(halt["guard"]["guard"], "notConverged", "{halted}");
+    assert_eq!(halt["instances"], json!(["shop-00"]));
+    let run = api
+        .run(&text(
+            &halted["status"]["instances"][0]["provisioningRunId"],
+        ))
+        .await;
+    assert_eq!(
+        run["state"], "Applied",
+        "the run applied; the observation says otherwise"
+    );
+    assert_eq!(
+        stack.sandbox("acme", "shop-00")["workloads"][0]["version"],
+        "2.0.0"
+    );
+    // The observer catches up (the next observation, the sweep's in production); resumed, the
+    // wave completes.
+    stack.sandbox_cli("acme", "shop-00", &["freeze-observation", "--off"]);
+    api.observe(&stack, "shop-00").await;
+    api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
+        .await
+        .expect(202);
+    wait_rollout(&api, &id, "Completed").await;
+}

@@ -45,6 +45,10 @@ pub struct SandboxDocument {
     /// When true, plan and apply fail as if the target could not be reached.
     #[serde(default)]
     pub unreachable: bool,
+    /// When set, observations report these workloads instead of what runs: a lagging observer
+    /// (a stale cache, a health check that has not caught up), whatever applies do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_observation: Option<Vec<Workload>>,
     /// Every apply that did the work, in order, with when it ran: a real target's audit log,
     /// and how the fault tests see that an environment was never applied twice at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -195,9 +199,12 @@ pub fn observed(target: &Target, w: &Workload) -> ObservedWorkload {
 #[async_trait::async_trait]
 impl Observer for Sandbox {
     async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
-        let delay = self.load(target).await?.observe_delay_ms;
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        let current = self.current(target).await?;
+        let doc = self.load(target).await?;
+        tokio::time::sleep(Duration::from_millis(doc.observe_delay_ms)).await;
+        let current = match doc.frozen_observation {
+            Some(frozen) if !doc.unreachable => frozen,
+            _ => self.current(target).await?,
+        };
         Ok(current.iter().map(|w| observed(target, w)).collect())
     }
 }
