@@ -33,6 +33,9 @@ const TABLE: &str = "runtime_inventories";
 /// unchanged, or the same workloads) compared against the same inputs (specification, active
 /// drift rules, the runner state's drift) skips the comparison: the workloads and findings
 /// stay as recorded, `observedAt` moves, and only the proposals are synced.
+///
+/// `observedAt` is when the target was read. An observation read before the one last recorded
+/// (they run concurrently and may be recorded out of order) changes nothing.
 pub async fn record(
     db: &DatabaseConnection,
     req: &RecordRequest,
@@ -45,6 +48,24 @@ pub async fn record(
     };
     let now = Utc::now();
     let existing = find_row(&txn, &req.tenant_id, &req.environment_id).await?;
+    // Observations of one environment run concurrently (the sweep's, an operator's, a run's
+    // after its apply) and may be recorded out of order: one read before the last recorded
+    // one is older news, and recording it would undo what the newer one found.
+    let read_at = match &req.observation {
+        Observation::Observed { observed_at, .. } => observed_at.unwrap_or(now),
+        Observation::Unreachable { .. } => now,
+    };
+    if existing
+        .as_ref()
+        .and_then(|i| i.observed_at)
+        .is_some_and(|recorded| recorded > read_at)
+    {
+        let new_proposal = proposals::raised(&txn, &env, &req.proposal_id, acceptance).await?;
+        return Ok(RecordOutcome {
+            new_proposal,
+            ..Default::default()
+        });
+    }
     let was_stale = existing.as_ref().is_none_or(|i| i.stale);
     let mut row: rows::ActiveModel = match existing.clone() {
         Some(row) => row.into(),
@@ -116,7 +137,7 @@ pub async fn record(
         now,
     );
     let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
-    row.observed_at = Set(Some(now));
+    row.observed_at = Set(Some(read_at));
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
     let unchanged = existing
@@ -413,6 +434,50 @@ mod tests {
         assert!(
             !late.new_proposal.unwrap().auto_accept,
             "never on an observation older than StalenessMinutes"
+        );
+    }
+
+    /// A run's observation read before the sweep's but recorded after it (they run
+    /// concurrently) changes nothing: the newer one's findings and proposal stand.
+    #[tokio::test]
+    async fn an_observation_older_than_the_recorded_one_changes_nothing() {
+        let db = crate::fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let read_at = |req: &mut RecordRequest, at: DateTime<Utc>| {
+            if let Observation::Observed { observed_at, .. } = &mut req.observation {
+                *observed_at = Some(at);
+            }
+        };
+        let before = Utc::now() - chrono::Duration::seconds(5);
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let newer = observation("dev", "p1", vec![drifted]);
+        let raised = record(&db, &newer, ALLOWED).await.unwrap();
+        assert_eq!(raised.new_findings, 1);
+
+        let mut older = observation("dev", "p2", vec![observed(&api)]);
+        read_at(&mut older, before);
+        assert_eq!(
+            record(&db, &older, ALLOWED).await.unwrap(),
+            RecordOutcome::default()
+        );
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1, "the newer observation's finding stays open");
+        let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p1.state, ProposalState::Proposed);
+        let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
+        assert_eq!(inventory.workloads[0].version, "1.1.0");
+
+        // The newer record retried after the older one still answers its proposal.
+        assert_eq!(
+            record(&db, &newer, ALLOWED).await.unwrap().new_proposal,
+            raised.new_proposal
         );
     }
 

@@ -161,6 +161,20 @@ async fn active(
         .collect()
 }
 
+/// The proposal `proposal_id` when a record with that id raised it already: a retried record
+/// answers what the first one did, so that its workflow is started even if the first answer
+/// was lost.
+pub(crate) async fn raised(
+    db: &impl ConnectionTrait,
+    env: &Environment,
+    proposal_id: &str,
+    acceptance: Acceptance,
+) -> Result<Option<ProposalInput>, Error> {
+    Ok(find_by_id(db, proposal_id)
+        .await?
+        .map(|p| observed_input(&p, env, acceptance)))
+}
+
 /// Groups an observation's open findings into a proposal `proposal_id` when they changed since
 /// the active one, and supersedes the open proposals it replaces, on `db` (the caller's
 /// transaction). Returns the new proposal's input and the superseded ids.
@@ -173,9 +187,8 @@ pub(crate) async fn sync(
     now: DateTime<Utc>,
 ) -> Result<(Option<ProposalInput>, Vec<String>), Error> {
     let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
-    // A retried record: the proposal it raised the first time is the answer again.
-    if let Some(raised) = find_by_id(db, proposal_id).await? {
-        return Ok((Some(observed_input(&raised, env, acceptance)), Vec::new()));
+    if let Some(raised) = raised(db, env, proposal_id, acceptance).await? {
+        return Ok((Some(raised), Vec::new()));
     }
     // An accepted proposal whose run ended without applying (failed, rejected, cancelled) no
     // longer covers its findings: the drift needs a new proposal.
