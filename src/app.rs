@@ -11,6 +11,7 @@ use runtime_cloud_activities::pulumi::Pulumi;
 use runtime_cloud_activities::references::{HttpReferences, References};
 use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
+use runtime_cloud_activities::slo::PrometheusSloGuard;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::JwtKeys;
 
@@ -153,6 +154,10 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         inventory,
         task_queue: config.task_queue.clone(),
         schedules_paused: config.schedules_paused,
+        slo: config.prometheus_url.as_deref().map(|url| {
+            Arc::new(PrometheusSloGuard::new(url, config.prometheus_token.clone()))
+                as Arc<dyn runtime_cloud_activities::slo::SloGuard>
+        }),
     };
     // The outbox relay runs beside the worker when NATS is configured; without it events stay
     // readable in the outbox table.
@@ -202,6 +207,7 @@ pub async fn run_api(
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
         approvals_elsewhere: config.run_control_url.is_some(),
+        slo_queries: config.prometheus_url.is_some(),
         artifacts: artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?,
         http_metrics: Default::default(),
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),

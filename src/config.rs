@@ -84,6 +84,13 @@ pub struct Config {
     /// A PolicyEngineService with OPA's REST data API, instead of the embedded engine.
     #[serde(default)]
     pub policy_url: Option<String>,
+    /// Prometheus' HTTP API: fleet rollouts' SLO queries; rollouts with one are refused when
+    /// absent.
+    #[serde(default)]
+    pub prometheus_url: Option<String>,
+    /// Its bearer token (a secret).
+    #[serde(default)]
+    pub prometheus_token: Option<String>,
     /// Create the schedules paused (they can still be triggered by hand).
     pub schedules_paused: bool,
     /// At most this many list calls of one worker in flight to one Kubernetes API server.

@@ -1,9 +1,11 @@
 //! Fleet rollouts end to end on the sandbox: wave by wave to the release, each instance
-//! converged as observed after its apply; a failed apply halts the wave within its budget and
-//! opens an incident, and skipping it lets the rollout finish; an SLO breach during the bake
-//! halts, and an abort ends it.
+//! converged as observed after its apply, production last and only with its approvals; a
+//! failed apply halts the wave within its budget and opens an incident, and skipping it lets
+//! the rollout finish; an SLO breach (reported, or read from Prometheus) halts, and an abort
+//! ends it; a worker killed mid-wave loses no step.
 
-use crate::common::{Api, Stack, eventually, text};
+use crate::common::prometheus_stand_in::PrometheusStandIn;
+use crate::common::{Api, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 
 /// `n` applied non-production instances of product `shop` running api 1.0.0.
@@ -45,6 +47,18 @@ async fn a_rollout_moves_every_instance_wave_by_wave_as_observed() {
                 "bakeSeconds": 0, "convergeDeadlineSeconds": 60 }),
     )
     .await;
+    let refused = api
+        .post(
+            "/fleet/rollouts",
+            json!({ "productId": "shop", "versions": { "api": "3.0.0" },
+                    "slo": { "query": "up", "threshold": 1 } }),
+        )
+        .await
+        .expect_problem(422);
+    assert!(
+        text(&refused["detail"]).contains("RUNTIME_CLOUD_PROMETHEUS_URL"),
+        "{refused}"
+    );
     let done = wait_rollout(&api, &id, "Completed").await;
     let waves: Vec<usize> = done["input"]["waves"]
         .as_array()
@@ -313,4 +327,272 @@ async fn an_instance_observed_at_the_old_version_halts_its_wave_at_the_deadline(
         .await
         .expect(202);
     wait_rollout(&api, &id, "Completed").await;
+}
+
+async fn rollout(api: &Api, id: &str) -> Value {
+    api.get(&format!("/fleet/rollouts/{id}")).await.expect(200)
+}
+
+/// A rollout guarded by a Prometheus SLO query: the query names the instances moved so far;
+/// a sample above the threshold during a bake halts the wave; a Prometheus that stops
+/// answering halts it after three failed reads in a row; answering again and resumed, the
+/// rollout completes.
+#[tokio::test]
+async fn an_slo_query_read_from_prometheus_halts_a_wave_and_a_silent_one_too() {
+    let prometheus = PrometheusStandIn::start().await;
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_PROMETHEUS_URL",
+        prometheus.url.clone(),
+    ))
+    .await;
+    let api = fleet(&stack, 3).await;
+    for i in 0..3 {
+        prometheus.set(&format!("shop-{i:02}"), 0.01);
+    }
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "strategy": { "canary": 1, "steps": [{ "count": 2 }] },
+                "bakeSeconds": 8, "convergeDeadlineSeconds": 120,
+                "slo": { "query": "max(error_ratio{environment=~\"$environments\"})", "threshold": 0.05 } }),
+    )
+    .await;
+    eventually(120, "the second wave to start", || {
+        let api = api.clone();
+        let id = id.clone();
+        async move { (rollout(&api, &id).await["status"]["currentWave"] == 1).then_some(()) }
+    })
+    .await;
+    prometheus.set("shop-02", 0.2);
+    let halted = wait_rollout(&api, &id, "Halted").await;
+    let halt = &halted["status"]["halt"];
+    assert_eq!(
+        (&halt["wave"], &halt["guard"]["guard"]),
+        (&json!(1), &json!("sloBreach")),
+        "{halted}"
+    );
+    let reason = text(&halt["reason"]);
+    assert!(
+        reason.contains("0.2 above 0.05") && reason.contains(r#"environment="shop-02""#),
+        "{reason}"
+    );
+    let asked = prometheus.asked();
+    assert!(
+        asked.iter().any(|q| q == r#"max(error_ratio{environment=~"shop-00"})"#),
+        "the canary's query names the canary: {asked:?}"
+    );
+    assert!(
+        asked
+            .iter()
+            .any(|q| q == r#"max(error_ratio{environment=~"shop-00|shop-01|shop-02"})"#),
+        "the second wave's names every instance moved so far: {asked:?}"
+    );
+
+    // Prometheus goes silent: resumed, the wave halts again once three reads failed.
+    prometheus.set("shop-02", 0.0);
+    prometheus.fail(true);
+    let first = halt["incidentId"].clone();
+    api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
+        .await
+        .expect(202);
+    let silent = eventually(120, "the halt on a silent Prometheus", || {
+        let api = api.clone();
+        let (id, first) = (id.clone(), first.clone());
+        async move {
+            let r = rollout(&api, &id).await;
+            let halt = &r["status"]["halt"];
+            (r["state"] == "Halted" && halt["incidentId"] != first).then_some(r)
+        }
+    })
+    .await;
+    let halt = &silent["status"]["halt"];
+    assert_eq!(halt["guard"]["guard"], "sloUnavailable", "{silent}");
+    assert!(text(&halt["reason"]).contains("query timed out"), "{silent}");
+
+    prometheus.fail(false);
+    api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
+        .await
+        .expect(202);
+    let done = wait_rollout(&api, &id, "Completed").await;
+    assert_eq!(done["status"]["wavesCompleted"], 2);
+}
+
+/// The spec's check: 20 non-production and 5 production instances, selected by label: a
+/// canary, the non-production waves, then production — whose runs wait for their approvals
+/// and start only once every non-production instance converged — and every instance ends at
+/// the release as observed. Instances without the label are left alone.
+#[tokio::test]
+async fn twenty_and_five_instances_go_canary_waves_then_production_after_approval() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    let register = |env: String, class: &'static str, region: &'static str| {
+        let api = api.clone();
+        async move {
+            api.post(
+                "/factory/environments",
+                json!({ "environmentId": env, "projectId": "shop", "class": class,
+                        "labels": { "region": region }, "customerTenantId": format!("cust-{env}") }),
+            )
+            .await
+            .expect(201);
+            api.declare(&env, &[("api", "1.0.0", 1)]).await;
+            let run = api.plan_run(&env, "baseline").await;
+            if class == "production" {
+                api.wait_state(&run, "AwaitingApproval").await;
+                api.decide(&run, "approve").await.expect(202);
+            }
+            api.wait_state(&run, "Applied").await;
+            run
+        }
+    };
+    let mut baselines = Vec::new();
+    for i in 0..20 {
+        baselines.push(register(format!("dev-{i:02}"), "non-production", "eu"));
+    }
+    for i in 0..5 {
+        baselines.push(register(format!("prod-{i:02}"), "production", "eu"));
+    }
+    baselines.push(register("us-dev".into(), "non-production", "us"));
+    let runs = futures::future::join_all(baselines).await;
+    for run in &runs {
+        api.wait_observed_after(&stack, run).await;
+    }
+    let eu = api
+        .get("/fleet/instances?labelSelector=region%3Deu")
+        .await
+        .expect(200);
+    assert_eq!(eu["items"].as_array().map(Vec::len), Some(25));
+    assert_eq!(eu["items"][0]["customerTenantId"], "cust-dev-00");
+    assert_eq!(eu["items"][0]["labels"], json!({ "region": "eu" }));
+
+    let id = start(
+        &api,
+        json!({ "labels": { "region": "eu" }, "versions": { "api": "2.0.0" },
+                "releaseId": "shop-2.0.0", "bakeSeconds": 0, "convergeDeadlineSeconds": 600 }),
+    )
+    .await;
+    let started = rollout(&api, &id).await;
+    let sizes: Vec<(usize, bool)> = started["input"]["waves"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            (
+                w["environmentIds"].as_array().map_or(0, Vec::len),
+                w["production"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        sizes,
+        [(1, false), (5, false), (10, false), (4, false), (1, true), (2, true), (2, true)]
+    );
+    // Approve each production run as it asks; when the first asks, every non-production
+    // instance has converged.
+    let approved = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let done = eventually(300, "the rollout to complete", || {
+        let api = api.clone();
+        let id = id.clone();
+        let approved = approved.clone();
+        async move {
+            let r = rollout(&api, &id).await;
+            if r["state"] == "Completed" {
+                return Some(r);
+            }
+            assert_eq!(r["state"], "Running", "{r}");
+            let instances = r["status"]["instances"].as_array().cloned().unwrap_or_default();
+            for i in &instances {
+                let env = text(&i["environmentId"]);
+                let Some(run_id) = i["provisioningRunId"].as_str() else { continue };
+                if !env.starts_with("prod-") || approved.lock().unwrap().contains(run_id) {
+                    continue;
+                }
+                let run = api.run(run_id).await;
+                if run["state"] != "AwaitingApproval" {
+                    continue;
+                }
+                let waiting: Vec<&Value> = instances
+                    .iter()
+                    .filter(|i| text(&i["environmentId"]).starts_with("dev-") && i["converged"] != true)
+                    .collect();
+                assert!(waiting.is_empty(), "production asked before {waiting:?}");
+                api.decide(run_id, "approve").await.expect(202);
+                approved.lock().unwrap().insert(run_id.to_owned());
+            }
+            None
+        }
+    })
+    .await;
+    assert_eq!(approved.lock().unwrap().len(), 5, "one approval per production instance");
+    assert_eq!(done["status"]["wavesCompleted"], 7);
+    let instances = api.get("/fleet/instances").await.expect(200);
+    for i in instances["items"].as_array().into_iter().flatten() {
+        let env = text(&i["environmentId"]);
+        let inventory = api
+            .get(&format!("/factory/environments/{env}/inventory"))
+            .await
+            .expect(200);
+        let expected = if env == "us-dev" { "1.0.0" } else { "2.0.0" };
+        assert_eq!(inventory["workloads"][0]["version"], expected, "{env}");
+        if env != "us-dev" {
+            assert_eq!(i["releaseId"], "shop-2.0.0", "{i}");
+        }
+    }
+    assert_eq!(stack.events("WaveCompleted").await.len(), 7);
+}
+
+/// The worker is killed while a wave is under way and started again: the rollout goes on
+/// where it was, every instance has exactly one run of the rollout, and all converge.
+#[tokio::test]
+async fn a_worker_killed_mid_wave_loses_no_step() {
+    let mut stack = Stack::start().await;
+    let api = fleet(&stack, 4).await;
+    let id = start(
+        &api,
+        json!({ "productId": "shop", "versions": { "api": "2.0.0" },
+                "strategy": { "canary": 1, "steps": [{ "count": 3 }] },
+                "bakeSeconds": 0, "convergeDeadlineSeconds": 300 }),
+    )
+    .await;
+    eventually(120, "the second wave to start", || {
+        let api = api.clone();
+        let id = id.clone();
+        async move {
+            let r = rollout(&api, &id).await;
+            let started = r["status"]["instances"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["wave"] == 1 && i["provisioningRunId"].is_string())
+                .count();
+            (started > 0).then_some(())
+        }
+    })
+    .await;
+    stack.kill_worker();
+    stack.start_worker();
+    let done = wait_rollout(&api, &id, "Completed").await;
+    for i in 0..4 {
+        let env = format!("shop-{i:02}");
+        let runs = api
+            .list_runs(&format!("?environmentId={env}&kind=promotion"))
+            .await;
+        let ours: Vec<&Value> = runs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["promotionId"] == id.as_str())
+            .collect();
+        assert_eq!(ours.len(), 1, "{env}: {runs}");
+        assert_eq!(ours[0]["state"], "Applied");
+    }
+    assert!(
+        done["status"]["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|i| i["converged"] == true),
+        "{done}"
+    );
+    assert_eq!(stack.events("WaveCompleted").await.len(), 2);
 }

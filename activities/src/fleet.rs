@@ -9,7 +9,7 @@ use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_store::{incidents, rollouts};
 use runtime_cloud_workflows::contracts::{
     HaltIncident, InstanceProgress, PrepareInstance, PrepareRollback, ProgressRequest,
-    RolloutProjection, fleet_markers as markers,
+    RolloutProjection, SloCheck, SloReading, fleet_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -22,6 +22,8 @@ pub struct FleetActivitiesImpl {
     pub db: DatabaseConnection,
     /// The timeouts the instances' runs are created with.
     pub provisioning: ProvisioningOptions,
+    /// The SloGuard that answers rollouts' SLO queries; none without a query service.
+    pub slo: Option<Arc<dyn crate::slo::SloGuard>>,
 }
 
 #[activities]
@@ -73,6 +75,38 @@ impl FleetActivitiesImpl {
         rollouts::progress(&self.db, &req.tenant_id, &req.instances)
             .await
             .map_err(|e| activity_error(e.into()))
+    }
+
+    /// Reads a rollout's SLO query once.
+    #[activity(definition = markers::CheckSlo)]
+    pub async fn check_slo(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: SloCheck,
+    ) -> Result<SloReading, ActivityError> {
+        let Some(guard) = &self.slo else {
+            return Ok(SloReading::Unavailable {
+                reason: "no SLO query service is configured (RUNTIME_CLOUD_PROMETHEUS_URL)".into(),
+            });
+        };
+        Ok(match guard.samples(&req.query).await {
+            Ok(samples) => match runtime_cloud_models::rollouts::slo_breach(
+                &runtime_cloud_models::rollouts::SloQuery {
+                    query: req.query.clone(),
+                    ..req.slo
+                },
+                &samples,
+            ) {
+                Some(reason) => SloReading::Breached { reason },
+                None => SloReading::Met,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "a rollout's SLO query failed");
+                SloReading::Unavailable {
+                    reason: e.to_string(),
+                }
+            }
+        })
     }
 
     /// Opens the incident of a halt.

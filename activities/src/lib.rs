@@ -19,6 +19,7 @@
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
 //! - [`scheduled`]: the observation sweep's and GitOps reconciler's activities.
+//! - [`slo`]: the SloGuard port and its Prometheus adapter (fleet rollouts' SLO queries).
 //! - [`step_log`]: a runner step's log, secrets redacted, kept as the run's artifact.
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
 //! - [`error`]: this crate's error type.
@@ -37,6 +38,7 @@ pub mod references;
 pub mod run_control;
 pub mod sandbox;
 pub mod scheduled;
+pub mod slo;
 pub mod step_log;
 
 pub use error::Error;

@@ -330,6 +330,8 @@ mod tests {
                     target: None,
                     mode: None,
                     specification: Some(desired()),
+                    labels: [("region".to_owned(), "eu-west-1".to_owned())].into(),
+                    customer_tenant_id: Some("cust-42".into()),
                 }),
             ),
             (

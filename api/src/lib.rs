@@ -50,6 +50,8 @@ pub struct AppState {
     /// RunControlService holds approvals too: an id this process has not recorded may still
     /// verify there, so the run (not the API) decides on it.
     pub approvals_elsewhere: bool,
+    /// A Prometheus answers rollouts' SLO queries (the worker has the same configuration).
+    pub slo_queries: bool,
     /// Where the workers keep plan and apply logs.
     pub artifacts: Arc<dyn runtime_cloud_store::artifacts::ArtifactStore>,
     /// This process's HTTP request durations.

@@ -98,6 +98,12 @@ pub struct EnvironmentCreated {
     pub mode: Option<crate::environments::EnvironmentMode>,
     #[serde(default)]
     pub specification: Option<DesiredState>,
+    /// What fleet rollouts select the environment by.
+    #[serde(default)]
+    pub labels: crate::environments::Labels,
+    /// The customer tenant inside the product, where given.
+    #[serde(default)]
+    pub customer_tenant_id: Option<String>,
 }
 
 /// `ApprovalDecided`: RunControlService decided on a run that waits for its approval.

@@ -169,6 +169,9 @@ pub enum Guard {
     NotConverged { environment_ids: Vec<String> },
     /// An SLO breach was reported during the wave or its bake.
     SloBreach { reason: String },
+    /// The rollout's SLO query failed [`SLO_ERRORS_TOLERATED`] times in a row: a guard that
+    /// cannot be read does not let a wave pass.
+    SloUnavailable { reason: String },
 }
 
 impl Guard {
@@ -177,7 +180,7 @@ impl Guard {
         match self {
             Self::FailureBudget { failed, .. } => failed.clone(),
             Self::NotConverged { environment_ids } => environment_ids.clone(),
-            Self::SloBreach { .. } => Vec::new(),
+            Self::SloBreach { .. } | Self::SloUnavailable { .. } => Vec::new(),
         }
     }
 
@@ -194,6 +197,7 @@ impl Guard {
                 environment_ids.join(", ")
             ),
             Self::SloBreach { reason } => format!("SLO breach: {reason}"),
+            Self::SloUnavailable { reason } => format!("SLO query unavailable: {reason}"),
         }
     }
 }
@@ -385,6 +389,38 @@ mod tests {
     }
 
     #[test]
+    fn an_slo_query_names_the_wave_and_breaches_above_its_threshold() {
+        let slo = SloQuery {
+            query: r#"max(error_ratio{environment=~"$environments"})"#.into(),
+            threshold: 0.05,
+        };
+        assert_eq!(
+            slo.for_wave(&["shop-00".into(), "eu.shop-01".into()]),
+            r#"max(error_ratio{environment=~"shop-00|eu\\.shop-01"})"#
+        );
+        let sample = |env: &str, value: f64| SloSample {
+            labels: [("environment".to_owned(), env.to_owned())].into(),
+            value,
+        };
+        assert_eq!(slo_breach(&slo, &[]), None, "no series yet");
+        assert_eq!(
+            slo_breach(&slo, &[sample("shop-00", 0.01), sample("shop-01", f64::NAN)]),
+            None
+        );
+        let breach = slo_breach(
+            &slo,
+            &[sample("shop-00", 0.07), sample("shop-01", 0.2), sample("shop-02", 0.01)],
+        )
+        .expect("a breach");
+        assert!(
+            breach.contains("0.2 above 0.05") && breach.contains(r#"environment="shop-01""#),
+            "{breach}"
+        );
+        assert!(SloQuery { query: " ".into(), threshold: 1.0 }.check().is_err());
+        assert!(SloQuery { query: "up".into(), threshold: f64::NAN }.check().is_err());
+    }
+
+    #[test]
     fn a_wave_halts_on_a_breach_a_spent_budget_or_its_deadline() {
         let now = Utc::now();
         let ok = progress(ProvisioningState::Applied, true, "2.0.0");
@@ -450,8 +486,78 @@ crate::wire::wire_enum!(
     }
 );
 
+/// Failed SLO queries in a row a wave tolerates (a Prometheus restart, a slow rule) before it
+/// halts on [`Guard::SloUnavailable`].
+pub const SLO_ERRORS_TOLERATED: u32 = 3;
+
+/// The SLO a rollout is guarded by (the Prometheus SloGuard): the query is evaluated every
+/// few seconds while a wave converges and bakes, and any sample above the threshold is a
+/// breach.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SloQuery {
+    /// PromQL. `$environments` stands for the wave's instances as a regular expression
+    /// (`shop-00|shop-01`), to be used inside a double-quoted matcher:
+    /// `{environment=~"$environments"}`.
+    pub query: String,
+    /// A sample above this value is a breach.
+    pub threshold: f64,
+}
+
+impl SloQuery {
+    /// The query for a wave of `environment_ids`. Environment ids are `[A-Za-z0-9._-]`: only
+    /// `.` means something in a regular expression, escaped as PromQL's string escaping wants.
+    pub fn for_wave(&self, environment_ids: &[String]) -> String {
+        let alternation = environment_ids
+            .iter()
+            .map(|id| id.replace('.', r"\\."))
+            .collect::<Vec<_>>()
+            .join("|");
+        self.query.replace("$environments", &alternation)
+    }
+
+    /// Why it cannot guard a rollout, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.query.trim().is_empty() {
+            return Err("slo.query must be a PromQL expression".into());
+        }
+        if !self.threshold.is_finite() {
+            return Err("slo.threshold must be a finite number".into());
+        }
+        Ok(())
+    }
+}
+
+/// One sample of an SLO query's answer: its labels and value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SloSample {
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// The breach in `samples`, if any: the worst sample above the threshold, with its labels.
+/// No sample (the series do not exist yet) and NaN are no breach, as Prometheus alerting
+/// rules have them.
+pub fn slo_breach(slo: &SloQuery, samples: &[SloSample]) -> Option<String> {
+    let worst = samples
+        .iter()
+        .filter(|s| s.value > slo.threshold)
+        .max_by(|a, b| a.value.total_cmp(&b.value))?;
+    let labels = worst
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{v}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    Some(format!(
+        "{} = {} above {} {{{labels}}}",
+        slo.query, worst.value, slo.threshold
+    ))
+}
+
 /// What a rollout moves, fixed when it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutInput {
     pub rollout_id: String,
@@ -467,6 +573,10 @@ pub struct RolloutInput {
     pub converge_deadline_secs: u64,
     /// How long a converged wave bakes before the next one starts.
     pub bake_secs: u64,
+    /// The SLO queried while each wave converges and bakes; none: only breaches reported
+    /// through the API guard the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloQuery>,
 }
 
 /// An instance of a rollout.
@@ -514,6 +624,16 @@ pub struct RolloutStatus {
 }
 
 impl RolloutStatus {
+    /// The instances whose runs have started (and that were not skipped): what an SLO query
+    /// watches.
+    pub fn moved(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter(|i| i.provisioning_run_id.is_some() && !i.skipped)
+            .map(|i| i.environment_id.clone())
+            .collect()
+    }
+
     /// Running at its first wave, every instance in its wave.
     pub fn start(waves: &[Wave]) -> Self {
         Self {

@@ -304,6 +304,25 @@ pub const SETTINGS: &[Setting] = &[
               embedded engine. Unset: the embedded Rego engine.",
     },
     Setting {
+        source: Source::File("prometheus_url"),
+        env: "RUNTIME_CLOUD_PROMETHEUS_URL",
+        kind: Kind::Text,
+        default: None,
+        doc: "Prometheus' HTTP API (`http://prometheus.monitoring:9090`, or Thanos, Mimir …): \
+              the SloGuard of fleet rollouts with an `slo` query, read with \
+              `GET /api/v1/query` every few seconds while a wave converges and bakes (a sample \
+              above the threshold halts it). Unset: rollouts with an `slo` query are refused \
+              (422); breaches are reported with `POST /fleet/rollouts/{id}/breach`.",
+    },
+    Setting {
+        source: Source::File("prometheus_token"),
+        env: "RUNTIME_CLOUD_PROMETHEUS_TOKEN",
+        kind: Kind::Text,
+        default: None,
+        doc: "The bearer token sent to Prometheus. A secret: never logged; prefer the variable \
+              to the file.",
+    },
+    Setting {
         source: Source::File("kubernetes_calls_per_cluster"),
         env: "RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER",
         kind: Kind::Positive,

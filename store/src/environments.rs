@@ -5,7 +5,9 @@ use crate::decode::At;
 use crate::entities::environments as rows;
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
-use runtime_cloud_models::environments::{EnvironmentKey, EnvironmentMode, EnvironmentPage};
+use runtime_cloud_models::environments::{
+    EnvironmentKey, EnvironmentMode, EnvironmentPage, Labels,
+};
 use runtime_cloud_models::events::{EnvironmentModeChanged, EnvironmentTargetChanged};
 use runtime_cloud_models::targets::Target;
 use sea_orm::{
@@ -32,6 +34,12 @@ pub struct Environment {
     pub target: Target,
     /// How far the product goes on its own when it drifts.
     pub mode: EnvironmentMode,
+    /// What fleet rollouts select it by.
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub labels: Labels,
+    /// The customer tenant inside the product (not a Factory tenant), where given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub customer_tenant_id: Option<String>,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
 }
@@ -54,6 +62,11 @@ impl Environment {
                 .unwrap_or(EnvironmentMode::default_for(class)),
             class,
             target: at.json_text("target", &m.target)?,
+            labels: match &m.labels {
+                Some(text) => at.json_text("labels", text)?,
+                None => Labels::new(),
+            },
+            customer_tenant_id: m.customer_tenant_id,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -73,6 +86,8 @@ pub struct NewEnvironment {
     pub target: Target,
     /// None: the class's default.
     pub mode: Option<EnvironmentMode>,
+    pub labels: Labels,
+    pub customer_tenant_id: Option<String>,
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
@@ -94,6 +109,10 @@ pub async fn register(
                 .as_str()
                 .to_owned(),
         )),
+        labels: Set((!new.labels.is_empty())
+            .then(|| serde_json::to_string(&new.labels))
+            .transpose()?),
+        customer_tenant_id: Set(new.customer_tenant_id),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -289,6 +308,8 @@ mod tests {
             class: EnvironmentClass::Production,
             target: Default::default(),
             mode: None,
+            labels: Default::default(),
+            customer_tenant_id: None,
         };
         let err = register(&db, again).await.unwrap_err();
         assert!(

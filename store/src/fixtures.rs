@@ -53,6 +53,8 @@ pub(crate) async fn environment(
             class,
             target: Default::default(),
             mode: None,
+            labels: Default::default(),
+            customer_tenant_id: None,
         },
     )
     .await

@@ -73,6 +73,8 @@ pub async fn receive(
             let env = match environments::find(&txn, &e.tenant_id, &e.environment_id).await? {
                 Some(env) => env,
                 None => {
+                    runtime_cloud_models::environments::check_labels(&e.labels)
+                        .map_err(|why| Error::Invalid(runtime_cloud_models::validation::Invalid(why)))?;
                     let new = environments::NewEnvironment {
                         tenant_id: e.tenant_id.clone(),
                         environment_id: e.environment_id.clone(),
@@ -80,6 +82,8 @@ pub async fn receive(
                         class: e.class,
                         target: e.target.clone().unwrap_or_default(),
                         mode: e.mode,
+                        labels: e.labels.clone(),
+                        customer_tenant_id: e.customer_tenant_id.clone(),
                     };
                     environments::register(&txn, new).await?
                 }

@@ -40,6 +40,8 @@ pub struct WorkerDeps {
     pub task_queue: String,
     /// Create the schedules paused (tests trigger them by hand).
     pub schedules_paused: bool,
+    /// Answers fleet rollouts' SLO queries; none without a query service.
+    pub slo: Option<Arc<dyn runtime_cloud_activities::slo::SloGuard>>,
 }
 
 /// Runs the worker until `shutdown` resolves, then drains it.
@@ -52,6 +54,7 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
     let fleet = runtime_cloud_activities::fleet::FleetActivitiesImpl {
         db: deps.db.clone(),
         provisioning: deps.provisioning.clone(),
+        slo: deps.slo.clone(),
     };
     let scheduled = ScheduledActivitiesImpl {
         db: deps.db.clone(),

@@ -13,6 +13,7 @@ pub mod kube_stand_in;
 pub mod loopback;
 pub mod nats;
 pub mod opa_stand_in;
+pub mod prometheus_stand_in;
 pub mod proxy;
 pub mod run_control_stand_in;
 pub mod s3;

@@ -310,7 +310,7 @@ pub use runtime_cloud_models::rollouts::{InstanceProgress, RolloutInput, Rollout
 
 /// Prepare one instance of a rollout's wave: its derived specification and its promotion run
 /// `run_id` (chosen by the workflow, so a retry prepares the same run).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrepareInstance {
     pub rollout: RolloutInput,
@@ -320,7 +320,7 @@ pub struct PrepareInstance {
 
 /// Prepare the run of an instance back to the specification it ran before the rollout's run
 /// `rolled_out`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrepareRollback {
     pub rollout: RolloutInput,
@@ -335,6 +335,25 @@ pub struct PrepareRollback {
 pub struct ProgressRequest {
     pub tenant_id: String,
     pub instances: Vec<(String, String)>,
+}
+
+/// Read a rollout's SLO: `query` is its query for the instances moved so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SloCheck {
+    pub slo: runtime_cloud_models::rollouts::SloQuery,
+    pub query: String,
+}
+
+/// What a rollout's SLO query answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "reading")]
+pub enum SloReading {
+    /// No sample above the threshold.
+    Met,
+    Breached { reason: String },
+    /// The query could not be answered (Prometheus away, a query it refuses).
+    Unavailable { reason: String },
 }
 
 /// Open the incident of a halt.
@@ -379,6 +398,13 @@ impl FleetActivities {
         unimplemented!()
     }
 
+    /// See [`SloCheck`]. Never fails on the query's account: an unanswered query is a
+    /// reading, which the rollout counts.
+    #[activity(name = "fleet.check-slo")]
+    pub fn check_slo(req: SloCheck) -> Result<SloReading, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`HaltIncident`]; returns the incident's id.
     #[activity(name = "fleet.open-incident")]
     pub fn open_incident(req: HaltIncident) -> Result<String, ActivityError> {
@@ -395,6 +421,6 @@ impl FleetActivities {
 /// Marker types of the fleet activities.
 pub mod fleet_markers {
     pub use super::fleet_activities::{
-        OpenIncident, PrepareInstance, PrepareRollback, Progress, Project,
+        CheckSlo, OpenIncident, PrepareInstance, PrepareRollback, Progress, Project,
     };
 }

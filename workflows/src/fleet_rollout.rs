@@ -12,16 +12,20 @@
 //!
 //! Each instance's run is a child `ProvisioningRun` (abandoned when the rollout ends: a run in
 //! flight is never cut off); the rollout reads where the runs and the observations stand with
-//! an activity, every few seconds.
+//! an activity, every few seconds. SLO breaches arrive as the `breach` signal (the API's breach
+//! call), or — for a rollout with an SLO query — from the query, read as often while a wave
+//! converges and bakes.
 
 use crate::contracts::{
     FleetActivities, HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutInput,
-    RolloutProjection, RolloutStatus,
+    RolloutProjection, RolloutStatus, SloCheck, SloReading,
 };
 use crate::ids::run_workflow_id;
 use crate::provisioning_run::ProvisioningRun;
 use crate::search_attributes::{ROLLOUT_STATE, TENANT_ID, run_attributes};
-use runtime_cloud_models::rollouts::{Halt, RolloutState, WaveVerdict, wave_verdict};
+use runtime_cloud_models::rollouts::{
+    Guard, Halt, RolloutState, SLO_ERRORS_TOLERATED, WaveVerdict, wave_verdict,
+};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_common::search_attributes::SearchAttributes;
@@ -56,6 +60,8 @@ pub struct FleetRollout {
     status: RolloutStatus,
     /// An SLO breach reported (the embedded SloGuard: the API's breach call).
     breach: Option<String>,
+    /// The SLO query's failures in a row.
+    slo_errors: u32,
     commands: Vec<Command>,
 }
 
@@ -68,6 +74,7 @@ impl FleetRollout {
             input,
             status,
             breach: None,
+            slo_errors: 0,
             commands: Vec::new(),
         }
     }
@@ -174,10 +181,10 @@ impl FleetRollout {
                 (started, deadline, now(ctx)),
             );
             let guard = match verdict {
-                WaveVerdict::Waiting => {
-                    Self::pause(ctx, POLL).await?;
-                    continue;
-                }
+                WaveVerdict::Waiting => match Self::watch(ctx, input, POLL).await? {
+                    None => continue,
+                    Some(unavailable) => unavailable,
+                },
                 WaveVerdict::Converged => {
                     ctx.state_mut(|s| {
                         for p in &progress {
@@ -194,10 +201,12 @@ impl FleetRollout {
                     });
                     Self::project(ctx).await?;
                     // The bake: a breach reported while it lasts halts the wave.
-                    Self::pause(ctx, Duration::from_secs(input.bake_secs)).await?;
-                    match ctx.state(|s| s.breach.clone()) {
-                        None => return Ok(None),
-                        Some(reason) => runtime_cloud_models::rollouts::Guard::SloBreach { reason },
+                    let unavailable =
+                        Self::watch(ctx, input, Duration::from_secs(input.bake_secs)).await?;
+                    match (ctx.state(|s| s.breach.clone()), unavailable) {
+                        (Some(reason), _) => Guard::SloBreach { reason },
+                        (None, Some(unavailable)) => unavailable,
+                        (None, None) => return Ok(None),
                     }
                 }
                 WaveVerdict::Halt(guard) => guard,
@@ -216,7 +225,7 @@ impl FleetRollout {
         ctx: &mut WorkflowContext<Self>,
         input: &RolloutInput,
         wave: usize,
-        guard: runtime_cloud_models::rollouts::Guard,
+        guard: Guard,
     ) -> WorkflowResult<Option<RolloutState>> {
         let reason = guard.describe();
         let instances = guard.instances();
@@ -250,6 +259,7 @@ impl FleetRollout {
             });
             // The breach is answered by the halt; a new one halts again.
             s.breach = None;
+            s.slo_errors = 0;
         });
         ctx.upsert_search_attributes([
             ROLLOUT_STATE.value_set(RolloutState::Halted.as_str().to_owned())
@@ -373,6 +383,58 @@ impl FleetRollout {
         ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
             .await?;
         Ok(())
+    }
+
+    /// Waits `for_`, cut short by a breach. With an SLO query, reads it first and every
+    /// [`POLL`] meanwhile: a breach it shows is a breach reported, and the guard
+    /// [`Guard::SloUnavailable`] once it failed [`SLO_ERRORS_TOLERATED`] times in a row.
+    async fn watch(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RolloutInput,
+        for_: Duration,
+    ) -> WorkflowResult<Option<Guard>> {
+        let Some(slo) = &input.slo else {
+            Self::pause(ctx, for_).await?;
+            return Ok(None);
+        };
+        let end = now(ctx) + chrono::Duration::from_std(for_).unwrap_or_default();
+        loop {
+            let check = SloCheck {
+                slo: slo.clone(),
+                query: slo.for_wave(&ctx.state(|s| s.status.moved())),
+            };
+            let reading = ctx
+                .execute_activity(
+                    FleetActivities::check_slo,
+                    check,
+                    crate::options::must_succeed(STEP_TIMEOUT),
+                )
+                .await?;
+            let errors = ctx.state_mut(|s| {
+                match reading {
+                    SloReading::Met => s.slo_errors = 0,
+                    SloReading::Breached { reason } => {
+                        s.slo_errors = 0;
+                        s.breach.get_or_insert(reason);
+                    }
+                    SloReading::Unavailable { ref reason } => {
+                        s.slo_errors += 1;
+                        if s.slo_errors >= SLO_ERRORS_TOLERATED {
+                            return Some(reason.clone());
+                        }
+                    }
+                }
+                None
+            });
+            if let Some(reason) = errors {
+                return Ok(Some(Guard::SloUnavailable { reason }));
+            }
+            let left = (end - now(ctx)).to_std().unwrap_or_default();
+            if ctx.state(|s| s.breach.is_some()) || left.is_zero() {
+                return Ok(None);
+            }
+            Self::pause(ctx, left.min(POLL)).await?;
+        }
     }
 
     /// Waits `for_`, cut short by a breach.

@@ -43,6 +43,13 @@ pub struct RegisterEnvironment {
     /// (non-destructive proposals outside production accepted on their own); by default `auto`
     /// outside production and `propose` in production.
     pub mode: Option<EnvironmentMode>,
+    /// What fleet rollouts select it by (`{"region": "eu"}`): keys and values as Kubernetes
+    /// labels have them, at most 32.
+    #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub labels: runtime_cloud_models::environments::Labels,
+    /// The customer tenant inside the product (not a Factory tenant), where given.
+    pub customer_tenant_id: Option<String>,
 }
 
 fn already_exists(environment_id: &str) -> Error {
@@ -65,6 +72,10 @@ async fn register(
     check_id("environmentId", &body.environment_id)?;
     check_id("projectId", &body.project_id)?;
     body.target.validate().map_err(Error::Unprocessable)?;
+    runtime_cloud_models::environments::check_labels(&body.labels).map_err(Error::Unprocessable)?;
+    if let Some(customer) = &body.customer_tenant_id {
+        check_id("customerTenantId", customer)?;
+    }
     if environments::find(&state.db, auth.tenant(), &body.environment_id)
         .await?
         .is_some()
@@ -78,6 +89,8 @@ async fn register(
         class: body.class,
         target: body.target,
         mode: body.mode,
+        labels: body.labels,
+        customer_tenant_id: body.customer_tenant_id,
     };
     let env = match environments::register(&state.db, new).await {
         Ok(env) => env,

@@ -56,6 +56,12 @@ pub struct Instance {
     pub observed_at: Option<DateTime<Utc>>,
     /// Open drift findings.
     pub open_drift: u64,
+    /// What rollouts select it by.
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub labels: runtime_cloud_models::environments::Labels,
+    /// The customer tenant inside the product, where given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub customer_tenant_id: Option<String>,
 }
 
 /// The tenant's instances, as observed.
@@ -90,6 +96,8 @@ async fn observed_instances(state: &AppState, tenant: &str) -> Result<Vec<Instan
                 stale,
                 observed_at: o.observed_at,
                 open_drift: o.open_drift,
+                labels: o.environment.labels,
+                customer_tenant_id: o.environment.customer_tenant_id,
             }
         })
         .collect())
@@ -104,6 +112,8 @@ struct InstanceFilter {
     product_id: Option<String>,
     /// `production` or `non-production`.
     class: Option<String>,
+    /// Only instances with these labels: `region=eu,tier=gold`.
+    label_selector: Option<String>,
 }
 
 /// The tenant's instances with what their last observation shows, by environment id.
@@ -125,11 +135,19 @@ async fn instances(
         .map(EnvironmentClass::from_str)
         .transpose()
         .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let selector = q
+        .label_selector
+        .as_deref()
+        .map(runtime_cloud_models::environments::parse_selector)
+        .transpose()
+        .map_err(Error::BadRequest)?
+        .unwrap_or_default();
     let items = observed_instances(&state, auth.tenant())
         .await?
         .into_iter()
         .filter(|i| q.product_id.as_ref().is_none_or(|p| *p == i.product_id))
         .filter(|i| class.is_none_or(|c| c == i.class))
+        .filter(|i| runtime_cloud_models::environments::selects(&selector, &i.labels))
         .collect();
     Ok(axum::Json(Items { items }))
 }

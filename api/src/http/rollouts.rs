@@ -45,6 +45,10 @@ struct StartRollout {
     class: Option<EnvironmentClass>,
     /// Only these instances.
     environment_ids: Option<Vec<String>>,
+    /// Only instances with every one of these labels (`{"region": "eu"}`).
+    #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    labels: runtime_cloud_models::environments::Labels,
     /// The release: workload → version. Each instance's next specification is its current one
     /// with these versions.
     versions: BTreeMap<String, String>,
@@ -59,6 +63,11 @@ struct StartRollout {
     converge_deadline_seconds: Option<u64>,
     /// How long a converged wave bakes before the next (60 s when absent).
     bake_seconds: Option<u64>,
+    /// An SLO query read from Prometheus every few seconds while each wave converges and
+    /// bakes: `{"query": "max(error_ratio{environment=~\"$environments\"})", "threshold":
+    /// 0.05}`; `$environments` stands for the instances moved so far. Needs
+    /// `RUNTIME_CLOUD_PROMETHEUS_URL`.
+    slo: Option<runtime_cloud_models::rollouts::SloQuery>,
 }
 
 /// Starts a rollout over the selected instances: non-production waves first (a canary, then
@@ -88,6 +97,7 @@ async fn start(
         .into_iter()
         .filter(|e| body.product_id.as_ref().is_none_or(|p| *p == e.project_id))
         .filter(|e| body.class.is_none_or(|c| c == e.class))
+        .filter(|e| runtime_cloud_models::environments::selects(&body.labels, &e.labels))
         .filter(|e| {
             body.environment_ids
                 .as_ref()
@@ -98,6 +108,16 @@ async fn start(
             environment_id: e.environment_id,
         })
         .collect();
+    if let Some(slo) = &body.slo {
+        slo.check().map_err(Error::Unprocessable)?;
+        if !state.slo_queries {
+            return Err(Error::Unprocessable(
+                "no SLO query service is configured (RUNTIME_CLOUD_PROMETHEUS_URL): report \
+                 breaches with POST /fleet/rollouts/{rolloutId}/breach instead"
+                    .into(),
+            ));
+        }
+    }
     if members.is_empty() {
         return Err(Error::Unprocessable(
             "the selection names no instance of the tenant".into(),
@@ -112,6 +132,7 @@ async fn start(
         failure_budget: body.failure_budget,
         converge_deadline_secs: body.converge_deadline_seconds.unwrap_or(600),
         bake_secs: body.bake_seconds.unwrap_or(60),
+        slo: body.slo,
     };
     let rollout = rollouts::create(&state.db, &input, auth.subject()).await?;
     let opts = WorkflowStartOptions::new(

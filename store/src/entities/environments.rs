@@ -21,6 +21,10 @@ pub struct Model {
     pub target: String,
     /// `observe`, `propose` or `auto`; null: the class's default.
     pub mode: Option<String>,
+    /// A JSON object of strings; null: none.
+    pub labels: Option<String>,
+    /// The customer tenant inside the product, where given.
+    pub customer_tenant_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

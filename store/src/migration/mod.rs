@@ -17,6 +17,7 @@ mod m20261201_000012_create_inbox;
 mod m20261201_000013_proposal_policy;
 mod m20261201_000014_create_incidents;
 mod m20261201_000015_create_fleet_rollouts;
+mod m20261201_000016_environment_labels;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000013_proposal_policy::Migration),
             Box::new(m20261201_000014_create_incidents::Migration),
             Box::new(m20261201_000015_create_fleet_rollouts::Migration),
+            Box::new(m20261201_000016_environment_labels::Migration),
         ]
     }
 }
