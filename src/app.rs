@@ -211,6 +211,7 @@ pub async fn run_api(
         artifacts: artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?,
         http_metrics: Default::default(),
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
+        inbox_oldest: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

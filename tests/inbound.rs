@@ -110,7 +110,10 @@ async fn an_inbound_event_has_its_effect_once_under_redelivery_and_while_the_api
         }
     })
     .await;
-    assert!(lag.contains("inbox_lag"), "{lag}");
+    assert!(
+        lag.contains("connectsoft_factory_fleet_host_inbox_lag{module=\"inventory\"} 0\n"),
+        "nothing waits, so the oldest waiting event has no age: {lag}"
+    );
     assert_eq!(
         stack
             .count_where("inbox_events", "event_id = 'evt-1'")

@@ -570,8 +570,26 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
     })
     .await;
     stack.kill_worker();
+    // Nobody looks at the rollout's instances meanwhile: the fleet host's inbox age for
+    // rollouts grows.
+    let metrics = |stack: &Stack| {
+        let url = format!("{}/metrics", stack.base_url);
+        async move { reqwest::get(url).await.ok()?.text().await.ok() }
+    };
+    let age = |text: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix("connectsoft_factory_fleet_host_inbox_lag{module=\"rollouts\"} "))
+            .and_then(|v| v.parse().ok())
+    };
+    eventually(60, "the rollouts module's inbox age to pass 3 s", || {
+        let scrape = metrics(&stack);
+        async move { (age(&scrape.await?)? > 3.0).then_some(()) }
+    })
+    .await;
     stack.start_worker();
     let done = wait_rollout(&api, &id, "Completed").await;
+    let after = metrics(&stack).await.expect("metrics");
+    assert_eq!(age(&after), Some(0.0), "no rollout under way: {after}");
     for i in 0..4 {
         let env = format!("shop-{i:02}");
         let runs = api

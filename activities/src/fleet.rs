@@ -72,7 +72,7 @@ impl FleetActivitiesImpl {
         _ctx: ActivityContext,
         req: ProgressRequest,
     ) -> Result<Vec<InstanceProgress>, ActivityError> {
-        rollouts::progress(&self.db, &req.tenant_id, &req.instances)
+        rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
             .await
             .map_err(|e| activity_error(e.into()))
     }

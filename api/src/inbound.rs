@@ -13,7 +13,10 @@
 //!   the `Runtime-Cloud-Reason` header; one that keeps failing for another reason (the database
 //!   or Temporal away) is retried with backoff and dead-lettered after [`MAX_ATTEMPTS`].
 //! - **Lag**: the consumer's pending and unacknowledged messages, read after every fetch, are
-//!   the `connectsoft_factory_runtime_inbox_lag` gauge.
+//!   the `connectsoft_factory_runtime_inbox_lag` gauge; the age of the oldest of them (the one
+//!   after the consumer's ack floor) is the fleet host's
+//!   `connectsoft_factory_fleet_host_inbox_lag{module="inventory"}` (instances are registered
+//!   by `EnvironmentCreated`).
 
 use crate::AppState;
 use async_nats::jetstream::{self, AckKind, consumer::pull, stream};
@@ -113,6 +116,13 @@ pub async fn run(
                 if let Ok(info) = consumer.clone().info().await {
                     let waiting = info.num_pending as i64 + info.num_ack_pending as i64;
                     lag.store(waiting, Ordering::Relaxed);
+                    let oldest = match waiting {
+                        0 => Some(0),
+                        _ => oldest_waiting(&js, info.ack_floor.stream_sequence + 1).await,
+                    };
+                    if let Some(oldest) = oldest {
+                        state.inbox_oldest.store(oldest, Ordering::Relaxed);
+                    }
                 }
             }
             #[allow(unreachable_code)]
@@ -132,6 +142,15 @@ pub async fn run(
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
+}
+
+/// When the message at `sequence` (the oldest the consumer has not acknowledged) was
+/// published, in Unix milliseconds; None when it cannot be read (removed by the stream's
+/// limits, NATS away): the last value stands.
+async fn oldest_waiting(js: &jetstream::Context, sequence: u64) -> Option<i64> {
+    let stream = js.get_stream(STREAM).await.ok()?;
+    let message = stream.get_raw_message(sequence).await.ok()?;
+    Some((message.time.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 /// Connects, and creates the streams and the consumer when missing.

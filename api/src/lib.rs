@@ -58,4 +58,7 @@ pub struct AppState {
     pub http_metrics: Arc<http::metrics::HttpMetrics>,
     /// The inbound consumer's pending and unacknowledged events; -1 without a consumer.
     pub inbox_lag: Arc<std::sync::atomic::AtomicI64>,
+    /// When the oldest inbound event not yet acknowledged was published (Unix milliseconds),
+    /// 0 when none waits; -1 without a consumer.
+    pub inbox_oldest: Arc<std::sync::atomic::AtomicI64>,
 }

@@ -5,12 +5,13 @@ use crate::decode::{At, to_json};
 use crate::entities::fleet_rollouts as rows;
 use crate::page::Page;
 use crate::{Error, outbox};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::RolloutEvent;
 use runtime_cloud_models::rollouts::{RolloutInput, RolloutState, RolloutStatus};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
-    QueryFilter, TransactionTrait,
+    QueryFilter, QuerySelect, TransactionTrait,
 };
 
 /// A rollout as the API shows it.
@@ -63,6 +64,7 @@ pub async fn create(
         requested_by: Set(requested_by.to_owned()),
         created_at: Set(now),
         updated_at: Set(now),
+        checked_at: Set(None),
     }
     .insert(&txn)
     .await?;
@@ -362,10 +364,12 @@ pub async fn prepare_rollback(
 /// what the environment's last observation shows.
 pub async fn progress(
     db: &impl ConnectionTrait,
+    rollout_id: &str,
     tenant_id: &str,
     instances: &[(String, String)],
 ) -> Result<Vec<runtime_cloud_models::rollouts::InstanceProgress>, Error> {
     use runtime_cloud_models::rollouts::{InstanceProgress, ObservedVersion};
+    let checked_at = Utc::now();
     let mut out = Vec::new();
     for (environment_id, run_id) in instances {
         let run = crate::runs::find(db, tenant_id, run_id).await?;
@@ -390,7 +394,33 @@ pub async fn progress(
                 .collect(),
         });
     }
+    rows::Entity::update_many()
+        .col_expr(rows::Column::CheckedAt, Expr::value(checked_at))
+        .filter(rows::Column::RolloutId.eq(rollout_id))
+        .exec(db)
+        .await?;
     Ok(out)
+}
+
+/// When the rollout that has waited longest to look at its instances last did (or started,
+/// if it has not yet), among those that follow their instances (`Running`, `RollingBack`); a
+/// change since is not yet seen by it. None when no rollout is under way.
+pub async fn oldest_check(db: &impl ConnectionTrait) -> Result<Option<DateTime<Utc>>, Error> {
+    let under_way = rows::Entity::find()
+        .select_only()
+        .column(rows::Column::CheckedAt)
+        .column(rows::Column::CreatedAt)
+        .filter(rows::Column::State.is_in([
+            RolloutState::Running.as_str(),
+            RolloutState::RollingBack.as_str(),
+        ]))
+        .into_tuple::<(Option<DateTime<Utc>>, DateTime<Utc>)>()
+        .all(db)
+        .await?;
+    Ok(under_way
+        .into_iter()
+        .map(|(checked, created)| checked.unwrap_or(created))
+        .min())
 }
 
 /// (tenant, state, instances) of every rollout (the metrics' rollout gauges).

@@ -333,6 +333,7 @@ pub struct PrepareRollback {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressRequest {
+    pub rollout_id: String,
     pub tenant_id: String,
     pub instances: Vec<(String, String)>,
 }

@@ -166,6 +166,7 @@ impl FleetRollout {
                 .execute_activity(
                     FleetActivities::progress,
                     ProgressRequest {
+                        rollout_id: input.rollout_id.clone(),
                         tenant_id: input.tenant_id.clone(),
                         instances,
                     },
@@ -352,6 +353,7 @@ impl FleetRollout {
                 .execute_activity(
                     FleetActivities::progress,
                     ProgressRequest {
+                        rollout_id: input.rollout_id.clone(),
                         tenant_id: input.tenant_id.clone(),
                         instances: back.clone(),
                     },

@@ -298,6 +298,35 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         );
     }
 
+    // The fleet host's inbox age per module (spec 004): `inventory`, the oldest inbound event
+    // not yet handled (when this process consumes them); `rollouts`, how long the rollout
+    // under way that looked at its instances longest ago has not seen what changed since.
+    header(
+        &mut out,
+        "connectsoft_factory_fleet_host_inbox_lag",
+        "gauge",
+        "Age of the oldest unprocessed event per module, in seconds.",
+    );
+    let now = chrono::Utc::now();
+    let oldest = state.inbox_oldest.load(std::sync::atomic::Ordering::Relaxed);
+    if oldest >= 0 {
+        let age = match oldest {
+            0 => 0.0,
+            ms => (now.timestamp_millis() - ms).max(0) as f64 / 1000.0,
+        };
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_fleet_host_inbox_lag{{module=\"inventory\"}} {age}"
+        );
+    }
+    let rollouts_age = runtime_cloud_store::rollouts::oldest_check(db)
+        .await?
+        .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+    let _ = writeln!(
+        out,
+        "connectsoft_factory_fleet_host_inbox_lag{{module=\"rollouts\"}} {rollouts_age}"
+    );
+
     header(
         &mut out,
         "connectsoft_factory_runtime_reconciliation_proposals",

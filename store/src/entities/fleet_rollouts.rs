@@ -18,6 +18,8 @@ pub struct Model {
     pub requested_by: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// When the rollout last read where its instances stand.
+    pub checked_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
