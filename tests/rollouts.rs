@@ -547,6 +547,9 @@ async fn twenty_and_five_instances_go_canary_waves_then_production_after_approva
 async fn a_worker_killed_mid_wave_loses_no_step() {
     let mut stack = Stack::start().await;
     let api = fleet(&stack, 4).await;
+    // One instance's observer lags, so the second wave is still under way when the worker
+    // dies, whatever the machine's speed.
+    stack.sandbox_cli("acme", "shop-03", &["freeze-observation", "--on"]);
     let id = start(
         &api,
         json!({ "productId": "shop", "versions": { "api": "2.0.0" },
@@ -554,7 +557,8 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
                 "bakeSeconds": 0, "convergeDeadlineSeconds": 300 }),
     )
     .await;
-    eventually(120, "the second wave to start", || {
+    // Mid-wave: the second wave's runs all started, in flight or converging.
+    eventually(120, "the second wave's runs to start", || {
         let api = api.clone();
         let id = id.clone();
         async move {
@@ -565,7 +569,7 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
                 .flatten()
                 .filter(|i| i["wave"] == 1 && i["provisioningRunId"].is_string())
                 .count();
-            (started > 0).then_some(())
+            (started == 3 && r["status"]["wavesCompleted"] == 1).then_some(())
         }
     })
     .await;
@@ -587,6 +591,8 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
     })
     .await;
     stack.start_worker();
+    stack.sandbox_cli("acme", "shop-03", &["freeze-observation", "--off"]);
+    api.observe(&stack, "shop-03").await;
     let done = wait_rollout(&api, &id, "Completed").await;
     let after = metrics(&stack).await.expect("metrics");
     assert_eq!(age(&after), Some(0.0), "no rollout under way: {after}");

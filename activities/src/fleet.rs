@@ -8,8 +8,8 @@ use runtime_cloud_models::fleet::IncidentSource;
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_store::{incidents, rollouts};
 use runtime_cloud_workflows::contracts::{
-    HaltIncident, InstanceProgress, PrepareInstance, PrepareRollback, ProgressRequest,
-    RolloutProjection, SloCheck, SloReading, fleet_markers as markers,
+    HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutProjection, SloCheck,
+    SloReading, Standing, fleet_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -35,9 +35,12 @@ impl FleetActivitiesImpl {
         _ctx: ActivityContext,
         req: PrepareInstance,
     ) -> Result<RunInput, ActivityError> {
+        let rollout = rollouts::input(&self.db, &req.rollout_id)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
         rollouts::prepare_instance(
             &self.db,
-            &req.rollout,
+            &rollout,
             &req.environment_id,
             &req.run_id,
             &self.provisioning,
@@ -53,9 +56,12 @@ impl FleetActivitiesImpl {
         _ctx: ActivityContext,
         req: PrepareRollback,
     ) -> Result<RunInput, ActivityError> {
+        let rollout = rollouts::input(&self.db, &req.rollout_id)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
         rollouts::prepare_rollback(
             &self.db,
-            &req.rollout,
+            &rollout,
             &req.environment_id,
             &req.rolled_out,
             &req.run_id,
@@ -65,16 +71,18 @@ impl FleetActivitiesImpl {
         .map_err(|e| activity_error(e.into()))
     }
 
-    /// The wave's runs and what the last observations show.
+    /// Where the wave's instances stand: their runs, and whether the last observations show
+    /// them converged on the target.
     #[activity(definition = markers::Progress)]
     pub async fn progress(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: ProgressRequest,
-    ) -> Result<Vec<InstanceProgress>, ActivityError> {
-        rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
+    ) -> Result<Vec<Standing>, ActivityError> {
+        let progress = rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(|e| activity_error(e.into()))?;
+        Ok(progress.iter().map(|p| p.standing(&req.versions)).collect())
     }
 
     /// Reads a rollout's SLO query once.

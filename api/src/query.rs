@@ -22,3 +22,16 @@ where
             .map_err(|e| Error::BadRequest(crate::json::redact(&e.body_text())))
     }
 }
+
+/// An optional query parameter read as `T` (a wire enum such as a state or a kind); one that
+/// is not a `T` is a 400 saying what it takes.
+pub fn optional<T>(value: Option<&str>) -> Result<Option<T>, Error>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value
+        .map(T::from_str)
+        .transpose()
+        .map_err(|e| Error::BadRequest(e.to_string()))
+}

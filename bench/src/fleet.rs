@@ -89,13 +89,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 async fn product(args: &Args) -> anyhow::Result<Measured> {
     let stack = Stack::start(args.db).await?;
-    let api = stack.api();
-    let wl = Arc::new(workloads(args.workloads));
-    let sandbox = Arc::new(Sandbox::new(stack.dir.path()));
     let envs: Vec<String> = (0..args.envs).map(|i| format!("env-{i:05}")).collect();
     let seeding = Instant::now();
+    seed(&stack, envs, workloads(args.workloads), args.seed_concurrency).await?;
+    println!("  seeded in {:.1} s", seeding.elapsed().as_secs_f64());
+    sweep(args, stack).await
+}
+
+/// Registers and declares `envs` with `workloads` over HTTP, `concurrency` requests in flight,
+/// and writes each one's sandbox target with exactly those workloads through the product's own
+/// `Sandbox::store`: a healthy fleet, nothing drifted.
+pub async fn seed(
+    stack: &Stack,
+    envs: Vec<String>,
+    workloads: Vec<runtime_cloud_models::Workload>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let api = stack.api();
+    let wl = Arc::new(workloads);
+    let sandbox = Arc::new(Sandbox::new(stack.dir.path()));
     let tenant = stack.tenant.clone();
-    for_each_concurrent(envs, args.seed_concurrency, |env| {
+    for_each_concurrent(envs, concurrency, |env| {
         let (api, wl, sandbox, tenant) = (api.clone(), wl.clone(), sandbox.clone(), tenant.clone());
         async move {
             api.environment(&env).await?;
@@ -113,9 +127,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         }
     })
     .await
-    .context("seeding the fleet")?;
-    println!("  seeded in {:.1} s", seeding.elapsed().as_secs_f64());
-    sweep(args, stack).await
+    .context("seeding the fleet")
 }
 
 /// The fleet again, each environment a namespace of the stand-in cluster holding exactly its

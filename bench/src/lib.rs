@@ -20,6 +20,7 @@
 //! - [`read`]: the read API under fixed request rates ([`loadgen`] is the load generator).
 //! - [`idle`]: peak RSS of `runtime-cloud dev` at rest.
 //! - [`runner`]: the Pulumi runner's overhead over the CLI commands it runs.
+//! - [`rollout`]: a fleet rollout over many instances next to bare provisioning runs.
 //! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
 //!   [`comparer_report`] turns its results into a table).
 //!
@@ -35,6 +36,7 @@ pub mod fleet;
 pub mod idle;
 pub mod loadgen;
 pub mod read;
+pub mod rollout;
 pub mod rss;
 pub mod runner;
 pub mod stack;

@@ -24,6 +24,8 @@ pub const SCOPES: &[&str] = &[
     "factory.provisioning.apply",
     "factory.runtime.read",
     "factory.runtime.operate",
+    "factory.meta.read",
+    "factory.fleet.operate",
 ];
 
 /// Which read DB a stack runs on.

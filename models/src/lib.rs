@@ -29,6 +29,7 @@
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 
 pub mod approvals;
+pub mod capacity;
 pub mod drift;
 pub mod drift_rules;
 pub mod environments;

@@ -132,6 +132,28 @@ pub struct InstanceProgress {
     pub observed: BTreeMap<String, ObservedVersion>,
 }
 
+/// Where an instance stands for its rollout: its run's state and whether it has converged
+/// ([`converged`]). What the workflow keeps, small: a wave of hundreds of instances is read
+/// every few seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing {
+    pub environment_id: String,
+    pub run_state: Option<ProvisioningState>,
+    pub converged: bool,
+}
+
+impl InstanceProgress {
+    /// Where it stands on `target`.
+    pub fn standing(&self, target: &BTreeMap<String, String>) -> Standing {
+        Standing {
+            environment_id: self.environment_id.clone(),
+            run_state: self.run_state,
+            converged: converged(target, self),
+        }
+    }
+}
+
 /// A workload as observed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -213,12 +235,12 @@ pub enum WaveVerdict {
     Halt(Guard),
 }
 
-/// The verdict on a wave whose runs started at `started`, at `now`: a breach halts at once;
-/// failed runs beyond `failure_budget` halt; every instance converged is done; past
-/// `deadline` after `started`, the instances not converged halt it.
+/// The verdict on a wave whose runs started at `started`, at `now`, from where its instances
+/// not converged before stand (`progress`): a breach halts at once; failed runs beyond
+/// `failure_budget` halt; every instance converged is done; past `deadline` after `started`,
+/// the instances not converged halt it.
 pub fn wave_verdict(
-    target: &BTreeMap<String, String>,
-    progress: &[InstanceProgress],
+    progress: &[Standing],
     failure_budget: usize,
     breach: Option<&str>,
     (started, deadline, now): (DateTime<Utc>, Duration, DateTime<Utc>),
@@ -250,7 +272,7 @@ pub fn wave_verdict(
     }
     let pending: Vec<String> = progress
         .iter()
-        .filter(|p| !failed.contains(&p.environment_id) && !converged(target, p))
+        .filter(|p| !failed.contains(&p.environment_id) && !p.converged)
         .map(|p| p.environment_id.clone())
         .collect();
     if pending.is_empty() {
@@ -359,6 +381,10 @@ mod tests {
         [("api".to_owned(), "2.0.0".to_owned())].into()
     }
 
+    fn stand(progress: &[&InstanceProgress]) -> Vec<Standing> {
+        progress.iter().map(|p| p.standing(&target())).collect()
+    }
+
     #[test]
     fn only_an_observation_after_the_apply_showing_the_target_converges() {
         assert!(converged(
@@ -434,34 +460,34 @@ mod tests {
         };
         let clock = (now - Duration::minutes(1), Duration::minutes(10), now);
         assert_eq!(
-            wave_verdict(&target(), &[ok.clone()], 0, None, clock),
+            wave_verdict(&stand(&[&ok]), 0, None, clock),
             WaveVerdict::Converged
         );
         assert_eq!(
-            wave_verdict(&target(), &[ok.clone(), lagging.clone()], 0, None, clock),
+            wave_verdict(&stand(&[&ok, &lagging]), 0, None, clock),
             WaveVerdict::Waiting
         );
         let late = (now - Duration::minutes(11), Duration::minutes(10), now);
         assert_eq!(
-            wave_verdict(&target(), &[ok.clone(), lagging.clone()], 0, None, late),
+            wave_verdict(&stand(&[&ok, &lagging]), 0, None, late),
             WaveVerdict::Halt(Guard::NotConverged {
                 environment_ids: vec!["dev-01".into()]
             })
         );
         assert_eq!(
-            wave_verdict(&target(), &[ok.clone(), failed.clone()], 0, None, clock),
+            wave_verdict(&stand(&[&ok, &failed]), 0, None, clock),
             WaveVerdict::Halt(Guard::FailureBudget {
                 failed: vec!["dev-02".into()],
                 budget: 0
             })
         );
         assert_eq!(
-            wave_verdict(&target(), &[ok.clone(), failed], 1, None, clock),
+            wave_verdict(&stand(&[&ok, &failed]), 1, None, clock),
             WaveVerdict::Converged,
             "within its budget the failed instance does not hold the wave"
         );
         assert!(matches!(
-            wave_verdict(&target(), &[ok], 0, Some("error rate 7 %"), clock),
+            wave_verdict(&stand(&[&ok]), 0, Some("error rate 7 %"), clock),
             WaveVerdict::Halt(Guard::SloBreach { .. })
         ));
     }

@@ -193,6 +193,22 @@ pub async fn find(
         .transpose()
 }
 
+/// What rollout `rollout_id` moves (the workflow's input, as recorded when it started).
+pub async fn input(db: &impl ConnectionTrait, rollout_id: &str) -> Result<RolloutInput, Error> {
+    let row = rows::Entity::find_by_id(rollout_id.to_owned())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "rollout",
+            id: rollout_id.to_owned(),
+        })?;
+    At {
+        table: "fleet_rollouts",
+        row: &row.rollout_id,
+    }
+    .json("input", &row.input)
+}
+
 /// The tenant's rollouts, newest first, a page at a time.
 pub async fn list(
     db: &impl ConnectionTrait,

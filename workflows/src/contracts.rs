@@ -306,36 +306,40 @@ pub mod scheduled_markers {
     pub use super::scheduled_activities::{ListEnvironments, MarkStale, Replan};
 }
 
-pub use runtime_cloud_models::rollouts::{InstanceProgress, RolloutInput, RolloutStatus};
+pub use runtime_cloud_models::rollouts::{RolloutInput, RolloutStatus, Standing};
 
 /// Prepare one instance of a rollout's wave: its derived specification and its promotion run
-/// `run_id` (chosen by the workflow, so a retry prepares the same run).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `run_id` (chosen by the workflow, so a retry prepares the same run). The rollout's input
+/// is read from `fleet_rollouts` by the activity, not carried in every step's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrepareInstance {
-    pub rollout: RolloutInput,
+    pub rollout_id: String,
     pub environment_id: String,
     pub run_id: String,
 }
 
 /// Prepare the run of an instance back to the specification it ran before the rollout's run
 /// `rolled_out`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrepareRollback {
-    pub rollout: RolloutInput,
+    pub rollout_id: String,
     pub environment_id: String,
     pub rolled_out: String,
     pub run_id: String,
 }
 
-/// Where a wave's instances stand: `(environmentId, runId)` pairs.
+/// Where a wave's instances stand: `(environmentId, runId)` pairs, read against the rollout's
+/// target versions. The rollout's input is not carried (it is in `fleet_rollouts`): every
+/// step of a rollout over thousands of instances would copy it into the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressRequest {
     pub rollout_id: String,
     pub tenant_id: String,
     pub instances: Vec<(String, String)>,
+    pub versions: std::collections::BTreeMap<String, String>,
 }
 
 /// Read a rollout's SLO: `query` is its query for the instances moved so far.
@@ -395,7 +399,7 @@ impl FleetActivities {
 
     /// See [`ProgressRequest`].
     #[activity(name = "fleet.progress")]
-    pub fn progress(req: ProgressRequest) -> Result<Vec<InstanceProgress>, ActivityError> {
+    pub fn progress(req: ProgressRequest) -> Result<Vec<Standing>, ActivityError> {
         unimplemented!()
     }
 

@@ -116,7 +116,7 @@ impl FleetRollout {
         for environment_id in members {
             let run_id = crate::ids::time_ordered_id(ctx);
             let prepare = PrepareInstance {
-                rollout: input.clone(),
+                rollout_id: input.rollout_id.clone(),
                 environment_id: environment_id.clone(),
                 run_id: run_id.clone(),
             };
@@ -152,11 +152,13 @@ impl FleetRollout {
         let deadline = chrono::Duration::seconds(input.converge_deadline_secs as i64);
         let mut started = now(ctx);
         loop {
+            // Only the instances not converged yet are read again: an instance once observed
+            // converged after its apply stays so for its wave (the SLO guard watches it still).
             let instances: Vec<(String, String)> = ctx.state(|s| {
                 s.status
                     .instances
                     .iter()
-                    .filter(|i| i.wave == wave && !i.skipped)
+                    .filter(|i| i.wave == wave && !i.skipped && !i.converged)
                     .filter_map(|i| {
                         Some((i.environment_id.clone(), i.provisioning_run_id.clone()?))
                     })
@@ -169,13 +171,31 @@ impl FleetRollout {
                         rollout_id: input.rollout_id.clone(),
                         tenant_id: input.tenant_id.clone(),
                         instances,
+                        versions: input.versions.clone(),
                     },
                     crate::options::must_succeed(STEP_TIMEOUT),
                 )
                 .await?;
+            let newly = ctx.state_mut(|s| {
+                let mut newly = 0;
+                for p in progress.iter().filter(|p| p.converged) {
+                    if let Some(i) = s
+                        .status
+                        .instances
+                        .iter_mut()
+                        .find(|i| i.environment_id == p.environment_id)
+                    {
+                        i.converged = true;
+                        newly += 1;
+                    }
+                }
+                newly
+            });
+            if newly > 0 {
+                Self::project(ctx).await?;
+            }
             let breach = ctx.state(|s| s.breach.clone());
             let verdict = wave_verdict(
-                &input.versions,
                 &progress,
                 input.failure_budget,
                 breach.as_deref(),
@@ -187,20 +207,6 @@ impl FleetRollout {
                     Some(unavailable) => unavailable,
                 },
                 WaveVerdict::Converged => {
-                    ctx.state_mut(|s| {
-                        for p in &progress {
-                            if let Some(i) = s
-                                .status
-                                .instances
-                                .iter_mut()
-                                .find(|i| i.environment_id == p.environment_id)
-                            {
-                                i.converged =
-                                    runtime_cloud_models::rollouts::converged(&s.input.versions, p);
-                            }
-                        }
-                    });
-                    Self::project(ctx).await?;
                     // The bake: a breach reported while it lasts halts the wave.
                     let unavailable =
                         Self::watch(ctx, input, Duration::from_secs(input.bake_secs)).await?;
@@ -322,7 +328,7 @@ impl FleetRollout {
         for (environment_id, rolled_out) in started {
             let run_id = crate::ids::time_ordered_id(ctx);
             let prepare = PrepareRollback {
-                rollout: input.clone(),
+                rollout_id: input.rollout_id.clone(),
                 environment_id: environment_id.clone(),
                 rolled_out,
                 run_id: run_id.clone(),
@@ -356,6 +362,7 @@ impl FleetRollout {
                         rollout_id: input.rollout_id.clone(),
                         tenant_id: input.tenant_id.clone(),
                         instances: back.clone(),
+                        versions: input.versions.clone(),
                     },
                     crate::options::must_succeed(STEP_TIMEOUT),
                 )

@@ -20,7 +20,6 @@ use runtime_cloud_models::fleet::{FleetSummary, IncidentSource, IncidentState, i
 use runtime_cloud_store::incidents::{self, Incident, NewIncident};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -129,12 +128,7 @@ async fn instances(
     auth: Scoped<MetaRead>,
     Query(q): Query<InstanceFilter>,
 ) -> Result<axum::Json<Items<Instance>>, Error> {
-    let class = q
-        .class
-        .as_deref()
-        .map(EnvironmentClass::from_str)
-        .transpose()
-        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let class = crate::query::optional::<EnvironmentClass>(q.class.as_deref())?;
     let selector = q
         .label_selector
         .as_deref()
@@ -351,12 +345,7 @@ async fn list_incidents(
     auth: Scoped<MetaRead>,
     Query(q): Query<IncidentQuery>,
 ) -> Result<axum::Json<Paged<Incident>>, Error> {
-    let incident_state = q
-        .state
-        .as_deref()
-        .map(IncidentState::from_str)
-        .transpose()
-        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let incident_state = crate::query::optional::<IncidentState>(q.state.as_deref())?;
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,

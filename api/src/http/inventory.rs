@@ -22,7 +22,6 @@ use runtime_cloud_workflows::ids::observe_workflow_id;
 use runtime_cloud_workflows::observe_environment::ObserveInput;
 use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
 use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 use utoipa::{IntoParams, ToSchema};
@@ -140,12 +139,7 @@ async fn drift(
             )));
         }
     };
-    let kind = q
-        .kind
-        .as_deref()
-        .map(DriftKind::from_str)
-        .transpose()
-        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let kind = crate::query::optional::<DriftKind>(q.kind.as_deref())?;
     let items = findings::list(&state.db, auth.tenant(), &environment_id, status, kind).await?;
     Ok(axum::Json(Items { items }))
 }

@@ -15,7 +15,6 @@ use runtime_cloud_workflows::ReconciliationProposal;
 use runtime_cloud_workflows::ids::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
 use temporalio_client::WorkflowSignalOptions;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -74,12 +73,7 @@ async fn list(
     auth: Scoped<RuntimeRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<ProposalView>>, Error> {
-    let proposal_state = q
-        .state
-        .as_deref()
-        .map(ProposalState::from_str)
-        .transpose()
-        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let proposal_state = crate::query::optional::<ProposalState>(q.state.as_deref())?;
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,

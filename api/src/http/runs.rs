@@ -29,7 +29,6 @@ use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::str::FromStr;
 use temporalio_client::{
     WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
     WorkflowStartOptions,
@@ -296,21 +295,10 @@ async fn list(
     auth: Scoped<ProvisioningRead>,
     Query(q): Query<ListQuery>,
 ) -> Result<axum::Json<Paged<RunView>>, Error> {
-    let bad = |e: runtime_cloud_models::UnknownVariant| Error::BadRequest(e.to_string());
     let filter = RunFilter {
         environment_id: q.environment_id,
-        kind: q
-            .kind
-            .as_deref()
-            .map(ProvisioningKind::from_str)
-            .transpose()
-            .map_err(bad)?,
-        state: q
-            .state
-            .as_deref()
-            .map(ProvisioningState::from_str)
-            .transpose()
-            .map_err(bad)?,
+        kind: crate::query::optional::<ProvisioningKind>(q.kind.as_deref())?,
+        state: crate::query::optional::<ProvisioningState>(q.state.as_deref())?,
     };
     let page = Page {
         cursor: q.cursor,

@@ -2,7 +2,7 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fleet, idle, read, runner, throughput};
+use runtime_cloud_bench::{fleet, idle, read, rollout, runner, throughput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +26,8 @@ enum Command {
     Idle(idle::Args),
     /// 6. The Pulumi runner's overhead over the CLI commands it runs.
     Runner(runner::Args),
+    /// 7. A fleet rollout over many instances next to bare provisioning runs.
+    Rollout(rollout::Args),
     /// 3. without criterion: a plain median timer (criterion's bench is the reference).
     CompareQuick,
     /// The baseline worker (started by the benchmarks as its own process).
@@ -50,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Read(args) => read::run(args).await,
         Command::Idle(args) => idle::run(args).await,
         Command::Runner(args) => runner::run(args).await,
+        Command::Rollout(args) => rollout::run(args).await,
         Command::CompareQuick => {
             runtime_cloud_bench::comparer::quick();
             Ok(())
