@@ -267,6 +267,8 @@ pub const ALL_SCOPES: &[&str] = &[
     "factory.meta.read",
     "factory.health.read",
     "factory.fleet.operate",
+    "factory.capacity.read",
+    "factory.capacity.manage",
 ];
 
 /// `runtime-cloud dev`: a local Temporal dev server (started or reused), a migrated SQLite read

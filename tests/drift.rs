@@ -652,3 +652,56 @@ async fn an_observe_environment_finds_drift_but_proposes_nothing_until_it_may() 
         bad.status
     );
 }
+
+/// An observation records its proposal and then starts the proposal's workflow; an operator
+/// who decides in between (the proposal is listed already) is not refused: the decision starts
+/// the workflow itself, with the decision, and the observation's own start finds it running.
+#[tokio::test]
+async fn a_proposal_decided_before_its_workflow_started_is_decided() {
+    use runtime_cloud_models::inventory::RecordRequest;
+    use runtime_cloud_models::observation::{Observation, ObservedWorkload};
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let api = applied_environment(&stack, "non-production").await;
+    // Record an observation of drift the way the observation's first step does, and stop
+    // there: the proposal's row exists, its workflow does not.
+    let inventory = api
+        .get("/factory/environments/env/inventory")
+        .await
+        .expect(200);
+    let mut workloads: Vec<ObservedWorkload> =
+        serde_json::from_value(inventory["workloads"].clone()).expect("workloads");
+    workloads[1].version = "2.0.1".into();
+    let db = stack.db().await;
+    let recorded = runtime_cloud_store::observations::record(
+        &db,
+        &RecordRequest {
+            tenant_id: stack.tenant("acme"),
+            environment_id: "env".into(),
+            observation: Observation::Observed {
+                workloads,
+                resources: Vec::new(),
+                observed_at: Some(chrono::Utc::now()),
+            },
+            proposal_id: uuid::Uuid::now_v7().to_string(),
+        },
+        runtime_cloud_store::proposals::Acceptance::default(),
+    )
+    .await
+    .expect("record");
+    let proposal = recorded.new_proposal.expect("a proposal").proposal_id;
+    api.post(
+        &format!("/factory/reconciliation/proposals/{proposal}/decide"),
+        json!({ "decision": "reject", "reason": "the hotfix stays" }),
+    )
+    .await
+    .expect(202);
+    let rejected = api.wait_proposal("env", &proposal, "Rejected").await;
+    assert_eq!(rejected["decidedBy"], "tester", "{rejected}");
+    // A decided proposal's workflow has ended; deciding again is refused, not restarted.
+    api.post(
+        &format!("/factory/reconciliation/proposals/{proposal}/decide"),
+        json!({ "decision": "accept" }),
+    )
+    .await
+    .expect_problem(409);
+}

@@ -6,6 +6,7 @@ mod common;
 
 mod approvals;
 mod bad_input;
+mod capacity;
 mod compose;
 mod dev;
 mod drift;

@@ -211,6 +211,13 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/fleet/rollouts/{rolloutId}/skip"),
         ("POST", "/fleet/rollouts/{rolloutId}/abort"),
         ("POST", "/fleet/rollouts/{rolloutId}/rollback"),
+        ("GET", "/factory/capacity/pools"),
+        ("POST", "/factory/capacity/pools"),
+        ("GET", "/factory/capacity/pools/{poolId}"),
+        ("GET", "/factory/capacity/quotas"),
+        ("GET", "/factory/capacity/quotas/{projectId}"),
+        ("PUT", "/factory/capacity/quotas/{projectId}"),
+        ("GET", "/factory/capacity/leases"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -222,7 +229,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 54, "documented: {documented:?}");
+    assert_eq!(documented.len(), 61, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -223,6 +223,12 @@ async fn an_slo_breach_during_the_bake_halts_and_an_abort_ends_the_rollout() {
         "{halted}"
     );
     assert_eq!(halted["status"]["halt"]["wave"], 0);
+    let incidents = api.get("/fleet/incidents?state=open").await.expect(200);
+    assert_eq!(
+        (&incidents["items"][0]["source"], &incidents["items"][0]["incidentId"]),
+        (&json!("slo-breach"), &halted["status"]["halt"]["incidentId"]),
+        "{incidents}"
+    );
     api.post(&format!("/fleet/rollouts/{id}/abort"), json!({}))
         .await
         .expect(202);

@@ -1,10 +1,10 @@
-//! The fleet activities the FleetRollout workflow calls: prepare an instance's promotion run,
-//! read a wave's progress (runs and observations), open a halt's incident, project the
-//! rollout. Each is idempotent by the ids the workflow chose.
+//! The fleet activities the FleetRollout workflow calls: record and start an instance's
+//! promotion run (or its run back), read a wave's progress (runs and observations), read the
+//! SLO, open a halt's incident, project the rollout. Each is idempotent by the ids the workflow
+//! chose.
 
 use crate::error::activity_error;
 use runtime_cloud_models::RunInput;
-use runtime_cloud_models::fleet::IncidentSource;
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_store::{incidents, rollouts};
 use runtime_cloud_workflows::contracts::{
@@ -20,25 +20,59 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 /// Dependencies of the fleet activities.
 pub struct FleetActivitiesImpl {
     pub db: DatabaseConnection,
+    /// Starts the instances' runs.
+    pub client: temporalio_client::Client,
+    /// The task queue runs are started on.
+    pub task_queue: String,
     /// The timeouts the instances' runs are created with.
     pub provisioning: ProvisioningOptions,
     /// The SloGuard that answers rollouts' SLO queries; none without a query service.
     pub slo: Option<Arc<dyn crate::slo::SloGuard>>,
 }
 
+impl FleetActivitiesImpl {
+    /// Starts the workflow of run `input` (a retry finds it started, running or closed, and
+    /// starts nothing).
+    async fn start_run(&self, input: RunInput) -> Result<(), ActivityError> {
+        use temporalio_client::errors::WorkflowStartError;
+        use temporalio_client::{
+            WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
+        };
+        use temporalio_common::search_attributes::SearchAttributes;
+        let opts = WorkflowStartOptions::new(
+            self.task_queue.clone(),
+            runtime_cloud_workflows::ids::run_workflow_id(&input.run_id),
+        )
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(SearchAttributes::new(
+            runtime_cloud_workflows::search_attributes::run_attributes(&input),
+        ))
+        .build();
+        match self
+            .client
+            .start_workflow(runtime_cloud_workflows::ProvisioningRun::run, input, opts)
+            .await
+        {
+            Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(()),
+            Err(e) => Err(activity_error(crate::Error::Temporal(e.to_string()))),
+        }
+    }
+}
+
 #[activities]
 impl FleetActivitiesImpl {
-    /// Declares the instance's next specification and records its promotion run.
-    #[activity(definition = markers::PrepareInstance)]
-    pub async fn prepare_instance(
+    /// Declares the instance's next specification, records its promotion run and starts it.
+    #[activity(definition = markers::StartInstanceRun)]
+    pub async fn start_instance_run(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: PrepareInstance,
-    ) -> Result<RunInput, ActivityError> {
+    ) -> Result<(), ActivityError> {
         let rollout = rollouts::input(&self.db, &req.rollout_id)
             .await
             .map_err(|e| activity_error(e.into()))?;
-        rollouts::prepare_instance(
+        let run = rollouts::prepare_instance(
             &self.db,
             &rollout,
             &req.environment_id,
@@ -46,20 +80,22 @@ impl FleetActivitiesImpl {
             &self.provisioning,
         )
         .await
-        .map_err(|e| activity_error(e.into()))
+        .map_err(|e| activity_error(e.into()))?;
+        self.start_run(run).await
     }
 
-    /// Declares the instance's previous specification again and records its run back to it.
-    #[activity(definition = markers::PrepareRollback)]
-    pub async fn prepare_rollback(
+    /// Declares the instance's previous specification again, records its run back to it and
+    /// starts it.
+    #[activity(definition = markers::StartRollbackRun)]
+    pub async fn start_rollback_run(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: PrepareRollback,
-    ) -> Result<RunInput, ActivityError> {
+    ) -> Result<(), ActivityError> {
         let rollout = rollouts::input(&self.db, &req.rollout_id)
             .await
             .map_err(|e| activity_error(e.into()))?;
-        rollouts::prepare_rollback(
+        let run = rollouts::prepare_rollback(
             &self.db,
             &rollout,
             &req.environment_id,
@@ -68,7 +104,8 @@ impl FleetActivitiesImpl {
             &self.provisioning,
         )
         .await
-        .map_err(|e| activity_error(e.into()))
+        .map_err(|e| activity_error(e.into()))?;
+        self.start_run(run).await
     }
 
     /// Where the wave's instances stand: their runs, and whether the last observations show
@@ -129,7 +166,7 @@ impl FleetActivitiesImpl {
             incidents::NewIncident {
                 tenant_id: req.tenant_id,
                 title: req.title,
-                source: IncidentSource::RolloutHalted,
+                source: req.source,
                 environment_id: req.environment_id,
                 rollout_id: Some(req.rollout_id),
                 opened_by: "fleet-rollout".into(),

@@ -26,8 +26,14 @@ pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
 pub const META_READ: &str = "factory.meta.read";
 /// The fleet's health.
 pub const HEALTH_READ: &str = "factory.health.read";
-/// Fleet operations: incidents (and, next, rollouts).
+/// Fleet operations: incidents and rollouts.
 pub const FLEET_OPERATE: &str = "factory.fleet.operate";
+/// Read worker pools, quotas and capacity leases.
+pub const CAPACITY_READ: &str = "factory.capacity.read";
+/// Create worker pools; set quotas (with the `PlatformAdmin` role).
+pub const CAPACITY_MANAGE: &str = "factory.capacity.manage";
+/// The role that sets quotas.
+pub const QUOTA_SETTERS: &[&str] = &["PlatformAdmin"];
 
 /// Roles that may grant a production approval, accept a production proposal or change a target.
 pub const PRODUCTION_DECIDERS: &[&str] = runtime_cloud_models::approvals::APPROVER_ROLES;
@@ -210,6 +216,10 @@ scopes!(
     HealthRead => HEALTH_READ,
     /// `factory.fleet.operate`.
     FleetOperate => FLEET_OPERATE,
+    /// `factory.capacity.read`.
+    CapacityRead => CAPACITY_READ,
+    /// `factory.capacity.manage`.
+    CapacityManage => CAPACITY_MANAGE,
 );
 
 /// An authenticated caller whose token carries scope `S` (401 without a valid token, 403

@@ -8,7 +8,10 @@
 //! running server) and hands the document here as a [`Document`]. This module knows nothing
 //! of the routes.
 
-use crate::auth::{PROVISIONING_APPLY, PROVISIONING_READ, RUNTIME_OPERATE, RUNTIME_READ};
+use crate::auth::{
+    CAPACITY_MANAGE, CAPACITY_READ, FLEET_OPERATE, HEALTH_READ, META_READ, PROVISIONING_APPLY,
+    PROVISIONING_READ, RUNTIME_OPERATE, RUNTIME_READ,
+};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::http::header;
@@ -41,6 +44,8 @@ pub const BEARER: &str = "bearer";
         (name = "approvals", description = "Approvals of production applies: recorded, verified, spent once"),
         (name = "inventory", description = "Observed state, drift findings, observations"),
         (name = "proposals", description = "Reconciliation proposals and their decisions"),
+        (name = "fleet", description = "FleetOperationsHost: the fleet as observed, incidents, rollouts in waves"),
+        (name = "capacity", description = "ExecutionCapacityService: worker pools, quotas, capacity leases"),
         (name = "operations", description = "Probes, metrics and this document"),
     )
 )]
@@ -54,9 +59,11 @@ impl Modify for BearerScheme {
         scheme.bearer_format = Some("JWT".into());
         scheme.description = Some(format!(
             "HS256 JWT with `tenant`, `scopes` and `roles`. Scopes: `{PROVISIONING_READ}`, \
-             `{PROVISIONING_APPLY}`, `{RUNTIME_READ}`, `{RUNTIME_OPERATE}`. Approving a \
-             production run or accepting a production proposal also needs the `Operator` or \
-             `PlatformAdmin` role. Mint one with `runtime-cloud token`."
+             `{PROVISIONING_APPLY}`, `{RUNTIME_READ}`, `{RUNTIME_OPERATE}`, `{META_READ}`, \
+             `{HEALTH_READ}`, `{FLEET_OPERATE}`, `{CAPACITY_READ}`, `{CAPACITY_MANAGE}`. \
+             Approving a production run or accepting a production proposal also needs the \
+             `Operator` or `PlatformAdmin` role; setting a quota, `PlatformAdmin`. Mint one \
+             with `runtime-cloud token`."
         ));
         openapi
             .components

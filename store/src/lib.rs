@@ -35,6 +35,7 @@
 
 pub mod approvals;
 pub mod artifacts;
+pub mod capacity;
 pub mod drift_rules;
 pub mod entities;
 pub mod environments;

@@ -87,7 +87,8 @@ impl Proposal {
         })
     }
 
-    fn input(&self, production: bool, auto_accept: bool) -> ProposalInput {
+    /// The proposal's workflow input.
+    pub fn input(&self, production: bool, auto_accept: bool) -> ProposalInput {
         ProposalInput {
             proposal_id: self.proposal_id.clone(),
             tenant_id: self.tenant_id.clone(),

@@ -53,6 +53,8 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
     crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
     let fleet = runtime_cloud_activities::fleet::FleetActivitiesImpl {
         db: deps.db.clone(),
+        client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
         provisioning: deps.provisioning.clone(),
         slo: deps.slo.clone(),
     };

@@ -380,10 +380,26 @@ impl Stack {
 
     /// A client acting in `tenant` with `scopes` and no role.
     pub fn without_roles(&self, tenant: &str, scopes: &[&str]) -> Api {
+        self.with_roles("intern", tenant, scopes, &[])
+    }
+
+    /// A client acting as the PlatformAdmin `admin` of `tenant`, with the capacity scopes.
+    pub fn platform_admin(&self, tenant: &str) -> Api {
+        self.with_roles(
+            "admin",
+            tenant,
+            &["factory.capacity.read", "factory.capacity.manage"],
+            &["PlatformAdmin"],
+        )
+    }
+
+    /// A client acting as `subject` in `tenant` with `scopes` and `roles`.
+    pub fn with_roles(&self, subject: &str, tenant: &str, scopes: &[&str], roles: &[&str]) -> Api {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        let roles: Vec<String> = roles.iter().map(|s| s.to_string()).collect();
         let token = self
             .keys
-            .mint("intern", &self.tenant(tenant), &scopes, &[], 3600)
+            .mint(subject, &self.tenant(tenant), &scopes, &roles, 3600)
             .expect("mint token");
         Api {
             base: self.base_url.clone(),
@@ -757,6 +773,10 @@ impl Api {
 
     pub async fn post(&self, path: &str, body: Value) -> Res {
         self.send(Method::POST, path, Some(body), &[]).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> Res {
+        self.send(Method::PUT, path, Some(body), &[]).await
     }
 
     /// Registers an environment.

@@ -370,6 +370,8 @@ pub struct HaltIncident {
     pub title: String,
     /// The instance involved, when there is one.
     pub environment_id: Option<String>,
+    /// `slo-breach` for a halt on an SLO breach, `rollout-halted` for the other guards.
+    pub source: runtime_cloud_models::fleet::IncidentSource,
 }
 
 /// Project a rollout's status.
@@ -385,15 +387,15 @@ pub struct FleetActivities;
 
 #[activity_definitions]
 impl FleetActivities {
-    /// See [`PrepareInstance`].
-    #[activity(name = "fleet.prepare-instance")]
-    pub fn prepare_instance(req: PrepareInstance) -> Result<RunInput, ActivityError> {
+    /// See [`PrepareInstance`]: records the instance's run and starts its workflow.
+    #[activity(name = "fleet.start-instance-run")]
+    pub fn start_instance_run(req: PrepareInstance) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
-    /// See [`PrepareRollback`].
-    #[activity(name = "fleet.prepare-rollback")]
-    pub fn prepare_rollback(req: PrepareRollback) -> Result<RunInput, ActivityError> {
+    /// See [`PrepareRollback`]: records the run back and starts its workflow.
+    #[activity(name = "fleet.start-rollback-run")]
+    pub fn start_rollback_run(req: PrepareRollback) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
@@ -426,6 +428,6 @@ impl FleetActivities {
 /// Marker types of the fleet activities.
 pub mod fleet_markers {
     pub use super::fleet_activities::{
-        CheckSlo, OpenIncident, PrepareInstance, PrepareRollback, Progress, Project,
+        CheckSlo, OpenIncident, Progress, Project, StartInstanceRun, StartRollbackRun,
     };
 }

@@ -10,9 +10,10 @@
 //!    │                                            to its previous specification ─▶ RolledBack
 //! ```
 //!
-//! Each instance's run is a child `ProvisioningRun` (abandoned when the rollout ends: a run in
-//! flight is never cut off); the rollout reads where the runs and the observations stand with
-//! an activity, every few seconds. SLO breaches arrive as the `breach` signal (the API's breach
+//! Each instance's run is a `ProvisioningRun` workflow of its own, recorded and started by one
+//! activity (a run in flight is never cut off by the rollout's end, and the run's input stays
+//! out of the rollout's history: a rollout over thousands of instances keeps a short one); the
+//! rollout reads where the runs and the observations stand with an activity, every few seconds. SLO breaches arrive as the `breach` signal (the API's breach
 //! call), or — for a rollout with an SLO query — from the query, read as often while a wave
 //! converges and bakes.
 
@@ -20,19 +21,15 @@ use crate::contracts::{
     FleetActivities, HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutInput,
     RolloutProjection, RolloutStatus, SloCheck, SloReading,
 };
-use crate::ids::run_workflow_id;
-use crate::provisioning_run::ProvisioningRun;
-use crate::search_attributes::{ROLLOUT_STATE, TENANT_ID, run_attributes};
+use crate::search_attributes::{ROLLOUT_STATE, TENANT_ID};
+use runtime_cloud_models::fleet::IncidentSource;
 use runtime_cloud_models::rollouts::{
     Guard, Halt, RolloutState, SLO_ERRORS_TOLERATED, WaveVerdict, wave_verdict,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{
-    ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
-};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// Each attempt of the rollout's writes and reads.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -120,14 +117,12 @@ impl FleetRollout {
                 environment_id: environment_id.clone(),
                 run_id: run_id.clone(),
             };
-            let run_input = ctx
-                .execute_activity(
-                    FleetActivities::prepare_instance,
-                    prepare,
-                    crate::options::must_succeed(STEP_TIMEOUT),
-                )
-                .await?;
-            Self::start_run(ctx, &run_id, run_input).await?;
+            ctx.execute_activity(
+                FleetActivities::start_instance_run,
+                prepare,
+                crate::options::must_succeed(STEP_TIMEOUT),
+            )
+            .await?;
             ctx.state_mut(|s| {
                 if let Some(i) = s
                     .status
@@ -245,6 +240,10 @@ impl FleetRollout {
                 wave + 1
             ),
             environment_id: instances.first().cloned(),
+            source: match &guard {
+                Guard::SloBreach { .. } => IncidentSource::SloBreach,
+                _ => IncidentSource::RolloutHalted,
+            },
         };
         let incident_id = ctx
             .execute_activity(
@@ -333,14 +332,12 @@ impl FleetRollout {
                 rolled_out,
                 run_id: run_id.clone(),
             };
-            let run_input = ctx
-                .execute_activity(
-                    FleetActivities::prepare_rollback,
-                    prepare,
-                    crate::options::must_succeed(STEP_TIMEOUT),
-                )
-                .await?;
-            Self::start_run(ctx, &run_id, run_input).await?;
+            ctx.execute_activity(
+                FleetActivities::start_rollback_run,
+                prepare,
+                crate::options::must_succeed(STEP_TIMEOUT),
+            )
+            .await?;
             ctx.state_mut(|s| {
                 if let Some(i) = s
                     .status
@@ -375,23 +372,6 @@ impl FleetRollout {
             }
             ctx.timer(POLL).await;
         }
-    }
-
-    /// Starts run `run_id` as a child the rollout abandons when it ends: a run in flight is
-    /// never cut off.
-    async fn start_run(
-        ctx: &mut WorkflowContext<Self>,
-        run_id: &str,
-        run_input: runtime_cloud_models::RunInput,
-    ) -> WorkflowResult<()> {
-        let opts = ChildWorkflowOptions::builder()
-            .workflow_id(run_workflow_id(run_id))
-            .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
-            .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
-            .build();
-        ctx.start_child_workflow(ProvisioningRun::run, run_input, opts)
-            .await?;
-        Ok(())
     }
 
     /// Waits `for_`, cut short by a breach. With an SLO query, reads it first and every

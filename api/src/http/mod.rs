@@ -5,6 +5,7 @@
 //! cannot diverge. [`router`] splits the two and hands the document to [`openapi`] to serve.
 
 mod approvals;
+mod capacity;
 mod drift_rules;
 mod environments;
 mod fleet;
@@ -48,6 +49,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(windows::router())
         .merge(fleet::router())
         .merge(rollouts::router())
+        .merge(capacity::router())
         .merge(proposals::router())
         .merge(metrics::router())
         .routes(routes!(openapi::openapi_json))

@@ -15,7 +15,10 @@ use runtime_cloud_workflows::ReconciliationProposal;
 use runtime_cloud_workflows::ids::proposal_workflow_id;
 use runtime_cloud_workflows::reconciliation_proposal::{Decision, Verdict};
 use serde::{Deserialize, Serialize};
-use temporalio_client::WorkflowSignalOptions;
+use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
+use temporalio_client::{
+    WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowSignalOptions, WorkflowStartOptions,
+};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -157,13 +160,46 @@ async fn decide(
     let handle = state
         .temporal
         .get_workflow_handle::<ReconciliationProposal>(proposal_workflow_id(&proposal_id));
-    runtime_cloud_temporal::in_current_span(handle.signal(
+    let signalled = runtime_cloud_temporal::in_current_span(handle.signal(
         ReconciliationProposal::decide,
-        decision,
+        decision.clone(),
         WorkflowSignalOptions::default(),
     ))
-    .await
-    .map_err(Error::from_signal(format!("proposal `{proposal_id}`")))?;
+    .await;
+    match signalled {
+        Ok(()) => {}
+        Err(WorkflowInteractionError::NotFound(_)) => {
+            // The observation that raised the proposal records it, then starts its workflow: a
+            // decision in between starts the workflow itself, with the decision (the
+            // observation's start then finds it running). One that ran and ended is not started
+            // again.
+            let opts = WorkflowStartOptions::new(
+                state.task_queue.clone(),
+                proposal_workflow_id(&proposal_id),
+            )
+            .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+            .build();
+            runtime_cloud_temporal::in_current_span(state.temporal.signal_with_start_workflow(
+                ReconciliationProposal::run,
+                row.input(production, false),
+                ReconciliationProposal::decide,
+                decision,
+                opts,
+            ))
+            .await
+            .map_err(|e| match e {
+                WorkflowStartError::AlreadyStarted { .. } => {
+                    Error::Conflict(format!("proposal `{proposal_id}` has already ended"))
+                }
+                e => {
+                    tracing::error!(error = %e, "cannot start proposal {proposal_id}");
+                    Error::Unavailable("the workflow service is unavailable; retry later".into())
+                }
+            })?;
+        }
+        Err(e) => return Err(Error::from_signal(format!("proposal `{proposal_id}`"))(e)),
+    }
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(DecisionSignalled {

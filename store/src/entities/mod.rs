@@ -1,6 +1,7 @@
 //! sea-orm entities of the read tables. Every row carries `tenant_id`; every query filters by it.
 
 pub mod approvals;
+pub mod capacity_leases;
 pub mod change_windows;
 pub mod deployment_specifications;
 pub mod drift_findings;
@@ -13,5 +14,7 @@ pub mod observed_workloads;
 pub mod outbox_events;
 pub mod prelude;
 pub mod provisioning_runs;
+pub mod quotas;
 pub mod reconciliation_proposals;
 pub mod runtime_inventories;
+pub mod worker_pools;

@@ -1,0 +1,270 @@
+//! `/factory/capacity`: the tenant's worker pools, its projects' quotas and the capacity
+//! leases its runs hold (spec 003, ExecutionCapacityService; the rules in `models::capacity`).
+
+use super::pagination::{Page, Paged};
+use crate::auth::{CapacityManage, CapacityRead, QUOTA_SETTERS, Scoped};
+use crate::json::Json;
+use crate::openapi::Problems;
+use crate::query::Query;
+use crate::{AppState, Error};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use runtime_cloud_models::capacity::{LeaseState, PoolKind, QuotaLimits};
+use runtime_cloud_models::validation::check_id;
+use runtime_cloud_store::capacity::{self, Lease, NewPool, Pool, Quota};
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_pools, create_pool))
+        .routes(routes!(read_pool))
+        .routes(routes!(list_quotas))
+        .routes(routes!(read_quota, set_quota))
+        .routes(routes!(list_leases))
+}
+
+/// `POST /factory/capacity/pools`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CreatePool {
+    /// 1–63 characters of `[A-Za-z0-9._-]`, unique across tenants (it names a task queue).
+    pool_id: String,
+    /// `shared` or `dedicated` (one tenant's runs only).
+    kind: PoolKind,
+    /// The boundary its workers run in (`production`, `customer-isolated`, `shared`).
+    security_boundary: String,
+    region: String,
+    node_profile: String,
+    #[serde(default)]
+    min_size: u32,
+    max_size: u32,
+}
+
+/// Creates a worker pool of the tenant.
+#[utoipa::path(operation_id = "createWorkerPool", post, path = "/factory/capacity/pools", tag = "capacity",
+    security(("bearer" = ["factory.capacity.manage"])),
+    request_body = CreatePool,
+    responses(
+        (status = 201, description = "Created; `Location` names it", body = Pool,
+            headers(("Location" = String, description = "The pool's URL"))),
+        Problems<400>, Problems<401>, Problems<403>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
+async fn create_pool(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityManage>,
+    Json(body): Json<CreatePool>,
+) -> Result<Response, Error> {
+    check_id("poolId", &body.pool_id)?;
+    for (name, value) in [
+        ("securityBoundary", &body.security_boundary),
+        ("region", &body.region),
+        ("nodeProfile", &body.node_profile),
+    ] {
+        if value.trim().is_empty() {
+            return Err(Error::Unprocessable(format!("{name} must not be empty")));
+        }
+    }
+    if body.max_size == 0 || body.min_size > body.max_size {
+        return Err(Error::Unprocessable(
+            "maxSize must be at least 1 and at least minSize".into(),
+        ));
+    }
+    let new = NewPool {
+        pool_id: body.pool_id.clone(),
+        tenant_id: auth.tenant().to_owned(),
+        kind: body.kind,
+        security_boundary: body.security_boundary,
+        region: body.region,
+        node_profile: body.node_profile,
+        min_size: body.min_size,
+        max_size: body.max_size,
+    };
+    let pool = match capacity::create_pool(&state.db, new).await {
+        Ok(pool) => pool,
+        Err(runtime_cloud_store::Error::Duplicate { .. }) => {
+            return Err(Error::Conflict(format!(
+                "pool `{}` already exists",
+                body.pool_id
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let location = format!("/factory/capacity/pools/{}", pool.pool_id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        axum::Json(pool),
+    )
+        .into_response())
+}
+
+/// The tenant's worker pools, newest first, a page at a time.
+#[utoipa::path(operation_id = "listWorkerPools", get, path = "/factory/capacity/pools", tag = "capacity",
+    security(("bearer" = ["factory.capacity.read"])),
+    params(Page),
+    responses(
+        (status = 200, description = "A page of pools", body = Paged<Pool>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
+async fn list_pools(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityRead>,
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<Pool>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let items = capacity::pools(&state.db, auth.tenant(), &rows).await?;
+    Ok(axum::Json(Paged::from_rows(items, limit, |p: &Pool| &p.id)))
+}
+
+/// One worker pool of the tenant.
+#[utoipa::path(operation_id = "getWorkerPool", get, path = "/factory/capacity/pools/{poolId}", tag = "capacity",
+    security(("bearer" = ["factory.capacity.read"])),
+    params(("poolId" = String, Path, description = "The pool id")),
+    responses(
+        (status = 200, description = "The pool", body = Pool),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
+async fn read_pool(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityRead>,
+    Path(pool_id): Path<String>,
+) -> Result<axum::Json<Pool>, Error> {
+    capacity::find_pool(&state.db, auth.tenant(), &pool_id)
+        .await?
+        .map(axum::Json)
+        .ok_or_else(|| Error::NotFound(format!("pool `{pool_id}`")))
+}
+
+/// The tenant's recorded quotas, newest first, a page at a time (a project without one has
+/// the default: `GET …/quotas/{projectId}`).
+#[utoipa::path(operation_id = "listQuotas", get, path = "/factory/capacity/quotas", tag = "capacity",
+    security(("bearer" = ["factory.capacity.read"])),
+    params(Page),
+    responses(
+        (status = 200, description = "A page of quotas", body = Paged<Quota>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
+async fn list_quotas(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityRead>,
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<Quota>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let items = capacity::quotas(&state.db, auth.tenant(), &rows).await?;
+    Ok(axum::Json(Paged::from_rows(items, limit, |q: &Quota| {
+        q.quota_id.as_deref().unwrap_or_default()
+    })))
+}
+
+/// The quota that applies to a project of the tenant: the recorded one, or the default
+/// (`source: default`).
+#[utoipa::path(operation_id = "getQuota", get, path = "/factory/capacity/quotas/{projectId}", tag = "capacity",
+    security(("bearer" = ["factory.capacity.read"])),
+    params(("projectId" = String, Path, description = "The project id")),
+    responses(
+        (status = 200, description = "The quota", body = Quota),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
+async fn read_quota(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityRead>,
+    Path(project_id): Path<String>,
+) -> Result<axum::Json<Quota>, Error> {
+    check_id("projectId", &project_id)?;
+    Ok(axum::Json(
+        capacity::quota(&state.db, auth.tenant(), &project_id).await?,
+    ))
+}
+
+/// `PUT /factory/capacity/quotas/{projectId}`: the limits, and where they come from.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SetQuota {
+    #[serde(flatten)]
+    limits: QuotaLimits,
+    /// Where the limits come from (`plan:enterprise`, a ticket); `manual` when absent.
+    source: Option<String>,
+}
+
+/// Sets the quota of a project of the tenant; needs the `PlatformAdmin` role.
+#[utoipa::path(operation_id = "setQuota", put, path = "/factory/capacity/quotas/{projectId}", tag = "capacity",
+    security(("bearer" = ["factory.capacity.manage"])),
+    params(("projectId" = String, Path, description = "The project id")),
+    request_body = SetQuota,
+    responses(
+        (status = 200, description = "The quota as set", body = Quota),
+        Problems<400>, Problems<401>, Problems<403>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
+async fn set_quota(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityManage>,
+    Path(project_id): Path<String>,
+    Json(body): Json<SetQuota>,
+) -> Result<axum::Json<Quota>, Error> {
+    auth.require_role(QUOTA_SETTERS)?;
+    check_id("projectId", &project_id)?;
+    body.limits.check().map_err(Error::Unprocessable)?;
+    let source = body.source.unwrap_or_else(|| "manual".into());
+    if source.trim().is_empty() {
+        return Err(Error::Unprocessable("source must not be empty".into()));
+    }
+    let quota = capacity::set_quota(
+        &state.db,
+        auth.tenant(),
+        &project_id,
+        &body.limits,
+        &source,
+        auth.subject(),
+    )
+    .await?;
+    tracing::info!(project_id = %project_id, concurrent_runs = quota.limits.concurrent_runs, "quota set");
+    Ok(axum::Json(quota))
+}
+
+/// `?state=&provisioningRunId=&cursor=&limit=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+struct LeaseQuery {
+    /// `waiting`, `granted`, `released` or `expired`.
+    state: Option<String>,
+    /// Only this run's.
+    provisioning_run_id: Option<String>,
+    cursor: Option<String>,
+    limit: Option<u64>,
+}
+
+/// The tenant's capacity leases, newest first, a page at a time.
+#[utoipa::path(operation_id = "listCapacityLeases", get, path = "/factory/capacity/leases", tag = "capacity",
+    security(("bearer" = ["factory.capacity.read"])),
+    params(LeaseQuery),
+    responses(
+        (status = 200, description = "A page of leases", body = Paged<Lease>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+    ))]
+async fn list_leases(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityRead>,
+    Query(q): Query<LeaseQuery>,
+) -> Result<axum::Json<Paged<Lease>>, Error> {
+    let lease_state = crate::query::optional::<LeaseState>(q.state.as_deref())?;
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let (rows, limit) = page.rows()?;
+    let items = capacity::leases(
+        &state.db,
+        auth.tenant(),
+        lease_state,
+        q.provisioning_run_id.as_deref(),
+        &rows,
+    )
+    .await?;
+    Ok(axum::Json(Paged::from_rows(items, limit, |l: &Lease| {
+        &l.lease_id
+    })))
+}

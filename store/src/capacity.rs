@@ -1,0 +1,373 @@
+//! Execution capacity (spec 003): a tenant's worker pools, its projects' quotas and the
+//! capacity leases its runs hold. Lists are newest first by their UUIDv7 ids, a page at a time.
+
+use crate::Error;
+use crate::decode::At;
+use crate::entities::{capacity_leases as lease_rows, quotas as quota_rows, worker_pools as pool_rows};
+use crate::page::Page;
+use chrono::{DateTime, Utc};
+use runtime_cloud_models::capacity::{LeaseState, PoolKind, PoolState, QuotaLimits};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+};
+
+/// A worker pool, as the API shows it (its size and utilisation come from Temporal, added by
+/// the API).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    /// Surrogate key (the order pages walk in); not shown.
+    #[serde(skip)]
+    pub id: String,
+    pub pool_id: String,
+    pub tenant_id: String,
+    pub kind: PoolKind,
+    pub security_boundary: String,
+    pub region: String,
+    pub node_profile: String,
+    pub min_size: u32,
+    pub max_size: u32,
+    pub state: PoolState,
+    pub created_at: DateTime<Utc>,
+}
+
+fn read_pool(m: pool_rows::Model) -> Result<Pool, Error> {
+    let at = At {
+        table: "worker_pools",
+        row: &m.id,
+    };
+    Ok(Pool {
+        kind: at.wire("kind", &m.kind)?,
+        state: at.wire("state", &m.state)?,
+        min_size: u32::try_from(m.min_size).unwrap_or(0),
+        max_size: u32::try_from(m.max_size).unwrap_or(0),
+        id: m.id,
+        pool_id: m.pool_id,
+        tenant_id: m.tenant_id,
+        security_boundary: m.security_boundary,
+        region: m.region,
+        node_profile: m.node_profile,
+        created_at: m.created_at,
+    })
+}
+
+/// A pool to create.
+#[derive(Debug, Clone)]
+pub struct NewPool {
+    pub pool_id: String,
+    pub tenant_id: String,
+    pub kind: PoolKind,
+    pub security_boundary: String,
+    pub region: String,
+    pub node_profile: String,
+    pub min_size: u32,
+    pub max_size: u32,
+}
+
+/// Creates a pool, `active`. [`Error::Duplicate`] when a pool has that id (in any tenant: the
+/// id names its task queue).
+pub async fn create_pool(db: &impl ConnectionTrait, new: NewPool) -> Result<Pool, Error> {
+    let now = Utc::now();
+    let row = pool_rows::ActiveModel {
+        id: Set(uuid::Uuid::now_v7().to_string()),
+        pool_id: Set(new.pool_id),
+        tenant_id: Set(new.tenant_id),
+        kind: Set(new.kind.as_str().to_owned()),
+        security_boundary: Set(new.security_boundary),
+        region: Set(new.region),
+        node_profile: Set(new.node_profile),
+        min_size: Set(i32::try_from(new.min_size).unwrap_or(i32::MAX)),
+        max_size: Set(i32::try_from(new.max_size).unwrap_or(i32::MAX)),
+        state: Set(PoolState::Active.as_str().to_owned()),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await
+    .map_err(Error::on_insert("worker_pools"))?;
+    read_pool(row)
+}
+
+/// The tenant's pool `pool_id`.
+pub async fn find_pool(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    pool_id: &str,
+) -> Result<Option<Pool>, Error> {
+    pool_rows::Entity::find()
+        .filter(pool_rows::Column::TenantId.eq(tenant_id))
+        .filter(pool_rows::Column::PoolId.eq(pool_id))
+        .one(db)
+        .await?
+        .map(read_pool)
+        .transpose()
+}
+
+/// The tenant's pools, newest first, a page at a time.
+pub async fn pools(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    page: &Page,
+) -> Result<Vec<Pool>, Error> {
+    let select = pool_rows::Entity::find().filter(pool_rows::Column::TenantId.eq(tenant_id));
+    page.apply(select, pool_rows::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read_pool)
+        .collect()
+}
+
+/// A project's quota, as the API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Quota {
+    /// None for the default quota of a project without one.
+    pub quota_id: Option<String>,
+    pub tenant_id: String,
+    pub project_id: String,
+    #[serde(flatten)]
+    pub limits: QuotaLimits,
+    /// Where it comes from: `default` when none is recorded, else what the PlatformAdmin who
+    /// set it said (`manual` unless told).
+    pub source: String,
+    pub set_by: Option<String>,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+fn read_quota(m: quota_rows::Model) -> Quota {
+    let whole = |v: i32| u32::try_from(v).unwrap_or(0);
+    Quota {
+        limits: QuotaLimits {
+            concurrent_runs: whole(m.concurrent_runs),
+            concurrent_sandboxes: whole(m.concurrent_sandboxes),
+            cpu_per_attempt: m.cpu_per_attempt,
+            memory_gb_per_attempt: m.memory_gb_per_attempt,
+            execution_minutes_per_day: whole(m.execution_minutes_per_day),
+        },
+        quota_id: Some(m.quota_id),
+        tenant_id: m.tenant_id,
+        project_id: m.project_id,
+        source: m.source,
+        set_by: Some(m.set_by),
+        updated_at: Some(m.updated_at),
+    }
+}
+
+/// Sets the quota of the tenant's project: creates it, or replaces its limits (one upsert, so
+/// two PlatformAdmins setting it at once leave one quota, the later one's).
+pub async fn set_quota(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+    limits: &QuotaLimits,
+    source: &str,
+    set_by: &str,
+) -> Result<Quota, Error> {
+    use quota_rows::Column as C;
+    use sea_orm::sea_query::OnConflict;
+    let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    let row = quota_rows::ActiveModel {
+        quota_id: Set(uuid::Uuid::now_v7().to_string()),
+        tenant_id: Set(tenant_id.to_owned()),
+        project_id: Set(project_id.to_owned()),
+        concurrent_runs: Set(int(limits.concurrent_runs)),
+        concurrent_sandboxes: Set(int(limits.concurrent_sandboxes)),
+        cpu_per_attempt: Set(limits.cpu_per_attempt),
+        memory_gb_per_attempt: Set(limits.memory_gb_per_attempt),
+        execution_minutes_per_day: Set(int(limits.execution_minutes_per_day)),
+        source: Set(source.to_owned()),
+        set_by: Set(set_by.to_owned()),
+        updated_at: Set(Utc::now()),
+    };
+    quota_rows::Entity::insert(row)
+        .on_conflict(
+            OnConflict::columns([C::TenantId, C::ProjectId])
+                .update_columns([
+                    C::ConcurrentRuns,
+                    C::ConcurrentSandboxes,
+                    C::CpuPerAttempt,
+                    C::MemoryGbPerAttempt,
+                    C::ExecutionMinutesPerDay,
+                    C::Source,
+                    C::SetBy,
+                    C::UpdatedAt,
+                ])
+                .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    quota(db, tenant_id, project_id).await
+}
+
+/// The quota that applies to the tenant's project: the recorded one, else the default.
+pub async fn quota(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<Quota, Error> {
+    let recorded = quota_rows::Entity::find()
+        .filter(quota_rows::Column::TenantId.eq(tenant_id))
+        .filter(quota_rows::Column::ProjectId.eq(project_id))
+        .one(db)
+        .await?;
+    Ok(match recorded {
+        Some(m) => read_quota(m),
+        None => Quota {
+            quota_id: None,
+            tenant_id: tenant_id.to_owned(),
+            project_id: project_id.to_owned(),
+            limits: QuotaLimits::default(),
+            source: "default".into(),
+            set_by: None,
+            updated_at: None,
+        },
+    })
+}
+
+/// The tenant's recorded quotas, newest first, a page at a time.
+pub async fn quotas(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    page: &Page,
+) -> Result<Vec<Quota>, Error> {
+    let select = quota_rows::Entity::find().filter(quota_rows::Column::TenantId.eq(tenant_id));
+    Ok(page
+        .apply(select, quota_rows::Column::QuotaId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read_quota)
+        .collect())
+}
+
+/// A capacity lease, as the API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub lease_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub run_id: String,
+    pub attempt_id: String,
+    pub holder_kind: String,
+    pub holder_id: String,
+    pub pool_id: String,
+    pub cpu: f64,
+    pub memory_gb: f64,
+    pub state: LeaseState,
+    pub requested_at: DateTime<Utc>,
+    pub granted_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub released_at: Option<DateTime<Utc>>,
+}
+
+fn read_lease(m: lease_rows::Model) -> Result<Lease, Error> {
+    let at = At {
+        table: "capacity_leases",
+        row: &m.lease_id,
+    };
+    Ok(Lease {
+        state: at.wire("state", &m.state)?,
+        lease_id: m.lease_id,
+        tenant_id: m.tenant_id,
+        project_id: m.project_id,
+        run_id: m.run_id,
+        attempt_id: m.attempt_id,
+        holder_kind: m.holder_kind,
+        holder_id: m.holder_id,
+        pool_id: m.pool_id,
+        cpu: m.cpu,
+        memory_gb: m.memory_gb,
+        requested_at: m.requested_at,
+        granted_at: m.granted_at,
+        expires_at: m.expires_at,
+        released_at: m.released_at,
+    })
+}
+
+/// The tenant's leases (of one state, of one run, when given), newest first, a page at a time.
+pub async fn leases(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    state: Option<LeaseState>,
+    run_id: Option<&str>,
+    page: &Page,
+) -> Result<Vec<Lease>, Error> {
+    let mut select = lease_rows::Entity::find().filter(lease_rows::Column::TenantId.eq(tenant_id));
+    if let Some(state) = state {
+        select = select.filter(lease_rows::Column::State.eq(state.as_str()));
+    }
+    if let Some(run_id) = run_id {
+        select = select.filter(lease_rows::Column::RunId.eq(run_id));
+    }
+    page.apply(select, lease_rows::Column::LeaseId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read_lease)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    fn pool(id: &str, tenant: &str) -> NewPool {
+        NewPool {
+            pool_id: id.into(),
+            tenant_id: tenant.into(),
+            kind: PoolKind::Dedicated,
+            security_boundary: "customer-isolated".into(),
+            region: "eu-west-1".into(),
+            node_profile: "c6i.large".into(),
+            min_size: 1,
+            max_size: 4,
+        }
+    }
+
+    async fn pools_and_quotas_on(db: sea_orm::DatabaseConnection) {
+        let page = Page {
+            before: None,
+            rows: 10,
+        };
+        create_pool(&db, pool("eu-prod", "acme")).await.unwrap();
+        create_pool(&db, pool("eu-dev", "acme")).await.unwrap();
+        let taken = create_pool(&db, pool("eu-prod", "globex")).await.unwrap_err();
+        assert!(matches!(taken, Error::Duplicate { table: "worker_pools" }), "{taken:?}");
+        let listed: Vec<String> = pools(&db, "acme", &page)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.pool_id)
+            .collect();
+        assert_eq!(listed, ["eu-dev", "eu-prod"], "newest first");
+        assert!(pools(&db, "globex", &page).await.unwrap().is_empty());
+        assert_eq!(find_pool(&db, "globex", "eu-prod").await.unwrap(), None);
+
+        let default = quota(&db, "acme", "shop").await.unwrap();
+        assert_eq!((default.source.as_str(), default.quota_id), ("default", None));
+        let limits = QuotaLimits {
+            concurrent_runs: 2,
+            ..Default::default()
+        };
+        let set = set_quota(&db, "acme", "shop", &limits, "manual", "admin")
+            .await
+            .unwrap();
+        let again = set_quota(&db, "acme", "shop", &QuotaLimits { concurrent_runs: 3, ..limits }, "plan:pro", "admin")
+            .await
+            .unwrap();
+        assert_eq!(again.quota_id, set.quota_id, "one quota per project");
+        assert_eq!(quota(&db, "acme", "shop").await.unwrap().limits.concurrent_runs, 3);
+        assert_eq!(quotas(&db, "acme", &page).await.unwrap().len(), 1);
+        assert!(quotas(&db, "globex", &page).await.unwrap().is_empty());
+        assert!(leases(&db, "acme", None, None, &page).await.unwrap().is_empty());
+    }
+
+    fixtures::on_both_databases!(
+        pools_and_quotas_are_kept_per_tenant_sqlite,
+        pools_and_quotas_are_kept_per_tenant_postgres,
+        pools_and_quotas_on
+    );
+}

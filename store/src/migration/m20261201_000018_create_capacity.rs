@@ -1,0 +1,169 @@
+//! Execution capacity (spec 003): `worker_pools`, `quotas` and `capacity_leases`.
+
+use sea_orm_migration::{prelude::*, schema::*};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum WorkerPools {
+    Table,
+    Id,
+    PoolId,
+    TenantId,
+    Kind,
+    SecurityBoundary,
+    Region,
+    NodeProfile,
+    MinSize,
+    MaxSize,
+    State,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(DeriveIden)]
+enum Quotas {
+    Table,
+    QuotaId,
+    TenantId,
+    ProjectId,
+    ConcurrentRuns,
+    ConcurrentSandboxes,
+    CpuPerAttempt,
+    MemoryGbPerAttempt,
+    ExecutionMinutesPerDay,
+    Source,
+    SetBy,
+    UpdatedAt,
+}
+
+#[derive(DeriveIden)]
+enum CapacityLeases {
+    Table,
+    LeaseId,
+    TenantId,
+    ProjectId,
+    RunId,
+    AttemptId,
+    HolderKind,
+    HolderId,
+    PoolId,
+    Cpu,
+    MemoryGb,
+    State,
+    RequestedAt,
+    GrantedAt,
+    ExpiresAt,
+    ReleasedAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(WorkerPools::Table)
+                    .col(string(WorkerPools::Id).primary_key())
+                    .col(string(WorkerPools::PoolId))
+                    .col(string(WorkerPools::TenantId))
+                    .col(string(WorkerPools::Kind))
+                    .col(string(WorkerPools::SecurityBoundary))
+                    .col(string(WorkerPools::Region))
+                    .col(string(WorkerPools::NodeProfile))
+                    .col(integer(WorkerPools::MinSize))
+                    .col(integer(WorkerPools::MaxSize))
+                    .col(string(WorkerPools::State))
+                    .col(timestamp_with_time_zone(WorkerPools::CreatedAt))
+                    .col(timestamp_with_time_zone(WorkerPools::UpdatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        // A pool is a task queue: its id is unique across tenants.
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_worker_pools_pool_id")
+                    .table(WorkerPools::Table)
+                    .col(WorkerPools::PoolId)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(Quotas::Table)
+                    .col(string(Quotas::QuotaId).primary_key())
+                    .col(string(Quotas::TenantId))
+                    .col(string(Quotas::ProjectId))
+                    .col(integer(Quotas::ConcurrentRuns))
+                    .col(integer(Quotas::ConcurrentSandboxes))
+                    .col(double(Quotas::CpuPerAttempt))
+                    .col(double(Quotas::MemoryGbPerAttempt))
+                    .col(integer(Quotas::ExecutionMinutesPerDay))
+                    .col(string(Quotas::Source))
+                    .col(string(Quotas::SetBy))
+                    .col(timestamp_with_time_zone(Quotas::UpdatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_quotas_tenant_project")
+                    .table(Quotas::Table)
+                    .col(Quotas::TenantId)
+                    .col(Quotas::ProjectId)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(CapacityLeases::Table)
+                    .col(string(CapacityLeases::LeaseId).primary_key())
+                    .col(string(CapacityLeases::TenantId))
+                    .col(string(CapacityLeases::ProjectId))
+                    .col(string(CapacityLeases::RunId))
+                    .col(string(CapacityLeases::AttemptId))
+                    .col(string(CapacityLeases::HolderKind))
+                    .col(string(CapacityLeases::HolderId))
+                    .col(string(CapacityLeases::PoolId))
+                    .col(double(CapacityLeases::Cpu))
+                    .col(double(CapacityLeases::MemoryGb))
+                    .col(string(CapacityLeases::State))
+                    .col(timestamp_with_time_zone(CapacityLeases::RequestedAt))
+                    .col(timestamp_with_time_zone_null(CapacityLeases::GrantedAt))
+                    .col(timestamp_with_time_zone_null(CapacityLeases::ExpiresAt))
+                    .col(timestamp_with_time_zone_null(CapacityLeases::ReleasedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ix_capacity_leases_tenant_newest")
+                    .table(CapacityLeases::Table)
+                    .col(CapacityLeases::TenantId)
+                    .col(CapacityLeases::LeaseId)
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        for table in [
+            CapacityLeases::Table.into_iden(),
+            Quotas::Table.into_iden(),
+            WorkerPools::Table.into_iden(),
+        ] {
+            manager
+                .drop_table(Table::drop().table(table).to_owned())
+                .await?;
+        }
+        Ok(())
+    }
+}
