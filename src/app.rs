@@ -155,8 +155,10 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         task_queue: config.task_queue.clone(),
         schedules_paused: config.schedules_paused,
         slo: config.prometheus_url.as_deref().map(|url| {
-            Arc::new(PrometheusSloGuard::new(url, config.prometheus_token.clone()))
-                as Arc<dyn runtime_cloud_activities::slo::SloGuard>
+            Arc::new(PrometheusSloGuard::new(
+                url,
+                config.prometheus_token.clone(),
+            )) as Arc<dyn runtime_cloud_activities::slo::SloGuard>
         }),
     };
     // The outbox relay runs beside the worker when NATS is configured; without it events stay

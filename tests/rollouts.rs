@@ -225,8 +225,14 @@ async fn an_slo_breach_during_the_bake_halts_and_an_abort_ends_the_rollout() {
     assert_eq!(halted["status"]["halt"]["wave"], 0);
     let incidents = api.get("/fleet/incidents?state=open").await.expect(200);
     assert_eq!(
-        (&incidents["items"][0]["source"], &incidents["items"][0]["incidentId"]),
-        (&json!("slo-breach"), &halted["status"]["halt"]["incidentId"]),
+        (
+            &incidents["items"][0]["source"],
+            &incidents["items"][0]["incidentId"]
+        ),
+        (
+            &json!("slo-breach"),
+            &halted["status"]["halt"]["incidentId"]
+        ),
         "{incidents}"
     );
     api.post(&format!("/fleet/rollouts/{id}/abort"), json!({}))
@@ -384,7 +390,9 @@ async fn an_slo_query_read_from_prometheus_halts_a_wave_and_a_silent_one_too() {
     );
     let asked = prometheus.asked();
     assert!(
-        asked.iter().any(|q| q == r#"max(error_ratio{environment=~"shop-00"})"#),
+        asked
+            .iter()
+            .any(|q| q == r#"max(error_ratio{environment=~"shop-00"})"#),
         "the canary's query names the canary: {asked:?}"
     );
     assert!(
@@ -413,7 +421,10 @@ async fn an_slo_query_read_from_prometheus_halts_a_wave_and_a_silent_one_too() {
     .await;
     let halt = &silent["status"]["halt"];
     assert_eq!(halt["guard"]["guard"], "sloUnavailable", "{silent}");
-    assert!(text(&halt["reason"]).contains("query timed out"), "{silent}");
+    assert!(
+        text(&halt["reason"]).contains("query timed out"),
+        "{silent}"
+    );
 
     prometheus.fail(false);
     api.post(&format!("/fleet/rollouts/{id}/resume"), json!({}))
@@ -491,7 +502,15 @@ async fn twenty_and_five_instances_go_canary_waves_then_production_after_approva
         .collect();
     assert_eq!(
         sizes,
-        [(1, false), (5, false), (10, false), (4, false), (1, true), (2, true), (2, true)]
+        [
+            (1, false),
+            (5, false),
+            (10, false),
+            (4, false),
+            (1, true),
+            (2, true),
+            (2, true)
+        ]
     );
     // Approve each production run as it asks; when the first asks, every non-production
     // instance has converged.
@@ -506,10 +525,15 @@ async fn twenty_and_five_instances_go_canary_waves_then_production_after_approva
                 return Some(r);
             }
             assert_eq!(r["state"], "Running", "{r}");
-            let instances = r["status"]["instances"].as_array().cloned().unwrap_or_default();
+            let instances = r["status"]["instances"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             for i in &instances {
                 let env = text(&i["environmentId"]);
-                let Some(run_id) = i["provisioningRunId"].as_str() else { continue };
+                let Some(run_id) = i["provisioningRunId"].as_str() else {
+                    continue;
+                };
                 if !env.starts_with("prod-") || approved.lock().unwrap().contains(run_id) {
                     continue;
                 }
@@ -519,7 +543,9 @@ async fn twenty_and_five_instances_go_canary_waves_then_production_after_approva
                 }
                 let waiting: Vec<&Value> = instances
                     .iter()
-                    .filter(|i| text(&i["environmentId"]).starts_with("dev-") && i["converged"] != true)
+                    .filter(|i| {
+                        text(&i["environmentId"]).starts_with("dev-") && i["converged"] != true
+                    })
                     .collect();
                 assert!(waiting.is_empty(), "production asked before {waiting:?}");
                 api.decide(run_id, "approve").await.expect(202);
@@ -529,7 +555,11 @@ async fn twenty_and_five_instances_go_canary_waves_then_production_after_approva
         }
     })
     .await;
-    assert_eq!(approved.lock().unwrap().len(), 5, "one approval per production instance");
+    assert_eq!(
+        approved.lock().unwrap().len(),
+        5,
+        "one approval per production instance"
+    );
     assert_eq!(done["status"]["wavesCompleted"], 7);
     let instances = api.get("/fleet/instances").await.expect(200);
     for i in instances["items"].as_array().into_iter().flatten() {
@@ -588,7 +618,9 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
     };
     let age = |text: &str| -> Option<f64> {
         text.lines()
-            .find_map(|l| l.strip_prefix("connectsoft_factory_fleet_host_inbox_lag{module=\"rollouts\"} "))
+            .find_map(|l| {
+                l.strip_prefix("connectsoft_factory_fleet_host_inbox_lag{module=\"rollouts\"} ")
+            })
             .and_then(|v| v.parse().ok())
     };
     eventually(60, "the rollouts module's inbox age to pass 3 s", || {

@@ -116,9 +116,10 @@ impl FleetActivitiesImpl {
         _ctx: ActivityContext,
         req: ProgressRequest,
     ) -> Result<Vec<Standing>, ActivityError> {
-        let progress = rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
-            .await
-            .map_err(|e| activity_error(e.into()))?;
+        let progress =
+            rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
+                .await
+                .map_err(|e| activity_error(e.into()))?;
         Ok(progress.iter().map(|p| p.standing(&req.versions)).collect())
     }
 

@@ -131,14 +131,16 @@ pub fn parse(body: &str) -> Result<Vec<SloSample>, String> {
             Ok(samples)
         }
         "scalar" => {
-            let (_, value): (f64, String) = serde_json::from_value(data.result)
-                .map_err(|e| format!("a scalar result: {e}"))?;
+            let (_, value): (f64, String) =
+                serde_json::from_value(data.result).map_err(|e| format!("a scalar result: {e}"))?;
             Ok(vec![SloSample {
                 labels: BTreeMap::new(),
                 value: number(&value)?,
             }])
         }
-        other => Err(format!("a query answering `{other}` cannot be compared with a threshold")),
+        other => Err(format!(
+            "a query answering `{other}` cannot be compared with a threshold"
+        )),
     }
 }
 
@@ -157,7 +159,12 @@ mod tests {
     fn values(samples: &[SloSample]) -> Vec<(String, f64)> {
         samples
             .iter()
-            .map(|s| (s.labels.get("instance").cloned().unwrap_or_default(), s.value))
+            .map(|s| {
+                (
+                    s.labels.get("instance").cloned().unwrap_or_default(),
+                    s.value,
+                )
+            })
             .collect()
     }
 
@@ -165,17 +172,29 @@ mod tests {
     fn a_vector_a_matrix_and_a_scalar_are_read_as_samples() {
         assert_eq!(
             values(&parse(&fixture("vector.json")).unwrap()),
-            [("localhost:9090".into(), 1.0), ("localhost:9100".into(), 0.0)]
+            [
+                ("localhost:9090".into(), 1.0),
+                ("localhost:9100".into(), 0.0)
+            ]
         );
         assert_eq!(
             values(&parse(&fixture("matrix.json")).unwrap()),
-            [("localhost:9090".into(), 1.0), ("localhost:9091".into(), 1.0)],
+            [
+                ("localhost:9090".into(), 1.0),
+                ("localhost:9091".into(), 1.0)
+            ],
             "each series' last sample"
         );
-        assert_eq!(values(&parse(&fixture("scalar.json")).unwrap()), [(String::new(), 1.0)]);
+        assert_eq!(
+            values(&parse(&fixture("scalar.json")).unwrap()),
+            [(String::new(), 1.0)]
+        );
         let special = parse(&fixture("special-values.json")).unwrap();
         assert!(special[0].value.is_nan());
-        assert_eq!((special[1].value, special[2].value), (f64::INFINITY, f64::NEG_INFINITY));
+        assert_eq!(
+            (special[1].value, special[2].value),
+            (f64::INFINITY, f64::NEG_INFINITY)
+        );
     }
 
     #[test]
@@ -187,6 +206,9 @@ mod tests {
             "{err}"
         );
         assert!(parse("<html>502</html>").is_err());
-        assert!(parse(r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#).is_err());
+        assert!(
+            parse(r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#)
+                .is_err()
+        );
     }
 }

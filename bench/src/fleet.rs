@@ -91,7 +91,13 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     let stack = Stack::start(args.db).await?;
     let envs: Vec<String> = (0..args.envs).map(|i| format!("env-{i:05}")).collect();
     let seeding = Instant::now();
-    seed(&stack, envs, workloads(args.workloads), args.seed_concurrency).await?;
+    seed(
+        &stack,
+        envs,
+        workloads(args.workloads),
+        args.seed_concurrency,
+    )
+    .await?;
     println!("  seeded in {:.1} s", seeding.elapsed().as_secs_f64());
     sweep(args, stack).await
 }

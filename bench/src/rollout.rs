@@ -82,7 +82,13 @@ async fn seeded(args: &Args) -> anyhow::Result<(Stack, Arc<Vec<Workload>>)> {
     let stack = Stack::start(args.db).await?;
     let wl = Arc::new(at_version(&workloads(args.workloads), "1.0.0"));
     let seeding = Instant::now();
-    crate::fleet::seed(&stack, names(args.instances), wl.to_vec(), args.seed_concurrency).await?;
+    crate::fleet::seed(
+        &stack,
+        names(args.instances),
+        wl.to_vec(),
+        args.seed_concurrency,
+    )
+    .await?;
     println!(
         "  seeded {} instances in {:.1} s",
         args.instances,
@@ -107,7 +113,10 @@ async fn rollout(args: &Args) -> anyhow::Result<Measured> {
             202,
         )
         .await?;
-    let id = started["rolloutId"].as_str().context("rollout id")?.to_owned();
+    let id = started["rolloutId"]
+        .as_str()
+        .context("rollout id")?
+        .to_owned();
     let waves = started["input"]["waves"].as_array().map_or(0, Vec::len);
     let last = std::sync::Mutex::new(Instant::now());
     poll(
@@ -140,7 +149,10 @@ async fn rollout(args: &Args) -> anyhow::Result<Measured> {
     )
     .await?;
     let wall = t0.elapsed();
-    println!("  rollout completed in {:.1} s ({waves} waves)", wall.as_secs_f64());
+    println!(
+        "  rollout completed in {:.1} s ({waves} waves)",
+        wall.as_secs_f64()
+    );
     let tally = tally(&stack).await?;
     stack.stop().await;
     Ok(Measured { wall, tally })
@@ -216,7 +228,10 @@ fn report(args: &Args, rollout: &Measured, bare: &Measured) {
             "actions / instance",
         ],
     );
-    for (name, m) in [("rollout (waves, converged as observed)", rollout), ("bare runs (all at once)", bare)] {
+    for (name, m) in [
+        ("rollout (waves, converged as observed)", rollout),
+        ("bare runs (all at once)", bare),
+    ] {
         table.row(vec![
             name.to_owned(),
             format!("{:.1}", m.wall.as_secs_f64()),

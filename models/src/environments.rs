@@ -151,7 +151,9 @@ mod label_tests {
         ] {
             assert!(check_labels(&bad).is_err(), "{bad:?}");
         }
-        let many: Labels = (0..=MAX_LABELS).map(|i| (format!("k{i}"), String::new())).collect();
+        let many: Labels = (0..=MAX_LABELS)
+            .map(|i| (format!("k{i}"), String::new()))
+            .collect();
         assert!(check_labels(&many).is_err());
     }
 

@@ -430,20 +430,41 @@ mod tests {
         };
         assert_eq!(slo_breach(&slo, &[]), None, "no series yet");
         assert_eq!(
-            slo_breach(&slo, &[sample("shop-00", 0.01), sample("shop-01", f64::NAN)]),
+            slo_breach(
+                &slo,
+                &[sample("shop-00", 0.01), sample("shop-01", f64::NAN)]
+            ),
             None
         );
         let breach = slo_breach(
             &slo,
-            &[sample("shop-00", 0.07), sample("shop-01", 0.2), sample("shop-02", 0.01)],
+            &[
+                sample("shop-00", 0.07),
+                sample("shop-01", 0.2),
+                sample("shop-02", 0.01),
+            ],
         )
         .expect("a breach");
         assert!(
             breach.contains("0.2 above 0.05") && breach.contains(r#"environment="shop-01""#),
             "{breach}"
         );
-        assert!(SloQuery { query: " ".into(), threshold: 1.0 }.check().is_err());
-        assert!(SloQuery { query: "up".into(), threshold: f64::NAN }.check().is_err());
+        assert!(
+            SloQuery {
+                query: " ".into(),
+                threshold: 1.0
+            }
+            .check()
+            .is_err()
+        );
+        assert!(
+            SloQuery {
+                query: "up".into(),
+                threshold: f64::NAN
+            }
+            .check()
+            .is_err()
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use crate::Error;
 use crate::decode::At;
-use crate::entities::{capacity_leases as lease_rows, quotas as quota_rows, worker_pools as pool_rows};
+use crate::entities::{
+    capacity_leases as lease_rows, quotas as quota_rows, worker_pools as pool_rows,
+};
 use crate::page::Page;
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::{LeaseState, PoolKind, PoolState, QuotaLimits};
@@ -334,8 +336,18 @@ mod tests {
         };
         create_pool(&db, pool("eu-prod", "acme")).await.unwrap();
         create_pool(&db, pool("eu-dev", "acme")).await.unwrap();
-        let taken = create_pool(&db, pool("eu-prod", "globex")).await.unwrap_err();
-        assert!(matches!(taken, Error::Duplicate { table: "worker_pools" }), "{taken:?}");
+        let taken = create_pool(&db, pool("eu-prod", "globex"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                taken,
+                Error::Duplicate {
+                    table: "worker_pools"
+                }
+            ),
+            "{taken:?}"
+        );
         let listed: Vec<String> = pools(&db, "acme", &page)
             .await
             .unwrap()
@@ -347,7 +359,10 @@ mod tests {
         assert_eq!(find_pool(&db, "globex", "eu-prod").await.unwrap(), None);
 
         let default = quota(&db, "acme", "shop").await.unwrap();
-        assert_eq!((default.source.as_str(), default.quota_id), ("default", None));
+        assert_eq!(
+            (default.source.as_str(), default.quota_id),
+            ("default", None)
+        );
         let limits = QuotaLimits {
             concurrent_runs: 2,
             ..Default::default()
@@ -355,14 +370,36 @@ mod tests {
         let set = set_quota(&db, "acme", "shop", &limits, "manual", "admin")
             .await
             .unwrap();
-        let again = set_quota(&db, "acme", "shop", &QuotaLimits { concurrent_runs: 3, ..limits }, "plan:pro", "admin")
-            .await
-            .unwrap();
+        let again = set_quota(
+            &db,
+            "acme",
+            "shop",
+            &QuotaLimits {
+                concurrent_runs: 3,
+                ..limits
+            },
+            "plan:pro",
+            "admin",
+        )
+        .await
+        .unwrap();
         assert_eq!(again.quota_id, set.quota_id, "one quota per project");
-        assert_eq!(quota(&db, "acme", "shop").await.unwrap().limits.concurrent_runs, 3);
+        assert_eq!(
+            quota(&db, "acme", "shop")
+                .await
+                .unwrap()
+                .limits
+                .concurrent_runs,
+            3
+        );
         assert_eq!(quotas(&db, "acme", &page).await.unwrap().len(), 1);
         assert!(quotas(&db, "globex", &page).await.unwrap().is_empty());
-        assert!(leases(&db, "acme", None, None, &page).await.unwrap().is_empty());
+        assert!(
+            leases(&db, "acme", None, None, &page)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     fixtures::on_both_databases!(

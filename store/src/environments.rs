@@ -136,8 +136,7 @@ pub async fn change_target(
     target: Target,
     changed_by: &str,
 ) -> Result<Environment, Error> {
-    use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let row = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
@@ -181,8 +180,7 @@ pub async fn change_mode(
     mode: EnvironmentMode,
     changed_by: &str,
 ) -> Result<(Environment, Environment), Error> {
-    use sea_orm::TransactionTrait;
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let row = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))

@@ -18,7 +18,7 @@ use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{
     Approval, ApprovalDecision, EnvironmentClass, ProvisioningKind, RunInput,
 };
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, EntityTrait, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, EntityTrait};
 use serde::{Deserialize, Serialize};
 
 /// What an event leaves to do outside the database.
@@ -53,7 +53,7 @@ pub async fn receive(
     event: &Inbound,
     options: &ProvisioningOptions,
 ) -> Result<Received, Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     if let Some(seen) = rows::Entity::find_by_id(event_id.to_owned())
         .one(&txn)
         .await?
@@ -73,8 +73,9 @@ pub async fn receive(
             let env = match environments::find(&txn, &e.tenant_id, &e.environment_id).await? {
                 Some(env) => env,
                 None => {
-                    runtime_cloud_models::environments::check_labels(&e.labels)
-                        .map_err(|why| Error::Invalid(runtime_cloud_models::validation::Invalid(why)))?;
+                    runtime_cloud_models::environments::check_labels(&e.labels).map_err(|why| {
+                        Error::Invalid(runtime_cloud_models::validation::Invalid(why))
+                    })?;
                     let new = environments::NewEnvironment {
                         tenant_id: e.tenant_id.clone(),
                         environment_id: e.environment_id.clone(),

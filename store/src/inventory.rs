@@ -9,7 +9,7 @@ use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::observation::ObservedWorkload;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+    EntityTrait, QueryFilter, QuerySelect,
 };
 
 const TABLE: &str = "runtime_inventories";
@@ -88,7 +88,7 @@ pub async fn mark_stale(
     window: &str,
     cutoff: DateTime<Utc>,
 ) -> Result<u64, Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let stale = rows::Entity::find()
         .filter(rows::Column::Stale.eq(false))
         .filter(rows::Column::ObservedAt.lt(cutoff))

@@ -54,6 +54,7 @@ pub mod rollouts;
 pub mod runs;
 pub mod specifications;
 pub mod windows;
+mod write;
 
 mod decode;
 #[cfg(test)]
@@ -65,3 +66,4 @@ pub use migration::Migrator;
 pub use page::Page;
 /// The connection every function here takes; re-exported so callers need no sea-orm import.
 pub use sea_orm::DatabaseConnection;
+pub(crate) use write::begin_write;

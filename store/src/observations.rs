@@ -17,7 +17,7 @@ use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, QueryFilter, TransactionTrait,
+    EntityTrait, QueryFilter,
 };
 use uuid::Uuid;
 
@@ -41,7 +41,7 @@ pub async fn record(
     req: &RecordRequest,
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let Some(env) = environments::find(&txn, &req.tenant_id, &req.environment_id).await? else {
         // The environment was removed since the observation started: nothing to record.
         return Ok(RecordOutcome::default());

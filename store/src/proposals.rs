@@ -25,7 +25,7 @@ use runtime_cloud_models::{
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use std::collections::BTreeSet;
 
@@ -319,7 +319,7 @@ pub async fn raise_for_replan(
     plan: &ProposalPlan,
 ) -> Result<Option<ProposalInput>, Error> {
     let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let in_play = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
@@ -353,7 +353,7 @@ pub async fn raise_for_replan(
 /// Projects a proposal's state; a decision (`Accepted` / `Rejected`) is recorded with who,
 /// why and when, and writes `ReconciliationDecided`; in one transaction.
 pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<(), Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let Some(row) = rows::Entity::find_by_id(p.proposal_id.clone())
         .one(&txn)
         .await?
@@ -408,7 +408,7 @@ pub async fn prepare_run(
     options: &ProvisioningOptions,
 ) -> Result<RunInput, Error> {
     let (tenant_id, environment_id) = (&proposal.tenant_id, &proposal.environment_id);
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let env = environments::find(&txn, tenant_id, environment_id)
         .await?
         .ok_or_else(|| Error::Missing {

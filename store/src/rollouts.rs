@@ -11,7 +11,7 @@ use runtime_cloud_models::rollouts::{RolloutInput, RolloutState, RolloutStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
-    QueryFilter, QuerySelect, TransactionTrait,
+    QueryFilter, QuerySelect,
 };
 
 /// A rollout as the API shows it.
@@ -52,7 +52,7 @@ pub async fn create(
     input: &RolloutInput,
     requested_by: &str,
 ) -> Result<Rollout, Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let now = Utc::now();
     let status = RolloutStatus::start(&input.waves);
     let row = rows::ActiveModel {
@@ -108,7 +108,7 @@ pub async fn project(
     rollout_id: &str,
     status: &RolloutStatus,
 ) -> Result<(), Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let Some(row) = rows::Entity::find_by_id(rollout_id.to_owned())
         .one(&txn)
         .await?
@@ -251,7 +251,7 @@ pub async fn prepare_instance(
     options: &runtime_cloud_models::options::ProvisioningOptions,
 ) -> Result<runtime_cloud_models::RunInput, Error> {
     use crate::{environments, runs, specifications};
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let tenant_id = &input.tenant_id;
     let env = environments::find(&txn, tenant_id, environment_id)
         .await?
@@ -334,7 +334,7 @@ pub async fn prepare_rollback(
     options: &runtime_cloud_models::options::ProvisioningOptions,
 ) -> Result<runtime_cloud_models::RunInput, Error> {
     use crate::{environments, runs, specifications};
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let tenant_id = &input.tenant_id;
     let missing = |what: &'static str, id: &str| Error::Missing {
         what,

@@ -23,7 +23,6 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect, SelectModel,
-    TransactionTrait,
 };
 use serde_json::value::RawValue;
 
@@ -90,7 +89,7 @@ pub async fn create_once(
     new: &NewRun<'_>,
     options: &ProvisioningOptions,
 ) -> Result<RunInput, Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     if !exists(&txn, new.run_id).await? {
         insert(&txn, new).await?;
     }
@@ -204,7 +203,7 @@ pub async fn project(
     run: &RunInput,
     status: &RunStatus,
 ) -> Result<(), Error> {
-    let txn = db.begin().await?;
+    let txn = crate::begin_write(db).await?;
     let now = Utc::now();
     let existing = rows::Entity::find_by_id(run.run_id.clone())
         .one(&txn)

@@ -10,7 +10,7 @@ use runtime_cloud_models::events::SpecificationDeclared;
 use runtime_cloud_models::validation::Declaration;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -76,7 +76,7 @@ pub async fn declare(db: &DatabaseConnection, d: &Declaration) -> Result<Specifi
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let txn = db.begin().await?;
+        let txn = crate::begin_write(db).await?;
         match declare_in(&txn, d).await {
             Ok(spec) => {
                 txn.commit().await?;

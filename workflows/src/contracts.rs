@@ -356,9 +356,13 @@ pub struct SloCheck {
 pub enum SloReading {
     /// No sample above the threshold.
     Met,
-    Breached { reason: String },
+    Breached {
+        reason: String,
+    },
     /// The query could not be answered (Prometheus away, a query it refuses).
-    Unavailable { reason: String },
+    Unavailable {
+        reason: String,
+    },
 }
 
 /// Open the incident of a halt.

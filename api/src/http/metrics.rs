@@ -308,7 +308,9 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "Age of the oldest unprocessed event per module, in seconds.",
     );
     let now = chrono::Utc::now();
-    let oldest = state.inbox_oldest.load(std::sync::atomic::Ordering::Relaxed);
+    let oldest = state
+        .inbox_oldest
+        .load(std::sync::atomic::Ordering::Relaxed);
     if oldest >= 0 {
         let age = match oldest {
             0 => 0.0,

@@ -1,0 +1,75 @@
+//! Write transactions that wait for each other on SQLite instead of failing.
+//!
+//! A SQLite transaction begins deferred: its first read takes a snapshot, and its first write
+//! must then upgrade to the write lock. If another connection (the worker's, while the API
+//! writes) committed since the snapshot, SQLite refuses the upgrade at once, without waiting for
+//! the busy timeout: a read-then-write transaction fails with "database is locked" (a 500 from
+//! the API, a retried activity in the worker). Taking the write lock with the first statement
+//! (what `BEGIN IMMEDIATE` does; sea-orm begins with a plain `BEGIN`) makes a concurrent writer
+//! wait its turn instead. PostgreSQL needs nothing of the kind.
+
+use crate::Error;
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, TransactionTrait,
+};
+
+/// Begins a transaction that will write, holding SQLite's write lock from its first statement.
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, Error> {
+    let txn = db.begin().await?;
+    if db.get_database_backend() == DbBackend::Sqlite {
+        // A write that changes nothing: it takes the write lock, waiting for it as long as the
+        // busy timeout allows.
+        txn.execute_unprepared("UPDATE outbox_events SET seq = seq WHERE 1 = 0")
+            .await?;
+    }
+    Ok(txn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sea_orm::{ConnectOptions, Database};
+
+    /// Two connections of one SQLite file: a read-then-write transaction whose snapshot another
+    /// connection's commit outdated fails as deferred, and succeeds begun with `begin_write`.
+    #[tokio::test]
+    async fn a_writer_waits_for_another_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+        let open = || async {
+            let mut opts = ConnectOptions::new(url.clone());
+            opts.max_connections(1);
+            Database::connect(opts).await.unwrap()
+        };
+        let (a, b) = (open().await, open().await);
+        a.execute_unprepared("PRAGMA journal_mode=WAL")
+            .await
+            .unwrap();
+        a.execute_unprepared("CREATE TABLE outbox_events (seq INTEGER PRIMARY KEY, v INTEGER)")
+            .await
+            .unwrap();
+        a.execute_unprepared("INSERT INTO outbox_events VALUES (1, 1)")
+            .await
+            .unwrap();
+        let b = &b;
+        let read_then_write = |txn: DatabaseTransaction| async move {
+            txn.execute_unprepared("SELECT v FROM outbox_events")
+                .await?;
+            b.execute_unprepared("UPDATE outbox_events SET v = v + 1")
+                .await
+                .ok();
+            txn.execute_unprepared("UPDATE outbox_events SET v = 10")
+                .await?;
+            txn.commit().await
+        };
+        let deferred = read_then_write(a.begin().await.unwrap()).await;
+        assert!(
+            deferred.is_err(),
+            "a deferred read-then-write fails: {deferred:?}"
+        );
+        // Begun for writing, the other connection's write is the one that waits (and, with
+        // the lock held through the commit here, gives up); this transaction commits.
+        let immediate = read_then_write(begin_write(&a).await.unwrap()).await;
+        assert!(immediate.is_ok(), "{immediate:?}");
+    }
+}
