@@ -192,7 +192,7 @@ impl ProvisioningActivitiesImpl {
     #[activity(definition = markers::Plan)]
     pub async fn plan(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         req: PlanRequest,
     ) -> Result<PlanReceipt, ActivityError> {
         let span =
@@ -200,7 +200,22 @@ impl ProvisioningActivitiesImpl {
         async move {
             let log = StepLog::default();
             let target = target(&req.tenant_id, &req.environment_id);
-            let plan = self.runner.plan(&target, &req.specification, &log).await;
+            // Heartbeat while the runner plans, so a lost worker is noticed within the
+            // heartbeat timeout, not the plan's whole timeout (the plan is read-only: planned
+            // again, it changes nothing).
+            let plan = {
+                let plan = self.runner.plan(&target, &req.specification, &log);
+                tokio::pin!(plan);
+                let mut beat = tokio::time::interval(Duration::from_secs(2));
+                loop {
+                    tokio::select! {
+                        plan = &mut plan => break plan,
+                        _ = beat.tick() => {
+                            let _ = ctx.record_heartbeat(req.run_id.clone()).await;
+                        }
+                    }
+                }
+            };
             self.keep_log(
                 &req.tenant_id,
                 &req.run_id,

@@ -83,9 +83,11 @@ pub(crate) fn observe_batch() -> ActivityOptions {
         .build()
 }
 
-/// Planning only reads: exponential retry, but a plan that cannot succeed fails at once.
+/// Planning only reads: exponential retry, but a plan that cannot succeed fails at once. It
+/// heartbeats, so a lost worker is noticed in 10 s (not after the 300 s an attempt may take).
 pub(crate) fn plan() -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+        .heartbeat_timeout(Duration::from_secs(10))
         .retry_policy(
             RetryPolicy::builder()
                 .initial_interval(Duration::from_secs(1))
