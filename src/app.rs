@@ -96,8 +96,8 @@ fn policy(config: &Config, auto_accept: bool) -> anyhow::Result<Arc<dyn Policy>>
     )?))
 }
 
-/// Runs the worker until `shutdown`.
-pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+/// What a worker's activities need, from the configuration.
+async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
     let db = connect_db(config).await?;
     let client = runtime_cloud_temporal::connect_with(
         &config.temporal_address,
@@ -123,7 +123,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         )?),
         artifacts.clone(),
     ));
-    let deps = WorkerDeps {
+    Ok(WorkerDeps {
         client,
         db: db.clone(),
         runner: Arc::new(TargetRunners {
@@ -160,7 +160,25 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
                 config.prometheus_token.clone(),
             )) as Arc<dyn runtime_cloud_activities::slo::SloGuard>
         }),
-    };
+    })
+}
+
+/// Runs a worker of pool `pool_id` until `shutdown`: it serves only the plans and applies of
+/// the environments bound to the pool (no workflows, no relay).
+pub async fn run_pool_worker(
+    config: &Config,
+    pool_id: &str,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let deps = worker_deps(config).await?;
+    runtime_cloud_temporal::worker::run_pool(deps, pool_id, shutdown).await?;
+    Ok(())
+}
+
+/// Runs the worker (every workflow and activity) until `shutdown`, with the outbox relay beside
+/// it when NATS is configured.
+pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let deps = worker_deps(config).await?;
     // The outbox relay runs beside the worker when NATS is configured; without it events stay
     // readable in the outbox table.
     let (stop_relay, relay_stopped) = tokio::sync::watch::channel(false);

@@ -39,8 +39,13 @@ enum Command {
         #[arg(long, default_value_t = 8233)]
         ui_port: u16,
     },
-    /// Run a worker: every workflow and activity.
-    Worker,
+    /// Run a worker: every workflow and activity; with `--pool`, a worker of that worker pool
+    /// (only the plans and applies of the environments bound to it).
+    Worker {
+        /// The worker pool to serve (`/factory/capacity/pools`).
+        #[arg(long)]
+        pool: Option<String>,
+    },
     /// Run the HTTP API.
     Api,
     /// Apply the read-table migrations.
@@ -105,7 +110,7 @@ fn main() -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref())?;
     let service = match &cli.command {
         Command::Dev { .. } => "runtime-cloud-dev",
-        Command::Worker => "runtime-cloud-worker",
+        Command::Worker { .. } => "runtime-cloud-worker",
         Command::Api => "runtime-cloud-api",
         _ => "runtime-cloud",
     };
@@ -127,7 +132,10 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             temporal_port,
             ui_port,
         } => app::run_dev(&config, temporal_port, ui_port, shutdown_signal()).await,
-        Command::Worker => app::run_worker(&config, shutdown_signal()).await,
+        Command::Worker { pool: None } => app::run_worker(&config, shutdown_signal()).await,
+        Command::Worker { pool: Some(pool) } => {
+            app::run_pool_worker(&config, &pool, shutdown_signal()).await
+        }
         Command::Api => {
             app::run_api(&config, shutdown_signal(), |addr| {
                 println!("runtime-cloud api listening on http://{addr}");

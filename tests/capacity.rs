@@ -1,8 +1,11 @@
-//! Execution capacity's records end to end: worker pools, quotas and leases under
-//! `/factory/capacity`, their scopes and roles, tenants apart, pages and problem JSON.
+//! Execution capacity end to end: worker pools, quotas and leases under `/factory/capacity`
+//! (their scopes and roles, tenants apart, pages and problem JSON), and what they do to runs:
+//! a run takes a lease on its project's quota before it plans, waits visibly while the quota
+//! (or a pool without workers) holds it, gives it back when it ends; a vanished holder's lease
+//! expires; a project whose day's apply minutes are spent gets 429 and no run applies.
 
-use crate::common::{Stack, text};
-use serde_json::json;
+use crate::common::{Api, Stack, StackOptions, eventually, text};
+use serde_json::{Value, json};
 
 fn pool(id: &str) -> serde_json::Value {
     json!({ "poolId": id, "kind": "dedicated", "securityBoundary": "customer-isolated",
@@ -125,4 +128,281 @@ async fn pools_and_quotas_are_recorded_per_tenant_with_their_scopes_and_roles() 
         .get("/factory/capacity/pools")
         .await
         .expect_problem(403);
+}
+
+/// Sets the project `shop`'s quota of `tenant` to `concurrent_runs` and `minutes` a day.
+async fn set_quota(stack: &Stack, tenant: &str, concurrent_runs: u32, minutes: u32) {
+    stack
+        .platform_admin(tenant)
+        .put(
+            "/factory/capacity/quotas/shop",
+            json!({ "concurrentRuns": concurrent_runs, "concurrentSandboxes": 2,
+                    "cpuPerAttempt": 1, "memoryGbPerAttempt": 2,
+                    "executionMinutesPerDay": minutes }),
+        )
+        .await
+        .expect(200);
+}
+
+/// The run's leases, as the capacity routes list them.
+async fn leases_of(stack: &Stack, tenant: &str, run: &str) -> Vec<Value> {
+    let page = stack
+        .platform_admin(tenant)
+        .get(&format!("/factory/capacity/leases?provisioningRunId={run}"))
+        .await
+        .expect(200);
+    page["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until the run's lease is in `state`; returns it.
+async fn wait_lease(stack: &Stack, tenant: &str, run: &str, state: &str) -> Value {
+    eventually(60, &format!("run {run}'s lease to be {state}"), || async {
+        let leases = leases_of(stack, tenant, run).await;
+        leases.into_iter().find(|l| l["state"] == state)
+    })
+    .await
+}
+
+/// Waits until the run says what holds it back; returns its view.
+async fn wait_held(api: &Api, run: &str, held_by: &str) -> Value {
+    eventually(
+        60,
+        &format!("run {run} to wait for capacity ({held_by})"),
+        || async {
+            let view = api.run(run).await;
+            (view["waitingForCapacity"]["heldBy"] == held_by).then_some(view)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
+    let stack = Stack::start().await;
+    set_quota(&stack, "acme", 2, 1440).await;
+    let api = stack.operator("acme");
+    // Production runs hold their lease while they await approval.
+    let (first, _) = api.awaiting_approval("prod-a", 1).await;
+    let (second, _) = api.awaiting_approval("prod-b", 1).await;
+    api.environment("prod-c", "production").await;
+    api.declare("prod-c", &[("api", "1.0.0", 1)]).await;
+    let third = api.plan_run("prod-c", "baseline").await;
+
+    let held = wait_held(&api, &third, "quota").await;
+    assert_eq!(held["state"], Value::Null, "held before it plans: {held}");
+    assert!(held["planReceipt"].is_null(), "{held}");
+    let wait = &held["waitingForCapacity"];
+    assert_eq!(
+        (
+            &wait["projectId"],
+            &wait["concurrentRuns"],
+            &wait["quotaSource"]
+        ),
+        (&json!("shop"), &json!(2), &json!("manual")),
+        "{held}"
+    );
+    for run in [&first, &second] {
+        let lease = wait_lease(&stack, "acme", run, "granted").await;
+        assert_eq!(
+            (&lease["projectId"], &lease["poolId"], &lease["holderKind"]),
+            (
+                &json!("shop"),
+                &json!("default"),
+                &json!("provisioning-run")
+            )
+        );
+        assert_eq!(lease["holderId"], format!("provisioning-run/{run}"));
+        assert_eq!(
+            (&lease["cpu"], &lease["memoryGb"]),
+            (&json!(1.0), &json!(2.0))
+        );
+        assert!(lease["grantedAt"].is_string(), "{lease}");
+    }
+    wait_lease(&stack, "acme", &third, "waiting").await;
+    let waiting = stack
+        .platform_admin("acme")
+        .get("/factory/capacity/leases?state=waiting")
+        .await
+        .expect(200);
+    assert_eq!(
+        waiting["items"].as_array().map(Vec::len),
+        Some(1),
+        "{waiting}"
+    );
+    assert_eq!(
+        stack
+            .platform_admin("globex")
+            .get("/factory/capacity/leases")
+            .await
+            .expect(200)["items"],
+        json!([]),
+        "another tenant sees none"
+    );
+
+    // One ends: the third takes its lease and plans.
+    api.decide(&first, "reject").await.expect(202);
+    api.wait_state(&first, "Rejected").await;
+    let released = wait_lease(&stack, "acme", &first, "released").await;
+    assert!(released["releasedAt"].is_string(), "{released}");
+    let planned = api.wait_state(&third, "AwaitingApproval").await;
+    assert!(planned["waitingForCapacity"].is_null(), "{planned}");
+    wait_lease(&stack, "acme", &third, "granted").await;
+    assert_eq!(
+        api.run(&second).await["state"],
+        "AwaitingApproval",
+        "the second kept its lease"
+    );
+}
+
+#[tokio::test]
+async fn a_terminated_holders_lease_expires_and_the_waiting_run_proceeds() {
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
+        "0.02",
+    ))
+    .await;
+    set_quota(&stack, "acme", 1, 1440).await;
+    let api = stack.operator("acme");
+    let (first, _) = api.awaiting_approval("prod-a", 1).await;
+    api.environment("prod-b", "production").await;
+    api.declare("prod-b", &[("api", "1.0.0", 1)]).await;
+    let second = api.plan_run("prod-b", "baseline").await;
+    wait_held(&api, &second, "quota").await;
+
+    stack.temporal_ok(&[
+        "workflow",
+        "terminate",
+        "--workflow-id",
+        &format!("provisioning-run/{first}"),
+        "--reason",
+        "operator cleanup",
+    ]);
+    let expired = wait_lease(&stack, "acme", &first, "expired").await;
+    assert!(expired["expiresAt"].is_string(), "{expired}");
+    assert!(expired["releasedAt"].is_null(), "{expired}");
+    api.wait_state(&second, "AwaitingApproval").await;
+    wait_lease(&stack, "acme", &second, "granted").await;
+}
+
+#[tokio::test]
+async fn a_run_in_a_pool_without_a_worker_waits_until_one_serves_it() {
+    let stack = Stack::start().await;
+    let admin = stack.platform_admin("acme");
+    admin
+        .post("/factory/capacity/pools", pool("eu-isolated"))
+        .await
+        .expect(201);
+    let api = stack.operator("acme");
+    // Only a pool of the tenant's own, and one that takes work.
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "iso", "projectId": "shop", "class": "non-production",
+                "poolId": "nowhere" }),
+    )
+    .await
+    .expect_problem(422);
+    let env = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "iso", "projectId": "shop", "class": "non-production",
+                    "poolId": "eu-isolated" }),
+        )
+        .await
+        .expect(201);
+    assert_eq!(env["poolId"], "eu-isolated");
+    api.declare("iso", &[("api", "1.0.0", 2)]).await;
+    let run = api.plan_run("iso", "baseline").await;
+
+    // The shared worker runs the workflow but not the pool's plans and applies.
+    let held = wait_held(&api, &run, "pool").await;
+    assert_eq!(held["waitingForCapacity"]["poolId"], "eu-isolated");
+    assert_eq!(held["state"], Value::Null, "{held}");
+    let described = admin
+        .get("/factory/capacity/pools/eu-isolated")
+        .await
+        .expect(200);
+    assert_eq!(described["currentSize"], 0, "{described}");
+
+    let mut pool_worker = stack.spawn_pool_worker("eu-isolated");
+    let applied = api.wait_state(&run, "Applied").await;
+    assert!(applied["waitingForCapacity"].is_null(), "{applied}");
+    let lease = wait_lease(&stack, "acme", &run, "released").await;
+    assert_eq!(lease["poolId"], "eu-isolated");
+    let served = admin
+        .get("/factory/capacity/pools/eu-isolated")
+        .await
+        .expect(200);
+    assert_eq!(served["currentSize"], 1, "{served}");
+    assert!(served["utilisation"].is_number(), "{served}");
+    pool_worker.kill();
+}
+
+#[tokio::test]
+async fn a_project_whose_apply_minutes_are_spent_gets_429_and_no_run_applies() {
+    let stack = Stack::start().await;
+    set_quota(&stack, "acme", 10, 1).await;
+    let api = stack.operator("acme");
+    api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;
+
+    // The apply counted a minute (rounded up): the day's one minute is spent.
+    let refused = api
+        .post(
+            "/factory/provisioning/runs",
+            json!({ "environmentId": "dev", "kind": "baseline" }),
+        )
+        .await;
+    let retry_after = refused
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a Retry-After header of seconds");
+    assert!((1..=86_400).contains(&retry_after), "{retry_after}");
+    let problem = refused.expect_problem(429);
+    let detail = text(&problem["detail"]);
+    assert!(
+        detail.contains("executionMinutesPerDay")
+            && detail.contains("1 of 1")
+            && detail.contains("resets at"),
+        "{detail}"
+    );
+
+    // Enforced where the change happens: a reconciliation the product starts on its own (an
+    // auto-accepted proposal) ends Rejected before it plans.
+    stack.sandbox_cli(
+        "acme",
+        "dev",
+        &["scale", "--workload", "api", "--replicas", "5"],
+    );
+    api.observe(&stack, "dev").await;
+    let rejected = eventually(60, "the reconciliation run to be refused", || async {
+        let page = api
+            .get("/factory/provisioning/runs?kind=reconciliation")
+            .await
+            .expect(200);
+        page["items"]
+            .as_array()
+            .and_then(|runs| runs.iter().find(|r| r["state"] == "Rejected").cloned())
+    })
+    .await;
+    assert!(rejected["planReceipt"].is_null(), "{rejected}");
+    assert!(
+        text(&rejected["reason"]).contains("executionMinutesPerDay"),
+        "{rejected}"
+    );
+    assert_eq!(
+        stack.sandbox("acme", "dev")["workloads"][0]["replicas"],
+        5,
+        "nothing applied"
+    );
+    // Another project of the tenant is not held by this one's minutes.
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "other", "projectId": "blog", "class": "non-production" }),
+    )
+    .await
+    .expect(201);
+    api.declare("other", &[("api", "1.0.0", 1)]).await;
+    let other = api.plan_run("other", "baseline").await;
+    api.wait_state(&other, "Applied").await;
 }

@@ -1,7 +1,7 @@
 //! Provisioning runs: plan → approval when production → apply → receipts.
 
 use crate::common::{Db, Stack, StackOptions, eventually, text};
-use runtime_cloud_workflows::EnvironmentLock;
+use runtime_cloud_workflows::Semaphore;
 use serde_json::json;
 use temporalio_client::{WorkflowExecutionStatus, WorkflowQueryOptions};
 
@@ -356,8 +356,7 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     // The second run is queued behind the first: wait until the environment's lock lists it
     // as waiting, then check it has not planned.
     let client = stack.temporal_client().await;
-    let lock =
-        client.get_workflow_handle::<EnvironmentLock>(format!("environment/{}/prod", api.tenant));
+    let lock = client.get_workflow_handle::<Semaphore>(format!("environment/{}/prod", api.tenant));
     let waiting = format!("provisioning-run/{second}");
     eventually(
         30,
@@ -367,11 +366,7 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
             let waiting = waiting.clone();
             async move {
                 let state = lock
-                    .query(
-                        EnvironmentLock::holders,
-                        (),
-                        WorkflowQueryOptions::default(),
-                    )
+                    .query(Semaphore::holders, (), WorkflowQueryOptions::default())
                     .await
                     .ok()?;
                 state.queue.contains(&waiting).then_some(())
@@ -506,7 +501,7 @@ async fn a_run_whose_lock_start_answer_was_lost_still_gets_the_lock() {
     let (api, id, lock) = stack.run_whose_lock_start_answer_was_lost().await;
     api.wait_state(&id, "Applied").await;
     let client = stack.temporal_client().await;
-    let lock = client.get_workflow_handle::<EnvironmentLock>(lock);
+    let lock = client.get_workflow_handle::<Semaphore>(lock);
     eventually(
         30,
         "the lock to end once its holder released it",

@@ -10,8 +10,8 @@
 
 use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
-    EnvironmentLock, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
-    ProvisioningRun, ReconciliationProposal,
+    FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
+    ReconciliationProposal, Semaphore,
 };
 use std::path::PathBuf;
 use temporalio_client::{UntypedWorkflow, WorkflowHistory};
@@ -61,7 +61,7 @@ async fn recorded_histories_replay_on_current_code() {
         .register_workflow::<ProvisioningRun>()
         .expect("register run");
     options
-        .register_workflow::<EnvironmentLock>()
+        .register_workflow::<Semaphore>()
         .expect("register lock");
     options
         .register_workflow::<ObserveEnvironment>()

@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
+//! - [`capacity`]: capacity leases on the project's quota, and what Temporal says of a pool.
 //! - [`fleet`]: the fleet rollout's activities (prepare an instance's run, progress, incidents).
 //! - [`kubernetes`]: the Kubernetes adapter of the Observer port.
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
@@ -24,6 +25,7 @@
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
 //! - [`error`]: this crate's error type.
 
+pub mod capacity;
 pub mod error;
 pub mod fleet;
 pub mod inventory;

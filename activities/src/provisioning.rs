@@ -7,12 +7,12 @@ use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
-use runtime_cloud_workflows::EnvironmentLock;
+use runtime_cloud_workflows::Semaphore;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, Gate, LockRequest, PlanRequest, PolicyDecision, PolicyInput, RunProjection,
     WindowQuery, provisioning_markers as markers,
 };
-use runtime_cloud_workflows::environment_lock::LockState;
+use runtime_cloud_workflows::semaphore::{Acquire, SemaphoreState};
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +36,9 @@ pub struct ProvisioningActivitiesImpl {
     pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
     pub artifacts: Arc<dyn ArtifactStore>,
-    /// Used to signal-with-start environment locks.
+    /// Used to signal-with-start semaphores (environment locks, project capacity).
     pub client: Client,
-    /// The task queue the locks run on.
+    /// The task queue the semaphores run on.
     pub task_queue: String,
     /// How often a lock with a waiting run checks that its holder still exists.
     pub lock_holder_check_secs: u64,
@@ -72,20 +72,18 @@ impl ProvisioningActivitiesImpl {
             .map_err(|e| activity_error(e.into()))
     }
 
-    /// Signal-with-start: queue `req`'s requester on the lock, starting the lock if it is idle.
+    /// Signal-with-start: queue `req`'s requester on the semaphore, starting it if it is idle.
     async fn ask_for_lock(&self, req: LockRequest) -> Result<(), ActivityError> {
+        let idle = SemaphoreState::idle(&req, self.lock_holder_check_secs);
         let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
             .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
             .build();
-        let idle = LockState::idle(self.lock_holder_check_secs);
+        let acquire = Acquire {
+            requester: req.requester_workflow_id,
+            slots: req.slots,
+        };
         self.client
-            .signal_with_start_workflow(
-                EnvironmentLock::run,
-                idle,
-                EnvironmentLock::acquire,
-                req.requester_workflow_id,
-                opts,
-            )
+            .signal_with_start_workflow(Semaphore::run, idle, Semaphore::acquire, acquire, opts)
             .await
             .map_err(temporal_unavailable)?;
         Ok(())
@@ -119,13 +117,13 @@ fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
 
 #[activities]
 impl ProvisioningActivitiesImpl {
-    /// Takes the environment's lock if it is free, by starting the lock workflow with the run
-    /// as its holder (true); otherwise asks for it with signal-with-start (false: the lock will
-    /// signal `lock_granted`).
+    /// Takes a slot of a semaphore that is not running by starting it with the caller as its
+    /// holder (true); otherwise asks for one with signal-with-start (false: the semaphore will
+    /// signal `granted`).
     ///
-    /// The lock's workflow id is unique, so of two runs starting it at once only one succeeds.
-    /// If this start succeeded in an earlier attempt whose answer was lost, the retry finds the
-    /// lock running and asks for it; the lock sees its own holder asking and grants it again.
+    /// The semaphore's workflow id is unique, so of two callers starting it at once only one
+    /// succeeds. If this start succeeded in an earlier attempt whose answer was lost, the retry
+    /// finds it running and asks; the semaphore sees its own holder asking and grants again.
     #[activity(definition = markers::AcquireLock)]
     pub async fn acquire_lock(
         self: Arc<Self>,
@@ -138,13 +136,10 @@ impl ProvisioningActivitiesImpl {
                 WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
                     .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
                     .build();
-            let state = LockState::held_by(
-                req.requester_workflow_id.clone(),
-                self.lock_holder_check_secs,
-            );
+            let state = SemaphoreState::held_by(&req, self.lock_holder_check_secs);
             match self
                 .client
-                .start_workflow(EnvironmentLock::run, state, opts)
+                .start_workflow(Semaphore::run, state, opts)
                 .await
             {
                 Ok(_) => Ok(true),
@@ -159,7 +154,7 @@ impl ProvisioningActivitiesImpl {
         .await
     }
 
-    /// Releases the environment's lock, or leaves its queue. A lock that has ended has
+    /// Releases a semaphore's slot, or leaves its queue. A semaphore that has ended has
     /// nothing to release.
     #[activity(definition = markers::ReleaseLock)]
     pub async fn release_lock(
@@ -171,10 +166,10 @@ impl ProvisioningActivitiesImpl {
         async move {
             let lock = self
                 .client
-                .get_workflow_handle::<EnvironmentLock>(req.lock_workflow_id);
+                .get_workflow_handle::<Semaphore>(req.lock_workflow_id);
             match lock
                 .signal(
-                    EnvironmentLock::release,
+                    Semaphore::release,
                     req.requester_workflow_id,
                     WorkflowSignalOptions::default(),
                 )

@@ -32,6 +32,14 @@ pub enum Error {
     /// 422: well-formed but invalid (unknown fields, bad values, idempotency key reuse).
     #[error("{0}")]
     Unprocessable(String),
+    /// 429: a quota is spent (the project's execution minutes); `Retry-After` says when it
+    /// resets.
+    #[error("{detail}")]
+    QuotaSpent {
+        detail: String,
+        /// Seconds until the quota resets.
+        retry_after_secs: u64,
+    },
     /// 503: Temporal is unreachable; nothing was changed.
     #[error("{0}")]
     Unavailable(String),
@@ -52,6 +60,7 @@ impl Error {
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::QuotaSpent { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -76,6 +85,17 @@ impl Error {
                 tracing::error!(error = %e, "cannot signal {what}");
                 Error::Unavailable("the workflow service is unavailable; retry later".into())
             }
+        }
+    }
+}
+
+/// 429: the project's day's execution minutes are spent, until they reset.
+impl From<runtime_cloud_models::capacity::MinutesSpent> for Error {
+    fn from(spent: runtime_cloud_models::capacity::MinutesSpent) -> Self {
+        let left = (spent.resets_at - chrono::Utc::now()).num_seconds().max(1);
+        Error::QuotaSpent {
+            detail: spent.to_string(),
+            retry_after_secs: u64::try_from(left).unwrap_or(1),
         }
     }
 }
@@ -115,6 +135,13 @@ impl IntoResponse for Error {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Error::QuotaSpent {
+            retry_after_secs, ..
+        } = &self
+            && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            res.headers_mut().insert(header::RETRY_AFTER, value);
+        }
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -143,6 +170,7 @@ impl From<Error> for tonic::Status {
             Error::Forbidden(_) => tonic::Status::permission_denied(msg),
             Error::NotFound(_) => tonic::Status::not_found(msg),
             Error::Conflict(_) => tonic::Status::failed_precondition(msg),
+            Error::QuotaSpent { .. } => tonic::Status::resource_exhausted(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
             Error::Internal(_) => tonic::Status::internal(msg),
         }

@@ -101,6 +101,9 @@ impl<const S: u16> IntoResponses for Problems<S> {
             413 => "The body exceeds 1 MiB",
             415 => "The body is not `application/json`",
             422 => "Well-formed but invalid: unknown fields, bad values, a reused idempotency key",
+            429 => {
+                "A quota is spent (the project's execution minutes); `Retry-After` says when it resets"
+            }
             500 => "An internal error; logged, never detailed",
             503 => "Temporal is unreachable; nothing was changed, retry later",
             _ => "Error",

@@ -97,11 +97,97 @@ pub fn minutes_reset_at(now: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::<Utc>::from_naive_utc_and_offset(today, Utc) + Duration::days(1)
 }
 
-/// The whole minutes an apply that ran from `started` to `ended` counts, rounded up (an apply
-/// of one second uses a minute, as metered execution is billed).
-pub fn apply_minutes(started: DateTime<Utc>, ended: DateTime<Utc>) -> u32 {
-    let seconds = (ended - started).num_seconds().max(0);
-    u32::try_from((seconds + 59) / 60).unwrap_or(u32::MAX)
+/// The whole minutes an apply of `duration_ms` counts, rounded up (an apply of one second
+/// uses a minute, as metered execution is billed).
+pub fn apply_minutes(duration_ms: u64) -> u32 {
+    u32::try_from(duration_ms.div_ceil(60_000)).unwrap_or(u32::MAX)
+}
+
+/// A project whose day's execution minutes are spent: new runs are refused until `resets_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinutesSpent {
+    pub project_id: String,
+    pub used: u32,
+    pub limit: u32,
+    pub resets_at: DateTime<Utc>,
+}
+
+impl std::fmt::Display for MinutesSpent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "quota executionMinutesPerDay of project `{}` is spent: {} of {} apply minutes used today; it resets at {}",
+            self.project_id,
+            self.used,
+            self.limit,
+            self.resets_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+}
+
+/// Whether a project that used `used` apply minutes today may start another run at `now`.
+pub fn check_minutes(
+    project_id: &str,
+    used: u32,
+    limits: &QuotaLimits,
+    now: DateTime<Utc>,
+) -> Result<(), MinutesSpent> {
+    if used < limits.execution_minutes_per_day {
+        return Ok(());
+    }
+    Err(MinutesSpent {
+        project_id: project_id.to_owned(),
+        used,
+        limit: limits.execution_minutes_per_day,
+        resets_at: minutes_reset_at(now),
+    })
+}
+
+/// Midnight UTC of `now`'s day: the day's apply minutes are counted from it.
+pub fn day_started_at(now: DateTime<Utc>) -> DateTime<Utc> {
+    minutes_reset_at(now) - Duration::days(1)
+}
+
+crate::wire::wire_enum!(
+    /// What holds a run back before it plans.
+    CapacityHold, "capacity hold" {
+        /// Every slot of the project's `concurrentRuns` is held by other runs.
+        Quota => "quota",
+        /// No worker serves the environment's pool.
+        Pool => "pool",
+    }
+);
+
+/// A run held back before it plans, as its `waitingForCapacity` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityWait {
+    /// The quota's slots are all held, or the pool has no worker.
+    pub held_by: CapacityHold,
+    pub project_id: String,
+    /// The quota in force: how many runs of the project may hold a lease at once.
+    pub concurrent_runs: u32,
+    /// Where that quota comes from (`default` when none is recorded).
+    pub quota_source: String,
+    /// The environment's worker pool, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<String>,
+    /// Since when the run waits.
+    pub since: DateTime<Utc>,
+}
+
+/// Activity slots of one pool worker: the Temporal SDK's default, which `worker --pool` keeps.
+pub const SLOTS_PER_WORKER: u32 = 100;
+
+/// The share of a pool's capacity in use: the runs holding a lease in it over its workers'
+/// slots. A pool without a worker is fully used when anything waits for it, idle otherwise.
+pub fn utilisation(granted: u64, backlog: u64, workers: u32) -> f64 {
+    if workers == 0 {
+        return if granted + backlog > 0 { 1.0 } else { 0.0 };
+    }
+    let slots = f64::from(workers) * f64::from(SLOTS_PER_WORKER);
+    ((granted as f64) / slots).min(1.0)
 }
 
 #[cfg(test)]
@@ -130,8 +216,37 @@ mod tests {
             minutes_reset_at(now),
             "2026-12-02T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
-        assert_eq!(apply_minutes(now, now + Duration::seconds(1)), 1);
-        assert_eq!(apply_minutes(now, now + Duration::seconds(120)), 2);
-        assert_eq!(apply_minutes(now, now), 0);
+        assert_eq!(apply_minutes(1), 1);
+        assert_eq!(apply_minutes(120_000), 2);
+        assert_eq!(apply_minutes(120_001), 3);
+        assert_eq!(apply_minutes(0), 0);
+        assert_eq!(
+            day_started_at(now),
+            "2026-12-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_pool_is_used_by_the_runs_holding_its_leases() {
+        assert_eq!(utilisation(0, 0, 0), 0.0);
+        assert_eq!(utilisation(1, 0, 0), 1.0, "work and no worker");
+        assert_eq!(utilisation(0, 3, 0), 1.0);
+        assert_eq!(utilisation(50, 0, 1), 0.5);
+        assert_eq!(utilisation(500, 0, 2), 1.0);
+    }
+
+    #[test]
+    fn a_project_whose_minutes_are_spent_is_refused_until_midnight() {
+        let now: DateTime<Utc> = "2026-12-01T19:59:00Z".parse().unwrap();
+        let limits = QuotaLimits {
+            execution_minutes_per_day: 5,
+            ..Default::default()
+        };
+        assert_eq!(check_minutes("shop", 4, &limits, now), Ok(()));
+        let spent = check_minutes("shop", 5, &limits, now).unwrap_err();
+        assert_eq!(
+            spent.to_string(),
+            "quota executionMinutesPerDay of project `shop` is spent: 5 of 5 apply minutes used today; it resets at 2026-12-02T00:00:00Z"
+        );
     }
 }

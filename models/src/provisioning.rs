@@ -55,14 +55,16 @@ impl ProvisioningState {
 ///
 /// Beyond the diagram: a run whose plan fails ends `Failed` without a plan; a run cancelled
 /// while it waits for its turn ends `Cancelled` without one; a cancel is valid until the
-/// apply starts, so also while the run awaits approval; and a plan a policy denies ends
-/// `Rejected` with the policy's messages.
+/// apply starts, so also while the run awaits approval; a plan a policy denies ends
+/// `Rejected` with the policy's messages; and a run whose project's execution minutes are
+/// spent ends `Rejected` before it plans.
 pub const TRANSITIONS: &[(Option<ProvisioningState>, ProvisioningState)] = {
     use ProvisioningState::*;
     &[
         (None, Planned),
         (None, Failed),
         (None, Cancelled),
+        (None, Rejected),
         (Some(Planned), AwaitingApproval),
         (Some(Planned), Applying),
         (Some(Planned), Cancelled),
@@ -464,6 +466,9 @@ pub struct RunStatus {
     /// While a change window holds the apply: which window, and when it opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for_window: Option<WindowWait>,
+    /// While the project's quota or a pool without workers holds the run before it plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_capacity: Option<crate::capacity::CapacityWait>,
     /// An Operator's break-glass: the run applied inside a closed window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub break_glass: Option<BreakGlass>,
@@ -517,6 +522,7 @@ mod tests {
             (None, Cancelled),                   // cancelled while waiting for its turn
             (Some(AwaitingApproval), Cancelled), // a cancel is valid until the apply
             (Some(Planned), Rejected),           // a policy denies the plan
+            (None, Rejected),                    // the project's minutes are spent
         ];
         let mut expected: Vec<_> = diagram.iter().chain(&implicit).copied().collect();
         let mut table = TRANSITIONS.to_vec();

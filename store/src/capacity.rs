@@ -8,13 +8,14 @@ use crate::entities::{
 };
 use crate::page::Page;
 use chrono::{DateTime, Utc};
-use runtime_cloud_models::capacity::{LeaseState, PoolKind, PoolState, QuotaLimits};
+use runtime_cloud_models::capacity::{
+    LeaseState, MinutesSpent, PoolKind, PoolState, QuotaLimits, check_minutes, day_started_at,
+};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
 };
 
-/// A worker pool, as the API shows it (its size and utilisation come from Temporal, added by
-/// the API).
+/// A worker pool as recorded (the API adds its size and utilisation, read from Temporal).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pool {
@@ -308,6 +309,197 @@ pub async fn leases(
         .await?
         .into_iter()
         .map(read_lease)
+        .collect()
+}
+
+/// A lease a run asks for, `waiting` until its semaphore grants it.
+#[derive(Debug, Clone)]
+pub struct NewLease {
+    /// Chosen by the run's workflow, so a retried request records one lease.
+    pub lease_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub run_id: String,
+    pub attempt_id: String,
+    pub holder_kind: String,
+    pub holder_id: String,
+    pub pool_id: String,
+    pub cpu: f64,
+    pub memory_gb: f64,
+}
+
+/// Records `new` as `waiting`; a lease already recorded with its id is left as it is.
+pub async fn request_lease(
+    db: &impl ConnectionTrait,
+    new: NewLease,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    let row = lease_rows::ActiveModel {
+        lease_id: Set(new.lease_id),
+        tenant_id: Set(new.tenant_id),
+        project_id: Set(new.project_id),
+        run_id: Set(new.run_id),
+        attempt_id: Set(new.attempt_id),
+        holder_kind: Set(new.holder_kind),
+        holder_id: Set(new.holder_id),
+        pool_id: Set(new.pool_id),
+        cpu: Set(new.cpu),
+        memory_gb: Set(new.memory_gb),
+        state: Set(LeaseState::Waiting.as_str().to_owned()),
+        requested_at: Set(at),
+        granted_at: Set(None),
+        expires_at: Set(None),
+        released_at: Set(None),
+    };
+    lease_rows::Entity::insert(row)
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(lease_rows::Column::LeaseId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .do_nothing()
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Moves lease `lease_id` to `to` at `at`, from the states that may move there (`granted` from
+/// `waiting`; `released` from `waiting` or `granted`). A lease already past them is left as it
+/// is, so a retried move changes nothing.
+pub async fn move_lease(
+    db: &impl ConnectionTrait,
+    lease_id: &str,
+    to: LeaseState,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    let mut update = lease_rows::Entity::update_many()
+        .col_expr(lease_rows::Column::State, to.as_str().into())
+        .filter(lease_rows::Column::LeaseId.eq(lease_id));
+    update = match to {
+        LeaseState::Waiting => return Ok(()),
+        LeaseState::Granted => update
+            .col_expr(lease_rows::Column::GrantedAt, at.into())
+            .filter(lease_rows::Column::State.eq(LeaseState::Waiting.as_str())),
+        LeaseState::Released => update
+            .col_expr(lease_rows::Column::ReleasedAt, at.into())
+            .filter(lease_rows::Column::State.is_in(HELD)),
+        LeaseState::Expired => update
+            .col_expr(lease_rows::Column::ExpiresAt, at.into())
+            .filter(lease_rows::Column::State.is_in(HELD)),
+    };
+    update.exec(db).await?;
+    Ok(())
+}
+
+/// The states of a lease still counted against its quota.
+const HELD: [&str; 2] = ["waiting", "granted"];
+
+/// Marks every lease `holder_id` still holds or waits for as `expired` at `at`: its holder
+/// vanished (terminated by hand) and its semaphore took the slot back.
+pub async fn expire_leases(
+    db: &impl ConnectionTrait,
+    holder_id: &str,
+    at: DateTime<Utc>,
+) -> Result<u64, Error> {
+    let done = lease_rows::Entity::update_many()
+        .col_expr(
+            lease_rows::Column::State,
+            LeaseState::Expired.as_str().into(),
+        )
+        .col_expr(lease_rows::Column::ExpiresAt, at.into())
+        .filter(lease_rows::Column::HolderId.eq(holder_id))
+        .filter(lease_rows::Column::State.is_in(HELD))
+        .exec(db)
+        .await?;
+    Ok(done.rows_affected)
+}
+
+/// The apply minutes the project's runs completed since `since` counted.
+pub async fn minutes_used(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+    since: DateTime<Utc>,
+) -> Result<u32, Error> {
+    use crate::entities::provisioning_runs as runs;
+    use sea_orm::{QuerySelect, sea_query::Expr};
+    let sum: Option<Option<i64>> = runs::Entity::find()
+        .select_only()
+        .column_as(
+            Expr::col(runs::Column::ApplyMinutes)
+                .sum()
+                .cast_as("BIGINT"),
+            "used",
+        )
+        .filter(runs::Column::TenantId.eq(tenant_id))
+        .filter(runs::Column::ProjectId.eq(project_id))
+        .filter(runs::Column::CompletedAt.gte(since))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(u32::try_from(sum.flatten().unwrap_or(0)).unwrap_or(u32::MAX))
+}
+
+/// The project's quota, and whether its day's execution minutes are spent at `now` (then no
+/// new run may start; the API answers 429 and a run that starts anyway ends unplanned).
+pub async fn minutes_spent(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(Quota, Option<MinutesSpent>), Error> {
+    let quota = quota(db, tenant_id, project_id).await?;
+    let used = minutes_used(db, tenant_id, project_id, day_started_at(now)).await?;
+    let spent = check_minutes(project_id, used, &quota.limits, now).err();
+    Ok((quota, spent))
+}
+
+/// How many leases of the tenant's pool `pool_id` are granted now.
+pub async fn granted_in_pool(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    pool_id: &str,
+) -> Result<u64, Error> {
+    use sea_orm::PaginatorTrait;
+    Ok(lease_rows::Entity::find()
+        .filter(lease_rows::Column::TenantId.eq(tenant_id))
+        .filter(lease_rows::Column::PoolId.eq(pool_id))
+        .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
+        .count(db)
+        .await?)
+}
+
+/// How many leases are held and waiting, per tenant, pool and state: the capacity gauges.
+pub async fn lease_counts(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(String, String, LeaseState, u64)>, Error> {
+    use sea_orm::{QuerySelect, sea_query::Expr};
+    let rows: Vec<(String, String, String, i64)> = lease_rows::Entity::find()
+        .select_only()
+        .column(lease_rows::Column::TenantId)
+        .column(lease_rows::Column::PoolId)
+        .column(lease_rows::Column::State)
+        .column_as(Expr::col(lease_rows::Column::LeaseId).count(), "n")
+        .filter(lease_rows::Column::State.is_in(HELD))
+        .group_by(lease_rows::Column::TenantId)
+        .group_by(lease_rows::Column::PoolId)
+        .group_by(lease_rows::Column::State)
+        .into_tuple()
+        .all(db)
+        .await?;
+    rows.into_iter()
+        .map(|(tenant, pool, state, n)| {
+            let at = At {
+                table: "capacity_leases",
+                row: &tenant,
+            };
+            Ok((
+                tenant.clone(),
+                pool,
+                at.wire("state", &state)?,
+                u64::try_from(n).unwrap_or(0),
+            ))
+        })
         .collect()
 }
 

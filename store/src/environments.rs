@@ -40,6 +40,9 @@ pub struct Environment {
     /// The customer tenant inside the product (not a Factory tenant), where given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub customer_tenant_id: Option<String>,
+    /// The worker pool whose workers plan and apply its runs; none for the default task queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_id: Option<String>,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
 }
@@ -67,6 +70,7 @@ impl Environment {
                 None => Labels::new(),
             },
             customer_tenant_id: m.customer_tenant_id,
+            pool_id: m.pool_id,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -88,6 +92,7 @@ pub struct NewEnvironment {
     pub mode: Option<EnvironmentMode>,
     pub labels: Labels,
     pub customer_tenant_id: Option<String>,
+    pub pool_id: Option<String>,
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
@@ -113,6 +118,7 @@ pub async fn register(
             .then(|| serde_json::to_string(&new.labels))
             .transpose()?),
         customer_tenant_id: Set(new.customer_tenant_id),
+        pool_id: Set(new.pool_id),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -308,6 +314,7 @@ mod tests {
             mode: None,
             labels: Default::default(),
             customer_tenant_id: None,
+            pool_id: None,
         };
         let err = register(&db, again).await.unwrap_err();
         assert!(

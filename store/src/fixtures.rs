@@ -55,6 +55,7 @@ pub(crate) async fn environment(
             mode: None,
             labels: Default::default(),
             customer_tenant_id: None,
+            pool_id: None,
         },
     )
     .await

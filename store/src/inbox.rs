@@ -85,6 +85,7 @@ pub async fn receive(
                         mode: e.mode,
                         labels: e.labels.clone(),
                         customer_tenant_id: e.customer_tenant_id.clone(),
+                        pool_id: None,
                     };
                     environments::register(&txn, new).await?
                 }

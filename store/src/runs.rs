@@ -10,6 +10,7 @@ use crate::environments::Environment;
 use crate::specifications::Specification;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
+use runtime_cloud_models::capacity::apply_minutes;
 use runtime_cloud_models::events::{
     ChangeWindowOverridden, OutboxEvent, ProvisioningApplied, ProvisioningFailed,
     ProvisioningPlanned,
@@ -115,6 +116,8 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
         apply_receipt: Set(None),
         refused_approvals: Set(None),
         waiting_for_window: Set(None),
+        waiting_for_capacity: Set(None),
+        apply_minutes: Set(None),
         break_glass: Set(None),
         policy: Set(None),
         state: Set(None),
@@ -264,6 +267,12 @@ pub async fn project(
             sea_orm::ActiveValue::Unchanged(None) | sea_orm::ActiveValue::NotSet
         );
     row.waiting_for_window = Set(opt_json(&status.waiting_for_window)?);
+    row.waiting_for_capacity = Set(opt_json(&status.waiting_for_capacity)?);
+    // A failed apply used its minutes too.
+    row.apply_minutes = Set(status
+        .apply_receipt
+        .as_ref()
+        .map(|r| i32::try_from(apply_minutes(r.duration_ms)).unwrap_or(i32::MAX)));
     row.break_glass = Set(opt_json(&status.break_glass)?);
     row.policy = Set(opt_json(&status.policy)?);
     row.reason = Set(status.reason.clone());
@@ -331,6 +340,10 @@ pub struct Run {
     /// While a change window holds the apply: `{windowId, opensAt}`.
     #[schema(value_type = Option<runtime_cloud_models::WindowWait>)]
     pub waiting_for_window: Option<Box<RawValue>>,
+    /// While the project's quota (or a pool without workers) holds the run before it plans:
+    /// `{heldBy, projectId, concurrentRuns, quotaSource, poolId, since}`.
+    #[schema(value_type = Option<runtime_cloud_models::capacity::CapacityWait>)]
+    pub waiting_for_capacity: Option<Box<RawValue>>,
     /// The break-glass the run applied with inside a closed window: `{by, reason, windowId, at}`.
     #[schema(value_type = Option<runtime_cloud_models::BreakGlass>)]
     pub break_glass: Option<Box<RawValue>>,
@@ -386,6 +399,7 @@ struct RunRow {
     apply_receipt: Option<String>,
     refused_approvals: Option<String>,
     waiting_for_window: Option<String>,
+    waiting_for_capacity: Option<String>,
     break_glass: Option<String>,
     policy: Option<String>,
     reason: Option<String>,
@@ -424,6 +438,7 @@ impl RunRow {
             .column_as(text(C::ApplyReceipt), "apply_receipt")
             .column_as(text(C::RefusedApprovals), "refused_approvals")
             .column_as(text(C::WaitingForWindow), "waiting_for_window")
+            .column_as(text(C::WaitingForCapacity), "waiting_for_capacity")
             .column_as(text(C::BreakGlass), "break_glass")
             .column_as(text(C::Policy), "policy")
             .into_model::<Self>()
@@ -446,6 +461,7 @@ impl RunRow {
                 None => none_refused()?,
             },
             waiting_for_window: at.raw("waiting_for_window", self.waiting_for_window)?,
+            waiting_for_capacity: at.raw("waiting_for_capacity", self.waiting_for_capacity)?,
             break_glass: at.raw("break_glass", self.break_glass)?,
             policy: at.raw("policy", self.policy)?,
             provisioning_run_id: self.provisioning_run_id,

@@ -15,6 +15,10 @@ pub mod schedules;
 pub mod worker;
 
 pub use connection::{connect, connect_with, in_current_span};
+/// What Temporal says of a worker pool's task queue (its workers and backlog).
+pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
+/// A worker pool's task queue.
+pub use runtime_cloud_workflows::ids::pool_task_queue;
 /// What a tracer provider needs for replay-safe workflow spans.
 pub use temporalio_sdk::opentelemetry::{WorkflowIdGenerator, WorkflowSpanProcessor};
 

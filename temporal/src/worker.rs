@@ -1,14 +1,18 @@
-//! The worker: every workflow and activity of Runtime Cloud on one task queue.
+//! The workers: every workflow and activity of Runtime Cloud on one task queue ([`run`]), and
+//! a worker pool's worker, which serves only the plans and applies of the environments bound
+//! to its pool, on the pool's own task queue ([`run_pool`]).
 
 use crate::Error;
+use runtime_cloud_activities::capacity::CapacityActivitiesImpl;
 use runtime_cloud_activities::ports::{Approvals, Observer, Policy, Runner};
 use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
-    EnvironmentLock, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
-    ProvisioningRun, ReconciliationProposal,
+    FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
+    ReconciliationProposal, Semaphore,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -64,27 +68,21 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         inventory: deps.inventory.clone(),
         provisioning: deps.provisioning.clone(),
     };
-    let lock_holder_check_secs = deps.provisioning.lock_holder_check_secs();
     let inventory = InventoryActivitiesImpl {
         db: deps.db.clone(),
-        observer: deps.observer,
+        observer: deps.observer.clone(),
         policy: deps.policy.clone(),
-        inventory: deps.inventory,
-        provisioning: deps.provisioning,
+        inventory: deps.inventory.clone(),
+        provisioning: deps.provisioning.clone(),
     };
-    let activities = ProvisioningActivitiesImpl {
-        db: deps.db,
-        runner: deps.runner,
-        approvals: deps.approvals,
-        policy: deps.policy,
-        artifacts: deps.artifacts,
+    let capacity = CapacityActivitiesImpl {
+        db: deps.db.clone(),
         client: deps.client.clone(),
-        task_queue: deps.task_queue.clone(),
-        lock_holder_check_secs,
     };
+    let activities = provisioning_activities(&deps);
     let options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
-        .register_workflow::<EnvironmentLock>()?
+        .register_workflow::<Semaphore>()?
         .register_workflow::<ObserveEnvironment>()?
         .register_workflow::<ReconciliationProposal>()?
         .register_workflow::<ObservationSweep>()?
@@ -94,10 +92,46 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .register_activities(inventory)
         .register_activities(scheduled)
         .register_activities(fleet)
+        .register_activities(capacity)
         .build();
-    let mut worker = Worker::new(&runtime, deps.client, options)?;
-    let stop = worker.shutdown_handle();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
+    poll(Worker::new(&runtime, deps.client, options)?, shutdown).await
+}
+
+/// Runs a worker of pool `pool_id` until `shutdown` resolves: it polls only the pool's task
+/// queue, where runs of the environments bound to the pool send their plans and applies, so
+/// a production or customer-isolated boundary is served only by its own workers.
+pub async fn run_pool(
+    deps: WorkerDeps,
+    pool_id: &str,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let runtime = Runtime::from_current_tokio(Default::default())?;
+    let task_queue = pool_task_queue(&deps.task_queue, pool_id);
+    let options = WorkerOptions::new(task_queue.clone())
+        .register_activities(provisioning_activities(&deps))
+        .build();
+    tracing::info!(%task_queue, pool_id, "pool worker polling");
+    poll(Worker::new(&runtime, deps.client, options)?, shutdown).await
+}
+
+/// The provisioning activities (plan, apply and the steps around them) on `deps`.
+fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
+    ProvisioningActivitiesImpl {
+        db: deps.db.clone(),
+        runner: deps.runner.clone(),
+        approvals: deps.approvals.clone(),
+        policy: deps.policy.clone(),
+        artifacts: deps.artifacts.clone(),
+        client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
+        lock_holder_check_secs: deps.provisioning.lock_holder_check_secs(),
+    }
+}
+
+/// Polls with `worker` until `shutdown` resolves, then drains it.
+async fn poll(mut worker: Worker, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    let stop = worker.shutdown_handle();
     let run = worker.run();
     tokio::pin!(run);
     tokio::select! {

@@ -264,6 +264,22 @@ impl Stack {
         }
     }
 
+    /// A worker of pool `pool_id` (`runtime-cloud worker --pool`), on the same DB and data dir.
+    pub fn spawn_pool_worker(&self, pool_id: &str) -> Proc {
+        let name = format!("pool-{pool_id}");
+        let child = self
+            .command("worker")
+            .args(["--pool", pool_id])
+            .stdout(self.log_file(&name))
+            .stderr(self.log_file(&name))
+            .spawn()
+            .expect("spawn pool worker");
+        Proc {
+            child,
+            name: "pool worker",
+        }
+    }
+
     /// Another API process; returns it and its base URL.
     pub fn spawn_api(&self) -> (Proc, String) {
         let mut child = self
@@ -568,12 +584,12 @@ impl Stack {
         self.kill_worker();
         let id = api.plan_run("dev", "baseline").await;
         let lock = format!("environment/{}/dev", api.tenant);
-        let held = json!({ "holder": format!("provisioning-run/{id}"), "queue": [], "holderCheckSecs": 600, "holderKnows": true });
+        let held = json!({ "slots": 1, "holders": [{ "id": format!("provisioning-run/{id}"), "knows": true }], "queue": [], "holderCheckSecs": 600 });
         self.temporal_ok(&[
             "workflow",
             "start",
             "--type",
-            "EnvironmentLock",
+            "Semaphore",
             "--task-queue",
             &self.task_queue,
             "--workflow-id",
@@ -654,6 +670,7 @@ pub struct Api {
 pub struct Res {
     pub status: StatusCode,
     pub content_type: String,
+    pub headers: reqwest::header::HeaderMap,
     pub body: Value,
 }
 
@@ -747,6 +764,7 @@ impl Api {
     async fn finish(req: reqwest::RequestBuilder) -> Res {
         let res = req.send().await.expect("request");
         let status = res.status();
+        let headers = res.headers().clone();
         let content_type = res
             .headers()
             .get("content-type")
@@ -763,6 +781,7 @@ impl Api {
         Res {
             status,
             content_type,
+            headers,
             body,
         }
     }

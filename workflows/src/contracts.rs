@@ -11,14 +11,20 @@ use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
 use temporalio_macros::activity_definitions;
 
-/// Take, ask for, or release an environment's lock ([`crate::environment_lock`]).
+/// Take, ask for, or release a slot of a semaphore ([`crate::semaphore`]): an environment's
+/// lock or a project's capacity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockRequest {
-    /// The lock's workflow id (`environment/{tenant}/{env}`).
+    /// The semaphore's workflow id (`environment/{tenant}/{env}`, `capacity/{tenant}/{project}`).
     pub lock_workflow_id: String,
-    /// The workflow id that wants the lock and is signalled when it gets it.
+    /// The workflow id that wants a slot and is signalled when it gets it.
     pub requester_workflow_id: String,
+    /// How many may hold the semaphore at once, as the requester reads it.
+    pub slots: u32,
+    /// The semaphore records a vanished holder's capacity lease as expired.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub records_leases: bool,
 }
 
 /// Plan a specification against its environment's target.
@@ -122,6 +128,106 @@ pub struct WindowQuery {
     pub tenant_id: String,
     pub environment_id: String,
     pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Ask for a run's capacity lease before it plans: read the project's quota, refuse when its
+/// day's execution minutes are spent, record the lease `waiting`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRequest {
+    /// Chosen by the workflow, so a retried request records one lease.
+    pub lease_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub run_id: String,
+    /// The workflow execution that asks (its Temporal run id).
+    pub attempt_id: String,
+    /// The workflow id the lease's semaphore grants to.
+    pub holder_workflow_id: String,
+}
+
+/// The answer to a [`LeaseRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "answer")]
+pub enum LeaseAnswer {
+    /// The project's quota lets the run ask for a slot.
+    Ask {
+        /// The quota in force.
+        quota: QuotaInForce,
+        /// The environment's worker pool; none for the default task queue.
+        pool_id: Option<String>,
+    },
+    /// The day's execution minutes are spent: the run must not start.
+    Refused { reason: String },
+}
+
+/// A project's quota as a run reads it when it asks for a lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaInForce {
+    pub limits: runtime_cloud_models::capacity::QuotaLimits,
+    /// `default` when none is recorded.
+    pub source: String,
+}
+
+/// Move a run's lease to `granted` or `released`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseMove {
+    pub lease_id: String,
+    pub to: runtime_cloud_models::capacity::LeaseState,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A semaphore dropped a holder that no longer exists: its leases expire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseExpiry {
+    pub semaphore_id: String,
+    pub holder_workflow_id: String,
+}
+
+/// How many workers poll a pool's task queue now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolQuery {
+    pub task_queue: String,
+}
+
+/// The capacity activities (spec 003, ExecutionCapacityService).
+pub struct CapacityActivities;
+
+#[activity_definitions]
+impl CapacityActivities {
+    /// See [`LeaseRequest`].
+    #[activity(name = "capacity.request-lease")]
+    pub fn request_lease(req: LeaseRequest) -> Result<LeaseAnswer, ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`LeaseMove`].
+    #[activity(name = "capacity.move-lease")]
+    pub fn move_lease(req: LeaseMove) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`LeaseExpiry`].
+    #[activity(name = "capacity.expire-lease")]
+    pub fn expire_lease(req: LeaseExpiry) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    /// See [`PoolQuery`]: the number of workers polling the pool's task queue.
+    #[activity(name = "capacity.pool-workers")]
+    pub fn pool_workers(req: PoolQuery) -> Result<u32, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the capacity activities.
+pub mod capacity_markers {
+    pub use super::capacity_activities::{ExpireLease, MoveLease, PoolWorkers, RequestLease};
 }
 
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the

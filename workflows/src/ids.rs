@@ -15,6 +15,19 @@ pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> St
     format!("environment/{tenant_id}/{environment_id}")
 }
 
+/// `capacity/{tenant}/{project}`: the project's capacity semaphore (its quota's concurrent
+/// runs).
+pub fn capacity_workflow_id(tenant_id: &str, project_id: &str) -> String {
+    format!("capacity/{tenant_id}/{project_id}")
+}
+
+/// `{taskQueue}/pool/{poolId}`: the task queue of a worker pool, beside the workers' own
+/// (pool ids are unique across tenants; the prefix keeps deployments sharing a Temporal
+/// namespace apart).
+pub fn pool_task_queue(task_queue: &str, pool_id: &str) -> String {
+    format!("{task_queue}/pool/{pool_id}")
+}
+
 /// `observe/{tenant}/{env}/{window}`: an observation started as its own workflow; the API
 /// starts an operator's as `manual-{id}`, one per request.
 pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {
@@ -64,5 +77,6 @@ mod tests {
             "observe/acme/prod/202611290935"
         );
         assert_eq!(proposal_workflow_id("p1"), "proposal/p1");
+        assert_eq!(capacity_workflow_id("acme", "shop"), "capacity/acme/shop");
     }
 }

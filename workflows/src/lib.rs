@@ -10,7 +10,8 @@
 //! # Layout
 //!
 //! - [`provisioning_run`]: plan → approval when production → apply → receipts, stage by stage.
-//! - [`environment_lock`]: one applying run per environment, and [`environment_lock::lock`],
+//! - [`semaphore`]: a durable counting semaphore: an environment's lock (one applying run at a
+//!   time) and a project's capacity (its quota's concurrent runs), and [`semaphore::lock`],
 //!   the caller's side of it.
 //! - [`observe_environment`]: observe → inventory → findings → proposal.
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
@@ -25,7 +26,6 @@
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
 pub mod contracts;
-pub mod environment_lock;
 pub mod fleet_rollout;
 pub mod gitops_reconciler;
 mod handover;
@@ -37,11 +37,12 @@ mod options;
 pub mod provisioning_run;
 pub mod reconciliation_proposal;
 pub mod search_attributes;
+pub mod semaphore;
 
-pub use environment_lock::EnvironmentLock;
 pub use fleet_rollout::FleetRollout;
 pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;
 pub use observe_environment::ObserveEnvironment;
 pub use provisioning_run::ProvisioningRun;
 pub use reconciliation_proposal::ReconciliationProposal;
+pub use semaphore::Semaphore;

@@ -29,14 +29,15 @@ impl SignalDefinition for Supersede {
     }
 }
 
-/// Signal `lock_granted`: an environment's lock tells a waiting workflow that it now holds
-/// the lock. Every workflow that takes a lock ([`crate::environment_lock::lock`]) has it.
-pub struct LockGranted;
+/// Signal `granted`: a semaphore (an environment's lock, a project's capacity) tells a
+/// waiting workflow that it now holds a slot; the payload is the semaphore's workflow id.
+/// Every workflow that takes one ([`crate::semaphore::lock`]) has it.
+pub struct Granted;
 
-impl SignalDefinition for LockGranted {
+impl SignalDefinition for Granted {
     type Workflow = UntypedWorkflow;
-    type Input = ();
+    type Input = String;
     fn name(&self) -> &str {
-        "lock_granted"
+        "granted"
     }
 }

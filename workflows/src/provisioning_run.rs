@@ -3,30 +3,39 @@
 //! The run reads like the spec's state diagram (`models::TRANSITIONS`):
 //!
 //! ```text
-//! (waiting for its turn) → Planned → AwaitingApproval → Applying → Applied | Failed
-//!                                 ↘ Applying            ↘ Rejected
-//!                          Planned | AwaitingApproval → Cancelled
+//! (waiting for its turn, then for capacity) → Planned → AwaitingApproval → Applying → Applied | Failed
+//!                                                   ↘ Applying            ↘ Rejected
+//!                                            Planned | AwaitingApproval → Cancelled
 //! ```
+//!
+//! Before it plans, the run takes a capacity lease for its project (`waitingForCapacity`
+//! while the quota's `concurrentRuns` are all held, or while no worker serves its
+//! environment's pool); a project whose day's execution minutes are spent gets none, and the
+//! run ends `Rejected` unplanned. The lease is released when the run ends.
 //!
 //! Between the approval and the apply the run waits for the environment's change windows to
 //! open (`waitingForWindow`), unless an Operator breaks glass with a reason.
 //!
-//! [`ProvisioningRun::run`] takes the environment's lock, runs the stages in order, records
-//! where they ended, lets the lock go and observes the environment again. Each stage is one
+//! [`ProvisioningRun::run`] takes the environment's lock and then its project's capacity, runs
+//! the stages in order, records where they ended, lets both go and observes the environment
+//! again. Each stage is one
 //! small function that goes on to the next or ends the run in a state. Every transition is
 //! projected into the read tables with its event before the run moves on, so a reader never
 //! sees an apply whose plan is not recorded.
 
 use crate::contracts::{
-    ApplyRequest, Gate, PlanRequest, PolicyInput, ProvisioningActivities, RunProjection,
-    WindowQuery,
+    ApplyRequest, CapacityActivities, Gate, LeaseAnswer, LeaseMove, LeaseRequest, PlanRequest,
+    PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
 };
-use crate::environment_lock::{self, LockHolder, Turn};
 use crate::handover::hand_over;
-use crate::ids::environment_lock_workflow_id;
+use crate::ids::{
+    capacity_workflow_id, environment_lock_workflow_id, pool_task_queue, time_ordered_id,
+};
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
+use crate::semaphore::{self, LockHolder, Turn};
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
+use runtime_cloud_models::capacity::{CapacityHold, CapacityWait, LeaseState};
 use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
 use runtime_cloud_models::{
     ApplyReceipt, ApplyResult, Approval, ApprovalDecision, ApprovalRecord, BreakGlass, PlanReceipt,
@@ -55,6 +64,10 @@ const WINDOW_RECHECK: Duration = Duration::from_secs(300);
 /// Each attempt to record the observation after the apply, and how long to keep trying.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
 const RECORD_BUDGET: Duration = Duration::from_secs(300);
+/// Each attempt to ask for, move or read capacity.
+const CAPACITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// A run whose pool has no worker looks again this often.
+const POOL_RECHECK: Duration = Duration::from_secs(5);
 
 /// Payload of the `cancel` signal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +93,10 @@ struct HeldApproval {
 pub struct ProvisioningRun {
     input: RunInput,
     status: RunStatus,
-    lock_granted: bool,
+    /// The semaphores (environment lock, capacity) that granted the run a slot.
+    granted: Vec<String>,
+    /// The task queue of the environment's worker pool; none for the workflow's own.
+    pool_queue: Option<String>,
     cancel: Option<CancelRequest>,
     /// The decision counted (the first approval that named the plan while awaited).
     decision: Option<Approval>,
@@ -136,7 +152,8 @@ impl ProvisioningRun {
         Self {
             input,
             status: RunStatus::default(),
-            lock_granted: false,
+            granted: Vec::new(),
+            pool_queue: None,
             cancel: None,
             decision: None,
             held_approvals: Vec::new(),
@@ -155,9 +172,9 @@ impl ProvisioningRun {
         }
 
         let lock_id = environment_lock_workflow_id(&input.tenant_id, &input.environment_id);
-        let (unlock, turn) = environment_lock::lock(ctx, lock_id).await?;
+        let (unlock, turn) = semaphore::lock(ctx, lock_id, 1).await?;
         let ending = match turn {
-            Turn::Ours => Self::stages(ctx, &input).await?,
+            Turn::Ours => Self::leased(ctx, &input).await?,
             Turn::GaveUp => Self::cancelled(ctx),
         };
         let ended_in = ending.state;
@@ -181,7 +198,140 @@ impl ProvisioningRun {
         Ok(ctx.state(|s| s.status.clone()))
     }
 
-    /// The stages, in the diagram's order, once the run holds its environment.
+    /// Takes the project's capacity lease, runs the stages under it, and gives it back. A
+    /// project whose day's minutes are spent ends the run `Rejected` before it plans.
+    async fn leased(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
+        let request = LeaseRequest {
+            lease_id: time_ordered_id(ctx),
+            tenant_id: input.tenant_id.clone(),
+            project_id: input.project_id.clone(),
+            environment_id: input.environment_id.clone(),
+            run_id: input.run_id.clone(),
+            attempt_id: ctx.run_id().to_owned(),
+            holder_workflow_id: ctx.workflow_id().to_owned(),
+        };
+        let lease_id = request.lease_id.clone();
+        let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
+        let answer = ctx
+            .execute_local_activity(CapacityActivities::request_lease, request, opts)
+            .await?;
+        let (quota, pool_id) = match answer {
+            LeaseAnswer::Refused { reason } => {
+                return Ok(Ending::new(ProvisioningState::Rejected, reason));
+            }
+            LeaseAnswer::Ask { quota, pool_id } => (quota, pool_id),
+        };
+        let wait = CapacityWait {
+            held_by: CapacityHold::Quota,
+            project_id: input.project_id.clone(),
+            concurrent_runs: quota.limits.concurrent_runs,
+            quota_source: quota.source,
+            pool_id: pool_id.clone(),
+            since: now(ctx.workflow_time()),
+        };
+        if let Some(pool_id) = &pool_id {
+            let queue = pool_task_queue(ctx.task_queue(), pool_id);
+            ctx.state_mut(|s| s.pool_queue = Some(queue));
+            if !Self::pool_served(ctx, &wait).await? {
+                Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
+                return Ok(Self::cancelled(ctx));
+            }
+        }
+        let capacity_id = capacity_workflow_id(&input.tenant_id, &input.project_id);
+        let (unlock, taken) =
+            semaphore::ask(ctx, capacity_id, quota.limits.concurrent_runs, true).await?;
+        let turn = if taken {
+            Turn::Ours
+        } else {
+            let held = CapacityWait {
+                held_by: CapacityHold::Quota,
+                since: now(ctx.workflow_time()),
+                ..wait
+            };
+            Self::wait_visibly(ctx, held).await?;
+            semaphore::wait_for_turn(ctx, &unlock).await?
+        };
+        let ending = match turn {
+            Turn::Ours => {
+                Self::move_lease(ctx, &lease_id, LeaseState::Granted).await?;
+                if ctx.state(|s| s.status.waiting_for_capacity.is_some()) {
+                    ctx.state_mut(|s| s.status.waiting_for_capacity = None);
+                    Self::project(ctx).await?;
+                }
+                Self::stages(ctx, input).await?
+            }
+            Turn::GaveUp => Self::cancelled(ctx),
+        };
+        unlock.release(ctx).await?;
+        Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
+        Ok(ending)
+    }
+
+    /// Waits until a worker polls the environment's pool (true), saying so while none does,
+    /// or the run is cancelled (false).
+    async fn pool_served(
+        ctx: &mut WorkflowContext<Self>,
+        wait: &CapacityWait,
+    ) -> WorkflowResult<bool> {
+        let Some(task_queue) = ctx.state(|s| s.pool_queue.clone()) else {
+            return Ok(true);
+        };
+        loop {
+            if ctx.state(|s| s.cancel.is_some()) {
+                return Ok(false);
+            }
+            let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
+            let query = PoolQuery {
+                task_queue: task_queue.clone(),
+            };
+            let workers = ctx
+                .execute_local_activity(CapacityActivities::pool_workers, query, opts)
+                .await?;
+            if workers > 0 {
+                return Ok(true);
+            }
+            if ctx.state(|s| s.status.waiting_for_capacity.is_none()) {
+                let held = CapacityWait {
+                    held_by: CapacityHold::Pool,
+                    since: now(ctx.workflow_time()),
+                    ..wait.clone()
+                };
+                Self::wait_visibly(ctx, held).await?;
+            }
+            temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(|s| s.cancel.is_some()) => { r?; }
+                _ = ctx.timer(POOL_RECHECK) => {}
+            };
+        }
+    }
+
+    /// Shows what holds the run (`waitingForCapacity`) in the read tables.
+    async fn wait_visibly(
+        ctx: &mut WorkflowContext<Self>,
+        wait: CapacityWait,
+    ) -> WorkflowResult<()> {
+        ctx.state_mut(|s| s.status.waiting_for_capacity = Some(wait));
+        Self::project(ctx).await
+    }
+
+    /// Records the run's lease as `to` (granted or released), at the workflow's time.
+    async fn move_lease(
+        ctx: &mut WorkflowContext<Self>,
+        lease_id: &str,
+        to: LeaseState,
+    ) -> WorkflowResult<()> {
+        let change = LeaseMove {
+            lease_id: lease_id.to_owned(),
+            to,
+            at: now(ctx.workflow_time()),
+        };
+        let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
+        ctx.execute_local_activity(CapacityActivities::move_lease, change, opts)
+            .await?;
+        Ok(())
+    }
+
+    /// The stages, in the diagram's order, once the run holds its environment and its lease.
     async fn stages(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
         let plan = go_on!(Self::plan(ctx, input).await);
         go_on!(Self::policy_stage(ctx, input, &plan).await);
@@ -202,12 +352,10 @@ impl ProvisioningRun {
             environment_id: input.environment_id.clone(),
             specification: input.specification.clone(),
         };
+        let mut opts = crate::options::plan();
+        opts.task_queue = ctx.state(|s| s.pool_queue.clone());
         let plan = match ctx
-            .execute_activity(
-                ProvisioningActivities::plan,
-                request,
-                crate::options::plan(),
-            )
+            .execute_activity(ProvisioningActivities::plan, request, opts)
             .await
         {
             Ok(plan) => plan,
@@ -465,7 +613,8 @@ impl ProvisioningRun {
             specification: input.specification.clone(),
             plan,
         };
-        let opts = crate::options::apply(input.apply_timeout_secs);
+        let mut opts = crate::options::apply(input.apply_timeout_secs);
+        opts.task_queue = ctx.state(|s| s.pool_queue.clone());
         let receipt = match ctx
             .execute_activity(ProvisioningActivities::apply, request, opts)
             .await
@@ -562,10 +711,13 @@ impl ProvisioningRun {
         }
     }
 
-    /// Signal `lock_granted`: sent by the environment's lock when it is this run's turn.
+    /// Signal `granted`: sent by a semaphore (the environment's lock, the project's capacity)
+    /// when it is this run's turn; the payload names the semaphore.
     #[signal]
-    pub fn lock_granted(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _granted: ()) {
-        self.lock_granted = true;
+    pub fn granted(&mut self, _ctx: &mut SyncWorkflowContext<Self>, semaphore_id: String) {
+        if !self.granted.contains(&semaphore_id) {
+            self.granted.push(semaphore_id);
+        }
     }
 
     /// Signal `approval`: an operator approves or rejects the recorded plan.
@@ -660,8 +812,8 @@ impl ProvisioningRun {
 }
 
 impl LockHolder for ProvisioningRun {
-    fn holds_lock(&self) -> bool {
-        self.lock_granted
+    fn holds(&self, semaphore_id: &str) -> bool {
+        self.granted.iter().any(|g| g == semaphore_id)
     }
 
     fn gives_up(&self) -> bool {
@@ -688,12 +840,12 @@ fn failure_reason(e: &ActivityExecutionError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::LockGranted;
+    use crate::messages::Granted;
     use temporalio_common::SignalDefinition;
 
-    /// The lock grants by name; the run must answer to it.
+    /// A semaphore grants by name; the run must answer to it.
     #[test]
-    fn the_run_answers_to_the_locks_grant() {
-        assert_eq!(ProvisioningRun::lock_granted.name(), LockGranted.name());
+    fn the_run_answers_to_a_semaphores_grant() {
+        assert_eq!(ProvisioningRun::granted.name(), Granted.name());
     }
 }

@@ -101,22 +101,68 @@ async fn create_pool(
         .into_response())
 }
 
+/// A worker pool, with what Temporal says of its task queue.
+#[derive(Debug, serde::Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct PoolView {
+    #[serde(flatten)]
+    pool: Pool,
+    /// Workers polling the pool's task queue (seen in the last 90 s).
+    current_size: u32,
+    /// Plans and applies waiting for one of its workers.
+    backlog: u64,
+    /// Runs holding a lease in the pool over its workers' activity slots (0–1; 1 when work
+    /// waits and no worker serves it).
+    utilisation: f64,
+}
+
+/// `pool` with its size, backlog and utilisation read from Temporal now. Temporal not
+/// answering is a 503: a size that is not read is not shown.
+async fn with_load(state: &AppState, pool: Pool) -> Result<PoolView, Error> {
+    let queue = runtime_cloud_temporal::pool_task_queue(&state.task_queue, &pool.pool_id);
+    let load = runtime_cloud_temporal::pool_load(&state.temporal, &queue)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot read the pool's task queue");
+            Error::Unavailable("the workflow service is unavailable; retry later".into())
+        })?;
+    let granted = capacity::granted_in_pool(&state.db, &pool.tenant_id, &pool.pool_id).await?;
+    Ok(PoolView {
+        current_size: load.workers,
+        backlog: load.backlog,
+        utilisation: runtime_cloud_models::capacity::utilisation(
+            granted,
+            load.backlog,
+            load.workers,
+        ),
+        pool,
+    })
+}
+
 /// The tenant's worker pools, newest first, a page at a time.
 #[utoipa::path(operation_id = "listWorkerPools", get, path = "/factory/capacity/pools", tag = "capacity",
     security(("bearer" = ["factory.capacity.read"])),
     params(Page),
     responses(
-        (status = 200, description = "A page of pools", body = Paged<Pool>),
-        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
+        (status = 200, description = "A page of pools", body = Paged<PoolView>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>, Problems<503>,
     ))]
 async fn list_pools(
     State(state): State<AppState>,
     auth: Scoped<CapacityRead>,
     Query(page): Query<Page>,
-) -> Result<axum::Json<Paged<Pool>>, Error> {
+) -> Result<axum::Json<Paged<PoolView>>, Error> {
     let (rows, limit) = page.rows()?;
     let items = capacity::pools(&state.db, auth.tenant(), &rows).await?;
-    Ok(axum::Json(Paged::from_rows(items, limit, |p: &Pool| &p.id)))
+    let paged = Paged::from_rows(items, limit, |p: &Pool| &p.id);
+    let mut items = Vec::with_capacity(paged.items.len());
+    for pool in paged.items {
+        items.push(with_load(&state, pool).await?);
+    }
+    Ok(axum::Json(Paged {
+        items,
+        next_cursor: paged.next_cursor,
+    }))
 }
 
 /// One worker pool of the tenant.
@@ -124,18 +170,18 @@ async fn list_pools(
     security(("bearer" = ["factory.capacity.read"])),
     params(("poolId" = String, Path, description = "The pool id")),
     responses(
-        (status = 200, description = "The pool", body = Pool),
-        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+        (status = 200, description = "The pool", body = PoolView),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>, Problems<503>,
     ))]
 async fn read_pool(
     State(state): State<AppState>,
     auth: Scoped<CapacityRead>,
     Path(pool_id): Path<String>,
-) -> Result<axum::Json<Pool>, Error> {
-    capacity::find_pool(&state.db, auth.tenant(), &pool_id)
+) -> Result<axum::Json<PoolView>, Error> {
+    let pool = capacity::find_pool(&state.db, auth.tenant(), &pool_id)
         .await?
-        .map(axum::Json)
-        .ok_or_else(|| Error::NotFound(format!("pool `{pool_id}`")))
+        .ok_or_else(|| Error::NotFound(format!("pool `{pool_id}`")))?;
+    Ok(axum::Json(with_load(&state, pool).await?))
 }
 
 /// The tenant's recorded quotas, newest first, a page at a time (a project without one has

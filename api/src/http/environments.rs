@@ -50,6 +50,23 @@ pub struct RegisterEnvironment {
     pub labels: runtime_cloud_models::environments::Labels,
     /// The customer tenant inside the product (not a Factory tenant), where given.
     pub customer_tenant_id: Option<String>,
+    /// The tenant's worker pool whose workers plan and apply its runs
+    /// (`runtime-cloud worker --pool`); by default the shared task queue.
+    pub pool_id: Option<String>,
+}
+
+/// An environment may be bound only to a pool of its own tenant that takes work.
+async fn check_pool(state: &AppState, tenant_id: &str, pool_id: &str) -> Result<(), Error> {
+    let pool = runtime_cloud_store::capacity::find_pool(&state.db, tenant_id, pool_id).await?;
+    match pool {
+        None => Err(Error::Unprocessable(format!(
+            "poolId: no worker pool `{pool_id}` in this tenant"
+        ))),
+        Some(pool) if pool.state != runtime_cloud_models::capacity::PoolState::Active => Err(
+            Error::Unprocessable(format!("poolId: worker pool `{pool_id}` is {}", pool.state)),
+        ),
+        Some(_) => Ok(()),
+    }
 }
 
 fn already_exists(environment_id: &str) -> Error {
@@ -76,6 +93,9 @@ async fn register(
     if let Some(customer) = &body.customer_tenant_id {
         check_id("customerTenantId", customer)?;
     }
+    if let Some(pool_id) = &body.pool_id {
+        check_pool(&state, auth.tenant(), pool_id).await?;
+    }
     if environments::find(&state.db, auth.tenant(), &body.environment_id)
         .await?
         .is_some()
@@ -91,6 +111,7 @@ async fn register(
         mode: body.mode,
         labels: body.labels,
         customer_tenant_id: body.customer_tenant_id,
+        pool_id: body.pool_id,
     };
     let env = match environments::register(&state.db, new).await {
         Ok(env) => env,

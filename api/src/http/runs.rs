@@ -140,7 +140,7 @@ async fn find_view(state: &AppState, tenant: &str, id: &str) -> Result<RunView, 
         (status = 202, description = "Started; `Location` names the run", body = RunView,
             headers(("Location" = String, description = "The run's URL"))),
         (status = 200, description = "An earlier request with this Idempotency-Key started this run", body = RunView),
-        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<429>, Problems<500>, Problems<503>,
     ))]
 #[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), environment_id = %body.environment_id, run_id))]
 async fn plan(
@@ -159,6 +159,18 @@ async fn plan(
     }
 
     let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
+    // The run itself checks again before it plans: this only spares the caller a run that
+    // would end `Rejected`.
+    let (_, spent) = runtime_cloud_store::capacity::minutes_spent(
+        &state.db,
+        auth.tenant(),
+        &env.project_id,
+        chrono::Utc::now(),
+    )
+    .await?;
+    if let Some(spent) = spent {
+        return Err(spent.into());
+    }
     let spec = specifications::version(
         &state.db,
         auth.tenant(),

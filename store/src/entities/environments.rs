@@ -25,6 +25,8 @@ pub struct Model {
     pub labels: Option<String>,
     /// The customer tenant inside the product, where given.
     pub customer_tenant_id: Option<String>,
+    /// The worker pool whose task queue runs its plans and applies; none for the default.
+    pub pool_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -29,6 +29,10 @@ pub struct Model {
     pub break_glass: Option<Json>,
     /// `models::policy::PolicyDecision` on the run's plan.
     pub policy: Option<Json>,
+    /// `models::capacity::CapacityWait`, while a quota or a pool without workers holds the run.
+    pub waiting_for_capacity: Option<Json>,
+    /// The whole minutes the apply counts against `executionMinutesPerDay`, once applied.
+    pub apply_minutes: Option<i32>,
     pub state: Option<String>,
     /// Why the run failed, was rejected or cancelled.
     pub reason: Option<String>,

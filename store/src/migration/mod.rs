@@ -20,6 +20,7 @@ mod m20261201_000015_create_fleet_rollouts;
 mod m20261201_000016_environment_labels;
 mod m20261201_000017_rollout_checked_at;
 mod m20261201_000018_create_capacity;
+mod m20261201_000019_capacity_on_runs;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000016_environment_labels::Migration),
             Box::new(m20261201_000017_rollout_checked_at::Migration),
             Box::new(m20261201_000018_create_capacity::Migration),
+            Box::new(m20261201_000019_capacity_on_runs::Migration),
         ]
     }
 }

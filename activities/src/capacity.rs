@@ -1,0 +1,179 @@
+//! The capacity activities behind [`CapacityActivities`]'s contracts: a run's lease on its
+//! project's quota, recorded in `capacity_leases`, and how many workers serve a pool.
+
+use crate::error::{Error, activity_error};
+use chrono::Utc;
+use runtime_cloud_store::capacity::{self, NewLease};
+use runtime_cloud_store::environments;
+use runtime_cloud_workflows::contracts::{
+    LeaseAnswer, LeaseExpiry, LeaseMove, LeaseRequest, PoolQuery, QuotaInForce,
+    capacity_markers as markers,
+};
+use sea_orm::DatabaseConnection;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_client::{Client, NamespacedClient};
+use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
+use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+/// The pool a lease of an environment without one is counted in.
+pub const DEFAULT_POOL: &str = "default";
+
+/// A poller not seen for this long is gone: a live worker polls again at least every minute
+/// (a long poll lasts about 60 s).
+const POLLER_SEEN_WITHIN: Duration = Duration::from_secs(90);
+
+/// Dependencies of the capacity activities.
+pub struct CapacityActivitiesImpl {
+    /// The read DB: quotas, leases, the day's apply minutes.
+    pub db: DatabaseConnection,
+    /// Reads pools' task queues.
+    pub client: Client,
+}
+
+/// How many workers poll `task_queue` for activities now, and how many activity tasks wait
+/// for one: what Temporal knows of a pool.
+pub async fn pool_load(client: &Client, task_queue: &str) -> Result<PoolLoad, Error> {
+    let request = DescribeTaskQueueRequest {
+        namespace: client.namespace(),
+        task_queue: Some(TaskQueue {
+            name: task_queue.to_owned(),
+            ..Default::default()
+        }),
+        task_queue_type: TaskQueueType::Activity as i32,
+        report_stats: true,
+        ..Default::default()
+    };
+    let answer = client
+        .connection()
+        .workflow_service()
+        .describe_task_queue(tonic::Request::new(request))
+        .await
+        .map_err(|e| Error::Temporal(format!("describe task queue {task_queue}: {e}")))?
+        .into_inner();
+    let seen_since = Utc::now().timestamp() - POLLER_SEEN_WITHIN.as_secs() as i64;
+    let mut identities: Vec<&str> = answer
+        .pollers
+        .iter()
+        .filter(|p| {
+            p.last_access_time
+                .as_ref()
+                .is_some_and(|t| t.seconds >= seen_since)
+        })
+        .map(|p| p.identity.as_str())
+        .collect();
+    identities.sort_unstable();
+    identities.dedup();
+    let backlog = answer.stats.map_or(0, |s| {
+        u64::try_from(s.approximate_backlog_count).unwrap_or(0)
+    });
+    Ok(PoolLoad {
+        workers: u32::try_from(identities.len()).unwrap_or(u32::MAX),
+        backlog,
+    })
+}
+
+/// What Temporal says about a pool's task queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLoad {
+    /// Workers that polled it within the last 90 s.
+    pub workers: u32,
+    /// Activity tasks waiting for a worker.
+    pub backlog: u64,
+}
+
+#[activities]
+impl CapacityActivitiesImpl {
+    /// Reads the project's quota and the environment's pool, refuses when the day's apply
+    /// minutes are spent, and records the lease `waiting` (once, however often retried).
+    #[activity(definition = markers::RequestLease)]
+    pub async fn request_lease(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LeaseRequest,
+    ) -> Result<LeaseAnswer, ActivityError> {
+        let now = Utc::now();
+        let (quota, spent) =
+            capacity::minutes_spent(&self.db, &req.tenant_id, &req.project_id, now)
+                .await
+                .map_err(|e| activity_error(e.into()))?;
+        if let Some(spent) = spent {
+            return Ok(LeaseAnswer::Refused {
+                reason: spent.to_string(),
+            });
+        }
+        let pool_id = environments::find(&self.db, &req.tenant_id, &req.environment_id)
+            .await
+            .map_err(|e| activity_error(e.into()))?
+            .and_then(|env| env.pool_id);
+        let lease = NewLease {
+            lease_id: req.lease_id,
+            tenant_id: req.tenant_id,
+            project_id: req.project_id,
+            run_id: req.run_id,
+            attempt_id: req.attempt_id,
+            holder_kind: "provisioning-run".into(),
+            holder_id: req.holder_workflow_id,
+            pool_id: pool_id.clone().unwrap_or_else(|| DEFAULT_POOL.into()),
+            cpu: quota.limits.cpu_per_attempt,
+            memory_gb: quota.limits.memory_gb_per_attempt,
+        };
+        capacity::request_lease(&self.db, lease, now)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+        Ok(LeaseAnswer::Ask {
+            quota: QuotaInForce {
+                limits: quota.limits,
+                source: quota.source,
+            },
+            pool_id,
+        })
+    }
+
+    /// Records the lease granted or released.
+    #[activity(definition = markers::MoveLease)]
+    pub async fn move_lease(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LeaseMove,
+    ) -> Result<(), ActivityError> {
+        capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
+            .await
+            .map_err(|e| activity_error(e.into()))
+    }
+
+    /// Records the leases of a holder its semaphore found gone as expired.
+    #[activity(definition = markers::ExpireLease)]
+    pub async fn expire_lease(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LeaseExpiry,
+    ) -> Result<(), ActivityError> {
+        let expired = capacity::expire_leases(&self.db, &req.holder_workflow_id, Utc::now())
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+        tracing::info!(
+            semaphore = %req.semaphore_id,
+            holder = %req.holder_workflow_id,
+            expired,
+            "holder gone: its capacity lease expired"
+        );
+        Ok(())
+    }
+
+    /// How many workers poll the pool's task queue.
+    #[activity(definition = markers::PoolWorkers)]
+    pub async fn pool_workers(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PoolQuery,
+    ) -> Result<u32, ActivityError> {
+        let load = pool_load(&self.client, &req.task_queue)
+            .await
+            .map_err(activity_error)?;
+        Ok(load.workers)
+    }
+}
