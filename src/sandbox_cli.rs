@@ -123,6 +123,7 @@ pub async fn run(
     let target = Target {
         tenant_id: tenant.to_owned(),
         environment_id: environment.to_owned(),
+        limits: None,
     };
     match cmd {
         SandboxCommand::Show => {

@@ -219,6 +219,43 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
         assert!(lease["grantedAt"].is_string(), "{lease}");
     }
     wait_lease(&stack, "acme", &third, "waiting").await;
+    // The gauges say the same, exactly.
+    let t = api.tenant.clone();
+    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("text");
+    for (series, value) in [
+        (
+            format!(
+                "connectsoft_factory_capacity_leases{{tenant=\"{t}\",pool=\"default\",state=\"granted\"}}"
+            ),
+            2,
+        ),
+        (
+            format!(
+                "connectsoft_factory_capacity_leases{{tenant=\"{t}\",pool=\"default\",state=\"waiting\"}}"
+            ),
+            1,
+        ),
+        (
+            format!(
+                "connectsoft_factory_capacity_quota_used{{tenant=\"{t}\",project=\"shop\",quota=\"concurrentRuns\"}}"
+            ),
+            2,
+        ),
+        (
+            format!(
+                "connectsoft_factory_capacity_quota_limit{{tenant=\"{t}\",project=\"shop\",quota=\"concurrentRuns\"}}"
+            ),
+            2,
+        ),
+    ] {
+        let line = format!("{series} {value}\n");
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
     let waiting = stack
         .platform_admin("acme")
         .get("/factory/capacity/leases?state=waiting")
@@ -323,7 +360,42 @@ async fn a_run_in_a_pool_without_a_worker_waits_until_one_serves_it() {
         .expect(200);
     assert_eq!(described["currentSize"], 0, "{described}");
 
+    assert!(
+        text(&held["waitingForCapacity"]["reason"]).contains("no worker polls pool `eu-isolated`"),
+        "{held}"
+    );
+
+    // A draining pool takes no new run, served or not.
+    let draining = admin
+        .put(
+            "/factory/capacity/pools/eu-isolated/state",
+            json!({ "state": "draining" }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(draining["state"], "draining");
     let mut pool_worker = stack.spawn_pool_worker("eu-isolated");
+    eventually(60, "the run to say the pool is draining", || async {
+        let view = api.run(&run).await;
+        text(&view["waitingForCapacity"]["reason"])
+            .contains("is draining")
+            .then_some(())
+    })
+    .await;
+    admin
+        .put(
+            "/factory/capacity/pools/eu-isolated/state",
+            json!({ "state": "sideways" }),
+        )
+        .await
+        .expect_problem(422);
+    admin
+        .put(
+            "/factory/capacity/pools/eu-isolated/state",
+            json!({ "state": "active" }),
+        )
+        .await
+        .expect(200);
     let applied = api.wait_state(&run, "Applied").await;
     assert!(applied["waitingForCapacity"].is_null(), "{applied}");
     let lease = wait_lease(&stack, "acme", &run, "released").await;
@@ -335,6 +407,29 @@ async fn a_run_in_a_pool_without_a_worker_waits_until_one_serves_it() {
     assert_eq!(served["currentSize"], 1, "{served}");
     assert!(served["utilisation"].is_number(), "{served}");
     pool_worker.kill();
+
+    // An environment moves back to the shared task queue, and only to a pool of its tenant.
+    let shared = admin
+        .put("/factory/environments/iso/pool", json!({ "poolId": null }))
+        .await
+        .expect(200);
+    assert!(shared["poolId"].is_null(), "{shared}");
+    admin
+        .put(
+            "/factory/environments/iso/pool",
+            json!({ "poolId": "nowhere" }),
+        )
+        .await
+        .expect_problem(422);
+    admin
+        .put(
+            "/factory/environments/absent/pool",
+            json!({ "poolId": null }),
+        )
+        .await
+        .expect_problem(404);
+    let again = api.plan_run("iso", "baseline").await;
+    api.wait_state(&again, "Applied").await;
 }
 
 #[tokio::test]

@@ -104,6 +104,7 @@ impl OwnTemporal {
         cmd.args(["server", "start-dev", "--ip", "127.0.0.1", "--headless"])
             .args(["--log-level", "error", "--port", &self.port.to_string()])
             .args(["--ui-port", &ui_port.to_string()])
+            .args(["--dynamic-config-value", "matching.enableFairness=true"])
             .arg("--db-filename")
             .arg(&self.db_file);
         for attr in [

@@ -241,6 +241,53 @@ async fn a_failed_update_names_its_resource() {
     assert_eq!(run["applyReceipt"]["result"], "failed");
 }
 
+/// Every `pulumi` process of a run's plan and apply runs under the project's quota: on
+/// `cpuPerAttempt` CPUs (rounded up) with `memoryGbPerAttempt` of data segment, as the
+/// processes themselves read them from the OS.
+#[tokio::test]
+async fn runner_processes_run_under_the_quotas_cpu_and_memory_limits() {
+    let limits_log = tempfile::NamedTempFile::new().expect("temp file");
+    let log_path = limits_log.path().display().to_string();
+    let (stack, state) = stack_with(&[("PULUMI_STAND_IN_LIMITS", &log_path)]).await;
+    stack
+        .platform_admin("acme")
+        .put(
+            "/factory/capacity/quotas/shop",
+            json!({ "concurrentRuns": 5, "concurrentSandboxes": 5, "cpuPerAttempt": 0.5,
+                    "memoryGbPerAttempt": 1.5, "executionMinutesPerDay": 600 }),
+        )
+        .await
+        .expect(200);
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({})));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+
+    let recorded = std::fs::read_to_string(limits_log.path()).expect("limits log");
+    let commands: Vec<Value> = recorded
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |name: &str| {
+        commands
+            .iter()
+            .filter(|c| c["command"][0] == name)
+            .collect::<Vec<_>>()
+    };
+    // The plan's preview and the apply's update, at least; every one under the limits.
+    assert!(
+        !of("preview").is_empty() && !of("up").is_empty(),
+        "{recorded}"
+    );
+    for c in of("preview").into_iter().chain(of("up")) {
+        assert_eq!(c["dataLimit"], json!(3u64 << 29), "1.5 GiB: {c}");
+        assert_eq!(c["cpus"], json!([0]), "0.5 CPU rounds up to one: {c}");
+    }
+}
+
 /// A plan that no longer matches the stack when it is applied fails instead of applying
 /// something else: here the bucket was deleted out of band after the plan was approved.
 #[tokio::test]

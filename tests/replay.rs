@@ -27,8 +27,10 @@ const FIXTURES: &[&str] = &[
     "provisioning_run_approved.json",
     // A run that queued behind it on the environment's lock and was granted it.
     "provisioning_run_queued.json",
-    // The lock of both: taken by starting it, then granted to the waiter.
+    // The lock of both (a one-slot Semaphore): taken by starting it, then granted to the waiter.
     "environment_lock.json",
+    // The project's capacity (a Semaphore of the quota's slots), taken by the second run.
+    "capacity_semaphore.json",
     // An operator's observation that found drift and raised a proposal.
     "observe_environment.json",
     // That proposal, auto-accepted, and its reconciliation run.
@@ -113,6 +115,8 @@ async fn record_replay_fixtures() {
     save_fixture(&client, run(&second), "provisioning_run_queued.json").await;
     let lock = format!("environment/{}/prod", api.tenant);
     save_fixture(&client, lock, "environment_lock.json").await;
+    let capacity = format!("capacity/{}/shop", api.tenant);
+    save_fixture(&client, capacity, "capacity_semaphore.json").await;
 
     // Drift found by an operator's observation, auto-accepted and reconciled.
     api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;

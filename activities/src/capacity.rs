@@ -3,6 +3,7 @@
 
 use crate::error::{Error, activity_error};
 use chrono::Utc;
+use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity::{self, NewLease};
 use runtime_cloud_store::environments;
 use runtime_cloud_workflows::contracts::{
@@ -164,16 +165,25 @@ impl CapacityActivitiesImpl {
         Ok(())
     }
 
-    /// How many workers poll the pool's task queue.
-    #[activity(definition = markers::PoolWorkers)]
-    pub async fn pool_workers(
+    /// Why a run cannot go to its pool yet (not active, or no worker polls its queue).
+    #[activity(definition = markers::PoolHold)]
+    pub async fn pool_hold(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: PoolQuery,
-    ) -> Result<u32, ActivityError> {
+    ) -> Result<Option<String>, ActivityError> {
+        let pool = capacity::find_pool(&self.db, &req.tenant_id, &req.pool_id)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+        // A pool removed from under its environment holds the run like a disabled one.
+        let state = pool.map_or(PoolState::Disabled, |p| p.state);
         let load = pool_load(&self.client, &req.task_queue)
             .await
             .map_err(activity_error)?;
-        Ok(load.workers)
+        Ok(runtime_cloud_models::capacity::pool_hold(
+            &req.pool_id,
+            state,
+            load.workers,
+        ))
     }
 }

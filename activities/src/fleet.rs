@@ -48,6 +48,9 @@ impl FleetActivitiesImpl {
         .search_attributes(SearchAttributes::new(
             runtime_cloud_workflows::search_attributes::run_attributes(&input),
         ))
+        .priority(runtime_cloud_workflows::fairness::of_tenant(
+            &input.tenant_id,
+        ))
         .build();
         match self
             .client

@@ -147,6 +147,7 @@ impl InventoryActivitiesImpl {
             let target = Target {
                 tenant_id: req.tenant_id,
                 environment_id: req.environment_id,
+                limits: None,
             };
             self.read_target(&target).await.map_err(activity_error)
         }
@@ -185,6 +186,7 @@ impl InventoryActivitiesImpl {
                 let target = Target {
                     tenant_id: env.tenant_id.clone(),
                     environment_id: env.environment_id.clone(),
+                    limits: None,
                 };
                 let observation = self.read_target_with_retries(&target).await;
                 if matches!(observation, Observation::Unreachable { .. }) {

@@ -11,6 +11,9 @@ use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 pub struct Target {
     pub tenant_id: String,
     pub environment_id: String,
+    /// For a run's plan and apply: what the OS holds the runner's processes to (the project's
+    /// quota); none for reads.
+    pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
 }
 
 /// Plans and applies a specification on a target (sandbox, Pulumi).

@@ -44,10 +44,15 @@ pub struct ProvisioningActivitiesImpl {
     pub lock_holder_check_secs: u64,
 }
 
-fn target(tenant_id: &str, environment_id: &str) -> Target {
+fn target(
+    tenant_id: &str,
+    environment_id: &str,
+    limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
+) -> Target {
     Target {
         tenant_id: tenant_id.to_owned(),
         environment_id: environment_id.to_owned(),
+        limits,
     }
 }
 
@@ -194,7 +199,7 @@ impl ProvisioningActivitiesImpl {
             tracing::info_span!("plan", run_id = %req.run_id, environment_id = %req.environment_id);
         async move {
             let log = StepLog::default();
-            let target = target(&req.tenant_id, &req.environment_id);
+            let target = target(&req.tenant_id, &req.environment_id, req.limits);
             // Heartbeat while the runner plans, so a lost worker is noticed within the
             // heartbeat timeout, not the plan's whole timeout (the plan is read-only: planned
             // again, it changes nothing).
@@ -235,7 +240,7 @@ impl ProvisioningActivitiesImpl {
         let span = tracing::info_span!("apply", run_id = %req.run_id, environment_id = %req.environment_id);
         async move {
             tracing::info!(program_version = %req.plan.program_version, "applying the plan");
-            let target = target(&req.tenant_id, &req.environment_id);
+            let target = target(&req.tenant_id, &req.environment_id, req.limits);
             let log = StepLog::default();
             let started = std::time::Instant::now();
             let budget = stop_before(ctx.info().deadline);

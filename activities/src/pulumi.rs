@@ -26,6 +26,7 @@ use crate::ports::{Runner, Target};
 use crate::programs::{GitCredential, ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use crate::step_log::StepLog;
+use runtime_cloud_models::capacity::ProcessLimits;
 use runtime_cloud_models::observation::{DriftedResource, ResourceChange};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
@@ -43,6 +44,10 @@ use tokio::process::Command;
 const SUPPORTED_MAJOR: u64 = 3;
 /// util-linux's `setpriv`, which Debian always has.
 const SETPRIV: &str = "/usr/bin/setpriv";
+/// util-linux `prlimit`, which runs a command under resource limits.
+const PRLIMIT: &str = "/usr/bin/prlimit";
+/// util-linux `taskset`, which runs a command on a set of CPUs.
+const TASKSET: &str = "/usr/bin/taskset";
 
 /// Plans Pulumi stacks.
 #[derive(Clone)]
@@ -109,6 +114,7 @@ impl Pulumi {
             stack,
             passphrase,
             repository_credential,
+            limits: target.limits,
             log,
         })
     }
@@ -164,20 +170,51 @@ impl Pulumi {
     /// there is one): a worker killed mid-apply must not leave an update running that the
     /// retried apply on another worker would race. The stack lock it leaves is what
     /// [`Runner::apply`] cancels first.
-    fn command(&self) -> Command {
+    ///
+    /// With `limits`, the CLI and everything it starts (language host, providers) run on at
+    /// most `cpus` CPUs (util-linux `taskset`) and each may allocate at most `memory_bytes` of
+    /// data segment (`prlimit --data`, RLIMIT_DATA: heap and writable private mappings, not the
+    /// address space a Go or V8 runtime reserves). Both are inherited across fork and exec. A
+    /// group limit would need a delegated cgroup, which an unprivileged worker does not have.
+    fn command(&self, limits: Option<ProcessLimits>) -> Command {
+        // Each wrapper runs the next as its command: `setpriv … -- prlimit … -- taskset … pulumi`
+        // (`taskset` takes its CPU list as its first operand, so no `--` after it).
+        let mut wrappers: Vec<String> = Vec::new();
         if Path::new(SETPRIV).exists() {
-            let mut cmd = Command::new(SETPRIV);
-            cmd.args(["--pdeathsig", "KILL", "--"]).arg(&self.binary);
-            cmd
-        } else {
-            Command::new(&self.binary)
+            wrappers.extend([SETPRIV, "--pdeathsig", "KILL", "--"].map(String::from));
+        }
+        let limiters = Path::new(PRLIMIT).exists() && Path::new(TASKSET).exists();
+        if limits.is_some() && !limiters {
+            tracing::warn!(
+                "util-linux prlimit/taskset missing: the quota's CPU and memory limits are not enforced"
+            );
+        }
+        if let Some(limits) = limits.filter(|_| limiters) {
+            let last_cpu = limits.cpus.saturating_sub(1);
+            wrappers.extend([
+                PRLIMIT.to_owned(),
+                format!("--data={}", limits.memory_bytes),
+                "--".to_owned(),
+                TASKSET.to_owned(),
+                "--cpu-list".to_owned(),
+                format!("0-{last_cpu}"),
+            ]);
+        }
+        let mut parts = wrappers.into_iter();
+        match parts.next() {
+            None => Command::new(&self.binary),
+            Some(first) => {
+                let mut cmd = Command::new(first);
+                cmd.args(parts).arg(&self.binary);
+                cmd
+            }
         }
     }
 
     /// `pulumi args… --stack <stack> --non-interactive` in `dir`, against the target's backend,
     /// with the passphrase (when there is one) in the child's environment only.
     fn cli(&self, stack: &CliStack<'_>, dir: &Path, args: &[&str]) -> Command {
-        let mut cmd = self.command();
+        let mut cmd = self.command(stack.limits);
         cmd.args(args)
             .args(["--stack", &stack.stack.stack, "--non-interactive"])
             .current_dir(dir)
@@ -421,6 +458,8 @@ struct CliStack<'a> {
     passphrase: Option<crate::references::Resolved>,
     /// The program repository's credential, for the fetch.
     repository_credential: Option<GitCredential>,
+    /// What the OS holds every process of this step to (the project's quota).
+    limits: Option<ProcessLimits>,
     /// Every command and its output, for the step's log artifact.
     log: &'a StepLog,
 }

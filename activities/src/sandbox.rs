@@ -359,6 +359,7 @@ mod tests {
         Target {
             tenant_id: "acme".into(),
             environment_id: "dev".into(),
+            limits: None,
         }
     }
 

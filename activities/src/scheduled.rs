@@ -50,6 +50,7 @@ impl ScheduledActivitiesImpl {
         let target = Target {
             tenant_id: key.tenant_id.clone(),
             environment_id: key.environment_id.clone(),
+            limits: None,
         };
         // A look, not a run's plan: its log is not kept (the run it starts plans and logs).
         let log = crate::step_log::StepLog::default();

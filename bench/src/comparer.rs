@@ -27,6 +27,7 @@ pub fn inputs(n: usize) -> (Vec<Workload>, Vec<ObservedWorkload>) {
     let target = Target {
         tenant_id: "bench".into(),
         environment_id: "env".into(),
+        limits: None,
     };
     let mut seen: Vec<ObservedWorkload> = declared.iter().map(|w| observed(&target, w)).collect();
     for (i, o) in seen.iter_mut().enumerate() {

@@ -123,6 +123,7 @@ pub async fn seed(
             let target = Target {
                 tenant_id: tenant,
                 environment_id: env,
+                limits: None,
             };
             let doc = SandboxDocument {
                 workloads: wl.to_vec(),

@@ -91,6 +91,27 @@ impl QuotaLimits {
     }
 }
 
+/// What the OS holds a runner process to, from the project's quota (what is enforced and how:
+/// docs/operations.md, "Execution capacity").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessLimits {
+    /// CPUs the process may run on: `cpuPerAttempt` rounded up.
+    pub cpus: u32,
+    /// Bytes of data segment (heap) each process may allocate: `memoryGbPerAttempt` GiB.
+    pub memory_bytes: u64,
+}
+
+impl QuotaLimits {
+    /// The limits a runner process of an attempt under this quota gets.
+    pub fn process_limits(&self) -> ProcessLimits {
+        ProcessLimits {
+            cpus: (self.cpu_per_attempt.ceil() as u32).max(1),
+            memory_bytes: (self.memory_gb_per_attempt * (1u64 << 30) as f64) as u64,
+        }
+    }
+}
+
 /// When the execution minutes counted on `now`'s UTC day reset: the next UTC midnight.
 pub fn minutes_reset_at(now: DateTime<Utc>) -> DateTime<Utc> {
     let today = now.date_naive().and_hms_opt(0, 0, 0).unwrap_or_default();
@@ -149,6 +170,16 @@ pub fn day_started_at(now: DateTime<Utc>) -> DateTime<Utc> {
     minutes_reset_at(now) - Duration::days(1)
 }
 
+/// Why a run of pool `pool_id` in `state` with `workers` polling cannot plan yet; None when
+/// it can (the pool is active and served).
+pub fn pool_hold(pool_id: &str, state: PoolState, workers: u32) -> Option<String> {
+    match state {
+        PoolState::Active if workers > 0 => None,
+        PoolState::Active => Some(format!("no worker polls pool `{pool_id}`")),
+        other => Some(format!("pool `{pool_id}` is {other}: it takes no new runs")),
+    }
+}
+
 crate::wire::wire_enum!(
     /// What holds a run back before it plans.
     CapacityHold, "capacity hold" {
@@ -173,6 +204,9 @@ pub struct CapacityWait {
     /// The environment's worker pool, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_id: Option<String>,
+    /// What holds it, in words (`all 2 concurrentRuns of project shop are held`, `no worker
+    /// polls pool eu-isolated`, `pool eu-isolated is draining`).
+    pub reason: String,
     /// Since when the run waits.
     pub since: DateTime<Utc>,
 }
@@ -223,6 +257,35 @@ mod tests {
         assert_eq!(
             day_started_at(now),
             "2026-12-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_runner_process_gets_the_quotas_cpus_rounded_up_and_its_memory() {
+        let limits = QuotaLimits {
+            cpu_per_attempt: 1.5,
+            memory_gb_per_attempt: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(
+            limits.process_limits(),
+            ProcessLimits {
+                cpus: 2,
+                memory_bytes: 512 << 20
+            }
+        );
+    }
+
+    #[test]
+    fn a_run_plans_only_in_an_active_pool_that_a_worker_serves() {
+        assert_eq!(pool_hold("eu", PoolState::Active, 1), None);
+        assert_eq!(
+            pool_hold("eu", PoolState::Active, 0).as_deref(),
+            Some("no worker polls pool `eu`")
+        );
+        assert_eq!(
+            pool_hold("eu", PoolState::Draining, 3).as_deref(),
+            Some("pool `eu` is draining: it takes no new runs")
         );
     }
 

@@ -121,6 +121,26 @@ pub async fn pools(
         .collect()
 }
 
+/// Sets the state of the tenant's pool `pool_id`; None when it has no such pool.
+pub async fn set_pool_state(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    pool_id: &str,
+    state: PoolState,
+) -> Result<Option<Pool>, Error> {
+    let done = pool_rows::Entity::update_many()
+        .col_expr(pool_rows::Column::State, state.as_str().into())
+        .col_expr(pool_rows::Column::UpdatedAt, Utc::now().into())
+        .filter(pool_rows::Column::TenantId.eq(tenant_id))
+        .filter(pool_rows::Column::PoolId.eq(pool_id))
+        .exec(db)
+        .await?;
+    if done.rows_affected == 0 {
+        return Ok(None);
+    }
+    find_pool(db, tenant_id, pool_id).await
+}
+
 /// A project's quota, as the API shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -503,6 +523,84 @@ pub async fn lease_counts(
         .collect()
 }
 
+/// What one project uses of its quota now: runs holding a lease, and apply minutes since
+/// `since` (the day's start), with the limits in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaUse {
+    pub tenant_id: String,
+    pub project_id: String,
+    pub leases_granted: u64,
+    pub minutes_used: u64,
+    pub limits: QuotaLimits,
+}
+
+/// The quota use of every project with a granted lease or apply minutes since `since`.
+pub async fn quota_use(
+    db: &impl ConnectionTrait,
+    since: DateTime<Utc>,
+) -> Result<Vec<QuotaUse>, Error> {
+    use crate::entities::provisioning_runs as runs;
+    use sea_orm::{QuerySelect, sea_query::Expr};
+    use std::collections::BTreeMap;
+    let granted: Vec<(String, String, i64)> = lease_rows::Entity::find()
+        .select_only()
+        .column(lease_rows::Column::TenantId)
+        .column(lease_rows::Column::ProjectId)
+        .column_as(Expr::col(lease_rows::Column::LeaseId).count(), "n")
+        .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
+        .group_by(lease_rows::Column::TenantId)
+        .group_by(lease_rows::Column::ProjectId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let minutes: Vec<(String, String, Option<i64>)> = runs::Entity::find()
+        .select_only()
+        .column(runs::Column::TenantId)
+        .column(runs::Column::ProjectId)
+        .column_as(
+            Expr::col(runs::Column::ApplyMinutes)
+                .sum()
+                .cast_as("BIGINT"),
+            "m",
+        )
+        .filter(runs::Column::CompletedAt.gte(since))
+        .filter(runs::Column::ApplyMinutes.is_not_null())
+        .group_by(runs::Column::TenantId)
+        .group_by(runs::Column::ProjectId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut uses: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for (tenant, project, n) in granted {
+        uses.entry((tenant, project)).or_default().0 = u64::try_from(n).unwrap_or(0);
+    }
+    for (tenant, project, m) in minutes {
+        uses.entry((tenant, project)).or_default().1 = u64::try_from(m.unwrap_or(0)).unwrap_or(0);
+    }
+    let recorded: BTreeMap<(String, String), QuotaLimits> = quota_rows::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read_quota)
+        .map(|q| ((q.tenant_id, q.project_id), q.limits))
+        .collect();
+    Ok(uses
+        .into_iter()
+        .map(
+            |((tenant_id, project_id), (leases_granted, minutes_used))| QuotaUse {
+                limits: recorded
+                    .get(&(tenant_id.clone(), project_id.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
+                tenant_id,
+                project_id,
+                leases_granted,
+                minutes_used,
+            },
+        )
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,6 +691,81 @@ mod tests {
                 .is_empty()
         );
     }
+
+    fn lease(id: &str, run: &str) -> NewLease {
+        NewLease {
+            lease_id: id.into(),
+            tenant_id: "acme".into(),
+            project_id: "shop".into(),
+            run_id: run.into(),
+            attempt_id: "attempt-1".into(),
+            holder_kind: "provisioning-run".into(),
+            holder_id: format!("provisioning-run/{run}"),
+            pool_id: "default".into(),
+            cpu: 2.0,
+            memory_gb: 4.0,
+        }
+    }
+
+    async fn leases_move_only_forward_on(db: sea_orm::DatabaseConnection) {
+        let page = Page {
+            before: None,
+            rows: 10,
+        };
+        let at = Utc::now();
+        request_lease(&db, lease("l1", "r1"), at).await.unwrap();
+        request_lease(&db, lease("l1", "r1"), at).await.unwrap();
+        request_lease(&db, lease("l2", "r2"), at).await.unwrap();
+        let state_of =
+            |leases: &[Lease], id: &str| leases.iter().find(|l| l.lease_id == id).map(|l| l.state);
+        let listed = leases(&db, "acme", None, None, &page).await.unwrap();
+        assert_eq!(listed.len(), 2, "a retried request records one lease");
+        move_lease(&db, "l1", LeaseState::Granted, at)
+            .await
+            .unwrap();
+        move_lease(&db, "l1", LeaseState::Released, at)
+            .await
+            .unwrap();
+        // A retried grant after the release changes nothing.
+        move_lease(&db, "l1", LeaseState::Granted, at)
+            .await
+            .unwrap();
+        move_lease(&db, "l2", LeaseState::Granted, at)
+            .await
+            .unwrap();
+        assert_eq!(
+            lease_counts(&db).await.unwrap(),
+            vec![("acme".into(), "default".into(), LeaseState::Granted, 1)]
+        );
+        assert_eq!(
+            expire_leases(&db, "provisioning-run/r1", at).await.unwrap(),
+            0
+        );
+        assert_eq!(
+            expire_leases(&db, "provisioning-run/r2", at).await.unwrap(),
+            1
+        );
+        let listed = leases(&db, "acme", None, None, &page).await.unwrap();
+        assert_eq!(state_of(&listed, "l1"), Some(LeaseState::Released));
+        assert_eq!(state_of(&listed, "l2"), Some(LeaseState::Expired));
+        let l1 = listed.iter().find(|l| l.lease_id == "l1").unwrap();
+        assert!(l1.granted_at.is_some() && l1.released_at.is_some() && l1.expires_at.is_none());
+        assert!(lease_counts(&db).await.unwrap().is_empty());
+        assert_eq!(
+            leases(&db, "acme", Some(LeaseState::Expired), None, &page)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(minutes_used(&db, "acme", "shop", at).await.unwrap(), 0);
+    }
+
+    fixtures::on_both_databases!(
+        leases_move_only_forward_sqlite,
+        leases_move_only_forward_postgres,
+        leases_move_only_forward_on
+    );
 
     fixtures::on_both_databases!(
         pools_and_quotas_are_kept_per_tenant_sqlite,

@@ -128,6 +128,34 @@ pub async fn register(
     Environment::read(row)
 }
 
+/// Binds the tenant's environment to worker pool `pool_id` (none: the shared task queue).
+/// [`Error::Missing`] when there is no such environment. Runs already past their capacity step
+/// keep the pool they were given.
+pub async fn bind_pool(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    pool_id: Option<String>,
+) -> Result<Environment, Error> {
+    let done = rows::Entity::update_many()
+        .col_expr(rows::Column::PoolId, pool_id.into())
+        .col_expr(rows::Column::UpdatedAt, Utc::now().into())
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .exec(db)
+        .await?;
+    let missing = || Error::Missing {
+        what: "environment",
+        id: environment_id.to_owned(),
+    };
+    if done.rows_affected == 0 {
+        return Err(missing());
+    }
+    find(db, tenant_id, environment_id)
+        .await?
+        .ok_or_else(missing)
+}
+
 fn target_json(target: &Target) -> Result<String, Error> {
     Ok(serde_json::to_string(target)?)
 }

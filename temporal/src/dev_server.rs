@@ -76,7 +76,9 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
         &ui_port.to_string(),
     ])
     .arg("--db-filename")
-    .arg(data_dir.join("temporal.db"));
+    .arg(data_dir.join("temporal.db"))
+    // Runs carry their tenant as fairness key (`workflows::fairness`).
+    .args(["--dynamic-config-value", "matching.enableFairness=true"]);
     for (name, kind) in search_attributes::ALL {
         cmd.args(["--search-attribute", &format!("{name}={kind}")]);
     }

@@ -35,6 +35,9 @@ pub struct PlanRequest {
     pub tenant_id: String,
     pub environment_id: String,
     pub specification: SpecificationSnapshot,
+    /// What the OS holds the runner's processes to (the project's quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
 }
 
 /// Apply a recorded plan. The runner refuses when the target no longer matches the plan's
@@ -47,6 +50,9 @@ pub struct ApplyRequest {
     pub environment_id: String,
     pub specification: SpecificationSnapshot,
     pub plan: PlanReceipt,
+    /// What the OS holds the runner's processes to (the project's quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
 }
 
 /// Project a run's current status into the read tables, with its event, in one transaction.
@@ -188,10 +194,13 @@ pub struct LeaseExpiry {
     pub holder_workflow_id: String,
 }
 
-/// How many workers poll a pool's task queue now.
+/// Whether a run may go to its environment's pool now: the pool's state, and how many workers
+/// poll its task queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolQuery {
+    pub tenant_id: String,
+    pub pool_id: String,
     pub task_queue: String,
 }
 
@@ -218,16 +227,16 @@ impl CapacityActivities {
         unimplemented!()
     }
 
-    /// See [`PoolQuery`]: the number of workers polling the pool's task queue.
-    #[activity(name = "capacity.pool-workers")]
-    pub fn pool_workers(req: PoolQuery) -> Result<u32, ActivityError> {
+    /// See [`PoolQuery`]: why the run cannot go to the pool yet, None when it can.
+    #[activity(name = "capacity.pool-hold")]
+    pub fn pool_hold(req: PoolQuery) -> Result<Option<String>, ActivityError> {
         unimplemented!()
     }
 }
 
 /// Marker types of the capacity activities.
 pub mod capacity_markers {
-    pub use super::capacity_activities::{ExpireLease, MoveLease, PoolWorkers, RequestLease};
+    pub use super::capacity_activities::{ExpireLease, MoveLease, PoolHold, RequestLease};
 }
 
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the

@@ -74,6 +74,7 @@ impl GitOpsReconciler {
                 Ok(ReplanOutcome::Apply { run }) => {
                     let mut opts = abandon(run_workflow_id(&run.run_id));
                     opts.search_attributes = Some(SearchAttributes::new(run_attributes(&run)));
+                    opts.priority = Some(crate::fairness::of_tenant(&run.tenant_id));
                     let _ = ctx
                         .start_child_workflow(ProvisioningRun::run, *run, opts)
                         .await;

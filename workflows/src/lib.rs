@@ -18,6 +18,7 @@
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
 //! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
+//! - [`fairness`]: every run's tasks carry its tenant as Temporal's fairness key.
 //! - [`contracts`]: activity declarations and their request types.
 //! - [`messages`]: signals and child starts one workflow sends another, declared by name.
 //! - `handover`: tell replaced proposals, start new ones (four workflows share it).
@@ -26,6 +27,7 @@
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
 pub mod contracts;
+pub mod fairness;
 pub mod fleet_rollout;
 pub mod gitops_reconciler;
 mod handover;

@@ -97,6 +97,8 @@ pub struct ProvisioningRun {
     granted: Vec<String>,
     /// The task queue of the environment's worker pool; none for the workflow's own.
     pool_queue: Option<String>,
+    /// What the OS holds the runner's processes to (the project's quota, read with the lease).
+    limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
     cancel: Option<CancelRequest>,
     /// The decision counted (the first approval that named the plan while awaited).
     decision: Option<Approval>,
@@ -154,6 +156,7 @@ impl ProvisioningRun {
             status: RunStatus::default(),
             granted: Vec::new(),
             pool_queue: None,
+            limits: None,
             cancel: None,
             decision: None,
             held_approvals: Vec::new(),
@@ -221,21 +224,24 @@ impl ProvisioningRun {
             }
             LeaseAnswer::Ask { quota, pool_id } => (quota, pool_id),
         };
+        ctx.state_mut(|s| s.limits = Some(quota.limits.process_limits()));
         let wait = CapacityWait {
             held_by: CapacityHold::Quota,
             project_id: input.project_id.clone(),
             concurrent_runs: quota.limits.concurrent_runs,
             quota_source: quota.source,
             pool_id: pool_id.clone(),
+            reason: format!(
+                "all {} concurrentRuns of project `{}` are held",
+                quota.limits.concurrent_runs, input.project_id
+            ),
             since: now(ctx.workflow_time()),
         };
-        if let Some(pool_id) = &pool_id {
-            let queue = pool_task_queue(ctx.task_queue(), pool_id);
-            ctx.state_mut(|s| s.pool_queue = Some(queue));
-            if !Self::pool_served(ctx, &wait).await? {
-                Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
-                return Ok(Self::cancelled(ctx));
-            }
+        if let Some(pool_id) = &pool_id
+            && !Self::pool_served(ctx, input, pool_id, &wait).await?
+        {
+            Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
+            return Ok(Self::cancelled(ctx));
         }
         let capacity_id = capacity_workflow_id(&input.tenant_id, &input.project_id);
         let (unlock, taken) =
@@ -244,7 +250,6 @@ impl ProvisioningRun {
             Turn::Ours
         } else {
             let held = CapacityWait {
-                held_by: CapacityHold::Quota,
                 since: now(ctx.workflow_time()),
                 ..wait
             };
@@ -267,32 +272,43 @@ impl ProvisioningRun {
         Ok(ending)
     }
 
-    /// Waits until a worker polls the environment's pool (true), saying so while none does,
-    /// or the run is cancelled (false).
+    /// Waits until the environment's pool takes the run (true): it is `active` and a worker
+    /// polls its task queue. Says what holds it meanwhile, looking again every
+    /// [`POOL_RECHECK`]; false when the run is cancelled.
     async fn pool_served(
         ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+        pool_id: &str,
         wait: &CapacityWait,
     ) -> WorkflowResult<bool> {
-        let Some(task_queue) = ctx.state(|s| s.pool_queue.clone()) else {
-            return Ok(true);
-        };
+        let task_queue = pool_task_queue(ctx.task_queue(), pool_id);
+        ctx.state_mut(|s| s.pool_queue = Some(task_queue.clone()));
         loop {
             if ctx.state(|s| s.cancel.is_some()) {
                 return Ok(false);
             }
             let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
             let query = PoolQuery {
+                tenant_id: input.tenant_id.clone(),
+                pool_id: pool_id.to_owned(),
                 task_queue: task_queue.clone(),
             };
-            let workers = ctx
-                .execute_local_activity(CapacityActivities::pool_workers, query, opts)
-                .await?;
-            if workers > 0 {
+            let Some(reason) = ctx
+                .execute_local_activity(CapacityActivities::pool_hold, query, opts)
+                .await?
+            else {
                 return Ok(true);
-            }
-            if ctx.state(|s| s.status.waiting_for_capacity.is_none()) {
+            };
+            let shown = ctx.state(|s| {
+                s.status
+                    .waiting_for_capacity
+                    .as_ref()
+                    .map(|w| w.reason.clone())
+            });
+            if shown.as_deref() != Some(reason.as_str()) {
                 let held = CapacityWait {
                     held_by: CapacityHold::Pool,
+                    reason,
                     since: now(ctx.workflow_time()),
                     ..wait.clone()
                 };
@@ -351,6 +367,7 @@ impl ProvisioningRun {
             tenant_id: input.tenant_id.clone(),
             environment_id: input.environment_id.clone(),
             specification: input.specification.clone(),
+            limits: ctx.state(|s| s.limits),
         };
         let mut opts = crate::options::plan();
         opts.task_queue = ctx.state(|s| s.pool_queue.clone());
@@ -612,6 +629,7 @@ impl ProvisioningRun {
             environment_id: input.environment_id.clone(),
             specification: input.specification.clone(),
             plan,
+            limits: ctx.state(|s| s.limits),
         };
         let mut opts = crate::options::apply(input.apply_timeout_secs);
         opts.task_queue = ctx.state(|s| s.pool_queue.clone());

@@ -119,6 +119,7 @@ impl ReconciliationProposal {
         let opts = ChildWorkflowOptions::builder()
             .workflow_id(run_workflow_id(&run_id))
             .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
+            .priority(crate::fairness::of_tenant(&run_input.tenant_id))
             .build();
         let started = ctx
             .start_child_workflow(ProvisioningRun::run, run_input, opts)

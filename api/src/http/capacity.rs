@@ -10,7 +10,7 @@ use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use runtime_cloud_models::capacity::{LeaseState, PoolKind, QuotaLimits};
+use runtime_cloud_models::capacity::{LeaseState, PoolKind, PoolState, QuotaLimits};
 use runtime_cloud_models::validation::check_id;
 use runtime_cloud_store::capacity::{self, Lease, NewPool, Pool, Quota};
 use serde::Deserialize;
@@ -21,6 +21,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_pools, create_pool))
         .routes(routes!(read_pool))
+        .routes(routes!(set_pool_state))
+        .routes(routes!(bind_environment))
         .routes(routes!(list_quotas))
         .routes(routes!(read_quota, set_quota))
         .routes(routes!(list_leases))
@@ -268,6 +270,84 @@ async fn set_quota(
     .await?;
     tracing::info!(project_id = %project_id, concurrent_runs = quota.limits.concurrent_runs, "quota set");
     Ok(axum::Json(quota))
+}
+
+/// `PUT /factory/capacity/pools/{poolId}/state`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SetPoolState {
+    /// `active` (takes runs), `draining` (finishes what holds a lease, takes no new run) or
+    /// `disabled` (takes nothing new).
+    state: PoolState,
+}
+
+/// Sets a worker pool's state. Runs of its environments that have not taken their lease wait
+/// (`waitingForCapacity`, held by the pool) until it is `active` again.
+#[utoipa::path(operation_id = "setWorkerPoolState", put, path = "/factory/capacity/pools/{poolId}/state", tag = "capacity",
+    security(("bearer" = ["factory.capacity.manage"])),
+    params(("poolId" = String, Path, description = "The pool id")),
+    request_body = SetPoolState,
+    responses(
+        (status = 200, description = "The pool in its new state", body = PoolView),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+    ))]
+async fn set_pool_state(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityManage>,
+    Path(pool_id): Path<String>,
+    Json(body): Json<SetPoolState>,
+) -> Result<axum::Json<PoolView>, Error> {
+    let pool = capacity::set_pool_state(&state.db, auth.tenant(), &pool_id, body.state)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("pool `{pool_id}`")))?;
+    tracing::info!(pool_id = %pool_id, state = %body.state, "pool state set");
+    Ok(axum::Json(with_load(&state, pool).await?))
+}
+
+/// `PUT /factory/environments/{environmentId}/pool`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BindPool {
+    /// A pool of the tenant that is `active`; null for the shared task queue.
+    pool_id: Option<String>,
+}
+
+/// Binds an environment to a worker pool of the tenant (or back to the shared task queue):
+/// its next runs plan and apply on the pool's workers. A run that already took its lease
+/// keeps the pool it was given.
+#[utoipa::path(operation_id = "bindEnvironmentPool", put, path = "/factory/environments/{environmentId}/pool", tag = "capacity",
+    security(("bearer" = ["factory.capacity.manage"])),
+    params(("environmentId" = String, Path, description = "The environment id")),
+    request_body = BindPool,
+    responses(
+        (status = 200, description = "The environment with its pool", body = runtime_cloud_store::environments::Environment),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<413>, Problems<415>, Problems<422>, Problems<500>,
+    ))]
+async fn bind_environment(
+    State(state): State<AppState>,
+    auth: Scoped<CapacityManage>,
+    Path(environment_id): Path<String>,
+    Json(body): Json<BindPool>,
+) -> Result<axum::Json<runtime_cloud_store::environments::Environment>, Error> {
+    crate::tenancy::require_environment(&state.db, auth.tenant(), &environment_id).await?;
+    if let Some(pool_id) = &body.pool_id {
+        crate::http::environments::check_pool(&state, auth.tenant(), pool_id).await?;
+    }
+    let env = runtime_cloud_store::environments::bind_pool(
+        &state.db,
+        auth.tenant(),
+        &environment_id,
+        body.pool_id,
+    )
+    .await
+    .map_err(|e| match e {
+        runtime_cloud_store::Error::Missing { .. } => {
+            Error::NotFound(format!("environment `{environment_id}`"))
+        }
+        e => e.into(),
+    })?;
+    tracing::info!(environment_id = %environment_id, pool_id = ?env.pool_id, "environment bound to pool");
+    Ok(axum::Json(env))
 }
 
 /// `?state=&provisioningRunId=&cursor=&limit=`.

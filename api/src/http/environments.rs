@@ -56,7 +56,11 @@ pub struct RegisterEnvironment {
 }
 
 /// An environment may be bound only to a pool of its own tenant that takes work.
-async fn check_pool(state: &AppState, tenant_id: &str, pool_id: &str) -> Result<(), Error> {
+pub(crate) async fn check_pool(
+    state: &AppState,
+    tenant_id: &str,
+    pool_id: &str,
+) -> Result<(), Error> {
     let pool = runtime_cloud_store::capacity::find_pool(&state.db, tenant_id, pool_id).await?;
     match pool {
         None => Err(Error::Unprocessable(format!(

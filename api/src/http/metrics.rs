@@ -282,6 +282,57 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         }
     }
 
+    header(
+        &mut out,
+        "connectsoft_factory_capacity_leases",
+        "gauge",
+        "Capacity leases held (granted) and waiting, per tenant and pool.",
+    );
+    for (tenant, pool, st, n) in runtime_cloud_store::capacity::lease_counts(db).await? {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_capacity_leases{{tenant=\"{}\",pool=\"{}\",state=\"{}\"}} {n}",
+            label(&tenant),
+            label(&pool),
+            st.as_str()
+        );
+    }
+    let day = runtime_cloud_models::capacity::day_started_at(chrono::Utc::now());
+    let uses = runtime_cloud_store::capacity::quota_use(db, day).await?;
+    for (name, help) in [
+        (
+            "connectsoft_factory_capacity_quota_used",
+            "What each project uses of its quota: runs holding a lease (concurrentRuns), apply minutes today (executionMinutesPerDay).",
+        ),
+        (
+            "connectsoft_factory_capacity_quota_limit",
+            "Each project's quota in force (the default when none is recorded).",
+        ),
+    ] {
+        header(&mut out, name, "gauge", help);
+        for u in &uses {
+            let (runs, minutes) = if name.ends_with("used") {
+                (u.leases_granted, u.minutes_used)
+            } else {
+                (
+                    u64::from(u.limits.concurrent_runs),
+                    u64::from(u.limits.execution_minutes_per_day),
+                )
+            };
+            for (quota, n) in [
+                ("concurrentRuns", runs),
+                ("executionMinutesPerDay", minutes),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{tenant=\"{}\",project=\"{}\",quota=\"{quota}\"}} {n}",
+                    label(&u.tenant_id),
+                    label(&u.project_id)
+                );
+            }
+        }
+    }
+
     // The inbound consumer's backlog (pending and unacknowledged), when this process runs one.
     let lag = state.inbox_lag.load(std::sync::atomic::Ordering::Relaxed);
     if lag >= 0 {

@@ -260,6 +260,9 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(attributes)
+        .priority(runtime_cloud_workflows::fairness::of_tenant(
+            &input.tenant_id,
+        ))
         .build();
     runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
         ProvisioningRun::run,
