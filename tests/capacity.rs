@@ -293,11 +293,7 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
 
 #[tokio::test]
 async fn a_terminated_holders_lease_expires_and_the_waiting_run_proceeds() {
-    let stack = Stack::with(StackOptions::with_env(
-        "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
-        "0.02",
-    ))
-    .await;
+    let stack = Stack::with(StackOptions::holder_checks_every_second()).await;
     set_quota(&stack, "acme", 1, 1440).await;
     let api = stack.operator("acme");
     let (first, _) = api.awaiting_approval("prod-a", 1).await;

@@ -469,11 +469,7 @@ async fn missing_program_version_fails_the_run() {
 /// every `LockHolderCheckMinutes` while a run waits, finds it gone and moves on.
 #[tokio::test]
 async fn a_run_terminated_by_hand_does_not_block_its_environment() {
-    let stack = Stack::with(StackOptions::with_env(
-        "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
-        "0.02",
-    ))
-    .await;
+    let stack = Stack::with(StackOptions::holder_checks_every_second()).await;
     let api = stack.operator("acme");
     let (first, _) = api.awaiting_approval("prod", 1).await;
     stack.temporal_ok(&[

@@ -120,6 +120,12 @@ impl StackOptions {
         }
     }
 
+    /// Semaphores (locks, capacity) check every 1.2 s that their holders still exist
+    /// (`LockHolderCheckMinutes` 0.02), so a test sees a terminated holder dropped quickly.
+    pub fn holder_checks_every_second() -> Self {
+        StackOptions::with_env("RuntimeCloud__Provisioning__LockHolderCheckMinutes", "0.02")
+    }
+
     /// Proposals are never auto-accepted: a test sees exactly what an observation raised.
     pub fn proposals_wait_for_a_decision() -> Self {
         StackOptions::with_env(
