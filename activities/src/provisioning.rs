@@ -82,6 +82,7 @@ impl ProvisioningActivitiesImpl {
         let idle = SemaphoreState::idle(&req, self.lock_holder_check_secs);
         let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
             .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+            .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
             .build();
         let acquire = Acquire {
             requester: req.requester_workflow_id,
@@ -140,6 +141,7 @@ impl ProvisioningActivitiesImpl {
             let opts =
                 WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
                     .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+                    .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
                     .build();
             let state = SemaphoreState::held_by(&req, self.lock_holder_check_secs);
             match self

@@ -16,6 +16,8 @@ use temporalio_macros::activity_definitions;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockRequest {
+    /// The semaphore's tenant: its workflow tasks carry it as fairness key, like its callers'.
+    pub tenant_id: String,
     /// The semaphore's workflow id (`environment/{tenant}/{env}`, `capacity/{tenant}/{project}`).
     pub lock_workflow_id: String,
     /// The workflow id that wants a slot and is signalled when it gets it.

@@ -175,7 +175,7 @@ impl ProvisioningRun {
         }
 
         let lock_id = environment_lock_workflow_id(&input.tenant_id, &input.environment_id);
-        let (unlock, turn) = semaphore::lock(ctx, lock_id, 1).await?;
+        let (unlock, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
         let ending = match turn {
             Turn::Ours => Self::leased(ctx, &input).await?,
             Turn::GaveUp => Self::cancelled(ctx),
@@ -244,8 +244,14 @@ impl ProvisioningRun {
             return Ok(Self::cancelled(ctx));
         }
         let capacity_id = capacity_workflow_id(&input.tenant_id, &input.project_id);
-        let (unlock, taken) =
-            semaphore::ask(ctx, capacity_id, quota.limits.concurrent_runs, true).await?;
+        let (unlock, taken) = semaphore::ask(
+            ctx,
+            &input.tenant_id,
+            capacity_id,
+            quota.limits.concurrent_runs,
+            true,
+        )
+        .await?;
         let turn = if taken {
             Turn::Ours
         } else {

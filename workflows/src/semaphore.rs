@@ -69,10 +69,11 @@ impl Unlock {
 /// turn.
 pub async fn lock<W: LockHolder>(
     ctx: &mut WorkflowContext<W>,
+    tenant_id: &str,
     lock_workflow_id: String,
     slots: u32,
 ) -> WorkflowResult<(Unlock, Turn)> {
-    let (unlock, taken) = ask(ctx, lock_workflow_id, slots, false).await?;
+    let (unlock, taken) = ask(ctx, tenant_id, lock_workflow_id, slots, false).await?;
     let turn = if taken {
         turn_taken(ctx)
     } else {
@@ -83,14 +84,17 @@ pub async fn lock<W: LockHolder>(
 
 /// Asks for a slot: true when the caller took it at once (it started the semaphore), false
 /// when it waits in the queue (see [`wait_for_turn`]). `records_leases`: the semaphore records
-/// a vanished holder's capacity lease as expired.
+/// a vanished holder's capacity lease as expired. `tenant_id` is the semaphore's tenant, its
+/// fairness key.
 pub async fn ask<W: LockHolder>(
     ctx: &mut WorkflowContext<W>,
+    tenant_id: &str,
     lock_workflow_id: String,
     slots: u32,
     records_leases: bool,
 ) -> WorkflowResult<(Unlock, bool)> {
     let request = LockRequest {
+        tenant_id: tenant_id.to_owned(),
         lock_workflow_id,
         requester_workflow_id: ctx.workflow_id().to_owned(),
         slots,
@@ -263,14 +267,15 @@ impl Semaphore {
                 return Ok(());
             }
             // A holder carried over by continue-as-new, or that asked again, is granted again
-            // (a caller ignores a second grant); a new holder is granted its slot.
+            // (a caller ignores a second grant); a new holder is granted its slot. All at once:
+            // a semaphore freeing ten slots does not make the tenth wait for nine round trips.
             let untold: Vec<String> = ctx.state(|s| {
                 let untold = s.state.holders.iter().filter(|h| !h.knows);
                 untold.map(|h| h.id.clone()).collect()
             });
-            for holder in untold {
-                ctx.state_mut(|s| s.grants += 1);
-                if Self::grant(ctx, &holder).await {
+            ctx.state_mut(|s| s.grants += untold.len() as u32);
+            for (holder, delivered) in Self::grant_all(ctx, &untold).await {
+                if delivered {
                     ctx.state_mut(|s| {
                         if let Some(h) = s.state.holders.iter_mut().find(|h| h.id == holder) {
                             h.knows = true;
@@ -289,14 +294,28 @@ impl Semaphore {
         }
     }
 
-    /// Signals `granted` to `holder`; false when it is gone. A caller ignores a second grant,
-    /// so granting again is also how the semaphore asks whether its holder still exists.
-    async fn grant(ctx: &mut WorkflowContext<Self>, holder: &str) -> bool {
+    /// Signals `granted` to each of `holders` at once; with each, false when it is gone. A
+    /// caller ignores a second grant, so granting again is also how the semaphore asks whether
+    /// its holders still exist.
+    async fn grant_all(ctx: &WorkflowContext<Self>, holders: &[String]) -> Vec<(String, bool)> {
         let semaphore_id = ctx.workflow_id().to_owned();
-        ctx.external_workflow(holder.to_owned(), None)
-            .signal(Granted, semaphore_id, SignalWorkflowOptions::default())
-            .await
-            .is_ok()
+        let handles: Vec<_> = holders
+            .iter()
+            .map(|holder| ctx.external_workflow(holder.clone(), None))
+            .collect();
+        let signals = handles.iter().map(|handle| {
+            handle.signal(
+                Granted,
+                semaphore_id.clone(),
+                SignalWorkflowOptions::default(),
+            )
+        });
+        let delivered = futures::future::join_all(signals).await;
+        holders
+            .iter()
+            .cloned()
+            .zip(delivered.into_iter().map(|r| r.is_ok()))
+            .collect()
     }
 
     /// Drops a holder that no longer exists, recording its capacity lease as expired.
@@ -338,8 +357,8 @@ impl Semaphore {
             }
             let holders: Vec<String> =
                 ctx.state(|s| s.state.holders.iter().map(|h| h.id.clone()).collect());
-            for holder in holders {
-                if ctx.state(|s| s.state.holds(&holder)) && !Self::grant(ctx, &holder).await {
+            for (holder, delivered) in Self::grant_all(ctx, &holders).await {
+                if !delivered && ctx.state(|s| s.state.holds(&holder)) {
                     Self::drop_vanished(ctx, &holder).await?;
                 }
             }
@@ -392,6 +411,7 @@ mod tests {
 
     fn request(slots: u32) -> LockRequest {
         LockRequest {
+            tenant_id: "acme".into(),
             lock_workflow_id: "capacity/acme/shop".into(),
             requester_workflow_id: "provisioning-run/r1".into(),
             slots,
