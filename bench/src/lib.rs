@@ -21,6 +21,7 @@
 //! - [`idle`]: peak RSS of `runtime-cloud dev` at rest.
 //! - [`runner`]: the Pulumi runner's overhead over the CLI commands it runs.
 //! - [`rollout`]: a fleet rollout over many instances next to bare provisioning runs.
+//! - [`fairness`]: one tenant's runs while another floods the stack, next to the same runs idle.
 //! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
 //!   [`comparer_report`] turns its results into a table).
 //!
@@ -32,6 +33,7 @@ pub mod api;
 pub mod baseline;
 pub mod comparer;
 pub mod comparer_report;
+pub mod fairness;
 pub mod fleet;
 pub mod idle;
 pub mod loadgen;

@@ -2,7 +2,7 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fleet, idle, read, rollout, runner, throughput};
+use runtime_cloud_bench::{fairness, fleet, idle, read, rollout, runner, throughput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,6 +28,8 @@ enum Command {
     Runner(runner::Args),
     /// 7. A fleet rollout over many instances next to bare provisioning runs.
     Rollout(rollout::Args),
+    /// 8. One tenant's runs while another floods the stack, next to the same runs idle.
+    Fairness(fairness::Args),
     /// 3. without criterion: a plain median timer (criterion's bench is the reference).
     CompareQuick,
     /// The baseline worker (started by the benchmarks as its own process).
@@ -53,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Idle(args) => idle::run(args).await,
         Command::Runner(args) => runner::run(args).await,
         Command::Rollout(args) => rollout::run(args).await,
+        Command::Fairness(args) => fairness::run(args).await,
         Command::CompareQuick => {
             runtime_cloud_bench::comparer::quick();
             Ok(())
