@@ -291,6 +291,37 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
     );
 }
 
+/// A semaphore whose quota grows while 31 runs wait grants them all in one workflow task (a
+/// join of 32 signals: past 30, a join that is not the SDK's fails the task as
+/// nondeterministic, and the semaphore would grant nothing ever again).
+#[tokio::test]
+async fn a_raised_quota_grants_every_waiting_run_at_once() {
+    let stack = Stack::start().await;
+    set_quota(&stack, "acme", 1, 1440).await;
+    let api = stack.operator("acme");
+    let (holder, _) = api.awaiting_approval("prod", 1).await;
+    let envs: Vec<String> = (0..32).map(|i| format!("dev-{i:02}")).collect();
+    let mut waiting = Vec::new();
+    for env in &envs[..31] {
+        api.environment(env, "non-production").await;
+        api.declare(env, &[("api", "1.0.0", 1)]).await;
+        waiting.push(api.plan_run(env, "baseline").await);
+    }
+    for run in &waiting {
+        wait_lease(&stack, "acme", run, "waiting").await;
+    }
+    // The next run to ask brings the new limit; the holder's release is not needed.
+    set_quota(&stack, "acme", 40, 1440).await;
+    let last = &envs[31];
+    api.environment(last, "non-production").await;
+    api.declare(last, &[("api", "1.0.0", 1)]).await;
+    waiting.push(api.plan_run(last, "baseline").await);
+    for run in &waiting {
+        api.wait_state(run, "Applied").await;
+    }
+    assert_eq!(api.run(&holder).await["state"], "AwaitingApproval");
+}
+
 #[tokio::test]
 async fn a_terminated_holders_lease_expires_and_the_waiting_run_proceeds() {
     let stack = Stack::with(StackOptions::holder_checks_every_second()).await;

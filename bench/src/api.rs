@@ -43,6 +43,11 @@ impl Api {
             .await
     }
 
+    pub async fn put(&self, path: &str, body: Value, expect: u16) -> anyhow::Result<Value> {
+        let req = self.http.put(format!("{}{path}", self.base)).json(&body);
+        self.send(req, expect).await
+    }
+
     pub async fn post(&self, path: &str, body: Value, expect: u16) -> anyhow::Result<Value> {
         let req = self.http.post(format!("{}{path}", self.base)).json(&body);
         self.send(req, expect).await

@@ -225,27 +225,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 /// A is the stack's own tenant; B gets a token of its own, minted the same way.
 fn tenants(stack: &Stack) -> anyhow::Result<Tenants> {
     let b_id = format!("{}-b", stack.tenant);
-    let b_token = mint_token(stack, &b_id)?;
+    let b_token = stack.mint(&b_id, &["Operator"], stack::SCOPES)?;
     Ok(Tenants {
         a: stack.api(),
         b: Api::new(&stack.base_url, &b_token),
         a_id: stack.tenant.clone(),
         b_id,
     })
-}
-
-/// An operator token of `tenant` with every scope, from `runtime-cloud token`.
-fn mint_token(stack: &Stack, tenant: &str) -> anyhow::Result<String> {
-    let mut cmd = stack.command("token")?;
-    cmd.args(["--tenant", tenant, "--role", "Operator", "--ttl", "86400"]);
-    for s in stack::SCOPES {
-        cmd.args(["--scope", s]);
-    }
-    let out = cmd.output().context("run runtime-cloud token")?;
-    if !out.status.success() {
-        bail!("token: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
 }
 
 /// Registers and declares every environment over HTTP, each tenant with its own token.

@@ -190,16 +190,17 @@ impl Stack {
     }
 
     fn mint_token(&self) -> anyhow::Result<String> {
+        self.mint(&self.tenant, &["Operator"], SCOPES)
+    }
+
+    /// A day-long token of `tenant` with `roles` and `scopes`, from `runtime-cloud token`.
+    pub fn mint(&self, tenant: &str, roles: &[&str], scopes: &[&str]) -> anyhow::Result<String> {
         let mut cmd = self.command("token")?;
-        cmd.args([
-            "--tenant",
-            &self.tenant,
-            "--role",
-            "Operator",
-            "--ttl",
-            "86400",
-        ]);
-        for s in SCOPES {
+        cmd.args(["--tenant", tenant, "--ttl", "86400"]);
+        for r in roles {
+            cmd.args(["--role", r]);
+        }
+        for s in scopes {
             cmd.args(["--scope", s]);
         }
         let out = cmd.output().context("run runtime-cloud token")?;
@@ -207,6 +208,27 @@ impl Stack {
             bail!("token: {}", String::from_utf8_lossy(&out.stderr));
         }
         Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+    }
+
+    /// Lets `project` of the stack's tenant run `concurrent_runs` runs at once (its quota, set
+    /// by a PlatformAdmin): for benchmarks that measure the engine, not the default quota of 10.
+    pub async fn allow_concurrent_runs(
+        &self,
+        project: &str,
+        concurrent_runs: u32,
+    ) -> anyhow::Result<()> {
+        let admin = self.mint(
+            &self.tenant,
+            &["PlatformAdmin"],
+            &["factory.capacity.read", "factory.capacity.manage"],
+        )?;
+        let body = serde_json::json!({ "concurrentRuns": concurrent_runs,
+            "concurrentSandboxes": concurrent_runs, "cpuPerAttempt": 2, "memoryGbPerAttempt": 4,
+            "executionMinutesPerDay": 1_000_000, "source": "benchmark" });
+        crate::api::Api::new(&self.base_url, &admin)
+            .put(&format!("/factory/capacity/quotas/{project}"), body, 200)
+            .await?;
+        Ok(())
     }
 
     /// Starts the worker process.

@@ -84,6 +84,11 @@ fn completed_at(run: &serde_json::Value) -> anyhow::Result<SystemTime> {
 
 async fn product(args: &Args) -> anyhow::Result<Measured> {
     let stack = Stack::start(args.db).await?;
+    // The engine's rate, not the default quota's: every batch run may hold a lease at once, as
+    // every baseline workflow runs at once.
+    stack
+        .allow_concurrent_runs("bench", args.runs.max(1) as u32 + 1)
+        .await?;
     let api = stack.api();
     let wl = Arc::new(workloads(args.workloads));
     let single: Vec<String> = (0..args.single).map(|i| format!("single-{i:03}")).collect();

@@ -310,7 +310,9 @@ impl Semaphore {
                 SignalWorkflowOptions::default(),
             )
         });
-        let delivered = futures::future::join_all(signals).await;
+        // The SDK's join: `futures`' own wakes the workflow from outside the SDK past 30
+        // futures, which fails the workflow task as nondeterministic.
+        let delivered = temporalio_sdk::workflows::join_all(signals).await;
         holders
             .iter()
             .cloned()
