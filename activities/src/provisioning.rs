@@ -97,12 +97,19 @@ impl ProvisioningActivitiesImpl {
 }
 
 /// How long an apply may run before it is stopped: until shortly before the attempt's
-/// deadline (`ApplyTimeoutMinutes`), leaving time to stop it and release the target.
+/// deadline (`ApplyTimeoutMinutes`), leaving a quarter of the time, at most a minute, to stop
+/// it, release the target (`pulumi cancel`) and keep the log. (A tenth, at most 10 s, was too
+/// little on a loaded machine: the deadline passed while the stack was being released.)
 fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
-    let left = deadline
-        .and_then(|d| d.duration_since(std::time::SystemTime::now()).ok())
-        .unwrap_or(Duration::from_secs(24 * 3600));
-    left.saturating_sub((left / 10).min(Duration::from_secs(10)))
+    // No deadline: the worker was started without one; a day bounds it anyway. A deadline
+    // already past leaves nothing.
+    let left = match deadline {
+        Some(d) => d
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+        None => Duration::from_secs(24 * 3600),
+    };
+    left.saturating_sub((left / 4).min(Duration::from_secs(60)))
 }
 
 /// What an apply's heartbeat carries: whose apply it is and, once the runner reports it, how
@@ -384,5 +391,27 @@ impl ProvisioningActivitiesImpl {
                 .await
                 .map_err(|e| activity_error(e.into()))?;
         Ok(runtime_cloud_models::windows::gate(&windows, q.at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    /// The runner stops an apply early enough to release the target before Temporal's
+    /// deadline: a quarter of the time left, at most a minute.
+    #[test]
+    fn an_apply_is_stopped_a_quarter_before_its_deadline_at_most_a_minute() {
+        let at = |secs| Some(SystemTime::now() + Duration::from_secs(secs));
+        let stop = stop_before(at(12));
+        assert!(
+            stop <= Duration::from_secs(9) && stop > Duration::from_secs(8),
+            "{stop:?}"
+        );
+        let stop = stop_before(at(45 * 60));
+        assert!(stop <= Duration::from_secs(44 * 60), "{stop:?}");
+        assert!(stop > Duration::from_secs(44 * 60 - 2), "{stop:?}");
+        assert_eq!(stop_before(Some(SystemTime::UNIX_EPOCH)), Duration::ZERO);
     }
 }

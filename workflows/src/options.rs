@@ -102,7 +102,10 @@ pub(crate) fn plan() -> ActivityOptions {
 
 /// The apply heartbeats; a runner failure is never retried. A lost worker (heartbeat
 /// timeout) is retried: the runner answers a repeated apply of the same run with the receipt
-/// it recorded, so the change is applied once.
+/// it recorded, so the change is applied once. An attempt past its deadline
+/// (`ApplyTimeoutMinutes`) is not retried either: the runner stops itself shortly before it,
+/// and one that could not (a stuck worker, a slow `pulumi cancel`) must not start the update
+/// again.
 pub(crate) fn apply(timeout_secs: u64) -> ActivityOptions {
     ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout_secs))
         .heartbeat_timeout(Duration::from_secs(10))
@@ -110,8 +113,12 @@ pub(crate) fn apply(timeout_secs: u64) -> ActivityOptions {
             RetryPolicy::builder()
                 .initial_interval(Duration::from_secs(1))
                 .maximum_attempts(3)
-                .non_retryable_error_types([APPLY_FAILED])
+                .non_retryable_error_types([APPLY_FAILED, START_TO_CLOSE_TIMEOUT])
                 .build(),
         )
         .build()
 }
+
+/// How the Temporal server names a start-to-close timeout among a retry policy's
+/// non-retryable error types (`TemporalTimeout:` and the timeout type).
+const START_TO_CLOSE_TIMEOUT: &str = "TemporalTimeout:StartToClose";

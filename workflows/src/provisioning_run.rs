@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityExecutionError, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
+    ActivityExecutionError, SyncWorkflowContext, TimeoutType, WorkflowContext, WorkflowContextView,
     WorkflowResult,
 };
 
@@ -649,7 +649,7 @@ impl ProvisioningRun {
                 duration_ms: 0,
                 result: ApplyResult::Failed,
                 runner_version: String::new(),
-                reason: Some(failure_reason(&e)),
+                reason: Some(apply_failure_reason(&e, input.apply_timeout_secs)),
             },
         };
         let state = match receipt.result {
@@ -852,6 +852,18 @@ fn now(time: Option<std::time::SystemTime>) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// The message of the application failure behind an activity error.
+/// Why an apply that returned no receipt failed. An attempt past its deadline is not retried
+/// (the runner stops itself before it; one that could not has overrun `ApplyTimeoutMinutes`).
+fn apply_failure_reason(e: &ActivityExecutionError, timeout_secs: u64) -> String {
+    match e.as_timeout().map(|t| t.timeout_type()) {
+        Some(TimeoutType::StartToClose) => format!(
+            "the apply did not finish within ApplyTimeoutMinutes ({timeout_secs} s), and the \
+             runner did not stop it in time; the target may still hold a lock"
+        ),
+        _ => failure_reason(e),
+    }
+}
+
 fn failure_reason(e: &ActivityExecutionError) -> String {
     e.failure()
         .map(|f| match &f.cause {
