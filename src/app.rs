@@ -13,7 +13,8 @@ use runtime_cloud_activities::run_control::RunControlApprovals;
 use runtime_cloud_activities::sandbox::Sandbox;
 use runtime_cloud_activities::slo::PrometheusSloGuard;
 use runtime_cloud_api::AppState;
-use runtime_cloud_api::auth::JwtKeys;
+use runtime_cloud_api::auth::oidc::Oidc;
+use runtime_cloud_api::auth::{Authenticator, JwtKeys, OidcSignIn, SignIn};
 
 use runtime_cloud_store::artifacts;
 use runtime_cloud_store::migration::Migrator;
@@ -209,9 +210,12 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
 /// Runs the API until `shutdown`; `on_listening` gets the bound address.
 pub async fn run_api(
     config: &Config,
+    sign_in: SignIn,
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_listening: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<()> {
+    // First: a misconfigured provider is reported before anything else is connected to.
+    let (auth, sign_in) = authenticator(config, sign_in).await?;
     let db = connect_db(config).await?;
     let temporal = runtime_cloud_temporal::connect_with(
         &config.temporal_address,
@@ -223,7 +227,8 @@ pub async fn run_api(
         db,
         temporal,
         task_queue: config.task_queue.clone(),
-        auth: Arc::new(JwtKeys::from_secret(&config.jwt_secret()?)),
+        auth: Arc::new(auth),
+        sign_in: Arc::new(sign_in),
         options: config.runtime_cloud.provisioning.clone(),
         inventory: config.runtime_cloud.inventory.clone(),
         approvals_elsewhere: config.run_control_url.is_some(),
@@ -264,6 +269,47 @@ pub async fn run_api(
     Ok(())
 }
 
+/// How the API verifies tokens, and what the console is told about signing in: the OIDC
+/// provider's tokens when one is configured (found through its discovery document now, so a
+/// misconfigured provider stops the start), else the local key's.
+async fn authenticator(
+    config: &Config,
+    mut sign_in: SignIn,
+) -> anyhow::Result<(Authenticator, SignIn)> {
+    let Some(settings) = config.oidc()? else {
+        return Ok((
+            Authenticator::Local(JwtKeys::from_secret(&config.jwt_secret()?)),
+            sign_in,
+        ));
+    };
+    let issuer = settings.issuer.clone();
+    let provider = Oidc::discover(settings)
+        .await
+        .with_context(|| format!("discovering the OIDC provider {issuer}"))?;
+    // Tokens only the provider issues: no dev sign-in beside it.
+    sign_in.dev = false;
+    if let Some(client_id) = &config.oidc_console_client_id {
+        let d = provider.discovery();
+        match (&d.authorization_endpoint, &d.token_endpoint) {
+            (Some(authorize), Some(token)) => {
+                sign_in.oidc = Some(OidcSignIn {
+                    issuer: issuer.clone(),
+                    client_id: client_id.clone(),
+                    scope: config.oidc_console_scope.clone(),
+                    authorization_endpoint: authorize.clone(),
+                    token_endpoint: token.clone(),
+                })
+            }
+            _ => tracing::warn!(
+                issuer = %issuer,
+                "the provider's discovery document has no authorization or token endpoint; \
+                 the console offers only pasting a token"
+            ),
+        }
+    }
+    Ok((Authenticator::Oidc(Box::new(provider)), sign_in))
+}
+
 /// Mints a bearer token with the configured key.
 pub fn mint_token(
     config: &Config,
@@ -278,18 +324,7 @@ pub fn mint_token(
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Every scope, for the dev token.
-pub const ALL_SCOPES: &[&str] = &[
-    "factory.provisioning.read",
-    "factory.provisioning.apply",
-    "factory.runtime.read",
-    "factory.runtime.operate",
-    "factory.meta.read",
-    "factory.health.read",
-    "factory.fleet.operate",
-    "factory.capacity.read",
-    "factory.capacity.manage",
-];
+pub use runtime_cloud_api::auth::ALL_SCOPES;
 
 /// `runtime-cloud dev`: a local Temporal dev server (started or reused), a migrated SQLite read
 /// DB, the worker and the API in one process, until `shutdown`.
@@ -329,7 +364,11 @@ pub async fn run_dev(
         }
     };
     let ui_url = server.ui_url.clone();
-    let api = run_api(&config, api_stop, |addr| {
+    let sign_in = SignIn {
+        dev: true,
+        ..Default::default()
+    };
+    let api = run_api(&config, sign_in, api_stop, |addr| {
         println!("Runtime Cloud is running.");
         println!("  API:          http://{addr}");
         println!("  Temporal UI:  {ui_url}");

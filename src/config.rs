@@ -25,6 +25,7 @@ pub use settings::{
 };
 
 use anyhow::Context;
+use runtime_cloud_api::auth::oidc::{OidcSettings, parse_role_map};
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,28 @@ pub struct Config {
     /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
     #[serde(default)]
     pub jwt_secret: Option<String>,
+    /// An OpenID Connect provider whose tokens the API accepts (then only those).
+    #[serde(default)]
+    pub oidc_issuer: Option<String>,
+    /// The audience its tokens must be issued for.
+    #[serde(default)]
+    pub oidc_audience: Option<String>,
+    /// The claim naming the tenant.
+    pub oidc_tenant_claim: String,
+    /// The claim carrying the scopes.
+    pub oidc_scope_claim: String,
+    /// The claim carrying roles or groups.
+    pub oidc_roles_claim: String,
+    /// Groups to roles, `group=Role,…`.
+    #[serde(default)]
+    pub oidc_role_map: Option<String>,
+    /// Clock skew tolerated, in seconds.
+    pub oidc_clock_skew_seconds: f64,
+    /// The console's client id at the provider.
+    #[serde(default)]
+    pub oidc_console_client_id: Option<String>,
+    /// The scopes the console asks for.
+    pub oidc_console_scope: String,
     /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
     #[serde(default)]
     pub nats_url: Option<String>,
@@ -145,6 +168,31 @@ impl Config {
                 self.data_dir.join("runtime-cloud.db").display()
             )
         })
+    }
+
+    /// The OpenID Connect provider's settings, when one is configured.
+    pub fn oidc(&self) -> anyhow::Result<Option<OidcSettings>> {
+        let Some(issuer) = &self.oidc_issuer else {
+            return Ok(None);
+        };
+        let audience = self.oidc_audience.clone().ok_or_else(|| {
+            anyhow::anyhow!(
+                "oidc_issuer is set without oidc_audience (RUNTIME_CLOUD_OIDC_AUDIENCE)"
+            )
+        })?;
+        let role_map = match &self.oidc_role_map {
+            Some(map) => parse_role_map(map).map_err(|e| anyhow::anyhow!("oidc_role_map: {e}"))?,
+            None => Vec::new(),
+        };
+        Ok(Some(OidcSettings {
+            issuer: issuer.clone(),
+            audience,
+            tenant_claim: self.oidc_tenant_claim.clone(),
+            scope_claim: self.oidc_scope_claim.clone(),
+            roles_claim: self.oidc_roles_claim.clone(),
+            role_map,
+            leeway_secs: self.oidc_clock_skew_seconds.ceil() as u64,
+        }))
     }
 
     /// The token key: configured, else read from (or created once in) the data dir.

@@ -137,7 +137,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             app::run_pool_worker(&config, &pool, shutdown_signal()).await
         }
         Command::Api => {
-            app::run_api(&config, shutdown_signal(), |addr| {
+            app::run_api(&config, Default::default(), shutdown_signal(), |addr| {
                 println!("runtime-cloud api listening on http://{addr}");
             })
             .await

@@ -19,6 +19,7 @@ mod health;
 mod inbound;
 mod kubernetes;
 mod metrics;
+mod oidc;
 mod openapi;
 mod policy;
 mod provisioning;

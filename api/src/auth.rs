@@ -1,8 +1,12 @@
 //! Bearer JWT authentication: the tenant and scopes come from the token, never the request.
 //!
-//! Tokens are HS256-signed with a local key (dev and tests: `runtime-cloud token` mints them).
+//! In production the tokens come from an OpenID Connect provider ([`oidc`]: RS256 / ES256,
+//! keys from its JWKS). Without one (`runtime-cloud dev` and the tests) they are HS256-signed
+//! with a local key (`runtime-cloud token` mints them); with one, HS256 tokens are refused.
 //! Claims follow OAuth2 client credentials: `sub`, `tenant_id`, `scope` (space separated),
 //! optional `roles`, `exp`.
+
+pub mod oidc;
 
 use crate::{AppState, Error};
 use axum::extract::FromRequestParts;
@@ -35,6 +39,46 @@ pub const CAPACITY_MANAGE: &str = "factory.capacity.manage";
 /// The role that sets quotas.
 pub const QUOTA_SETTERS: &[&str] = &["PlatformAdmin"];
 
+/// Every scope: the dev token and the console's dev sign-in carry them all.
+pub const ALL_SCOPES: &[&str] = &[
+    PROVISIONING_READ,
+    PROVISIONING_APPLY,
+    RUNTIME_READ,
+    RUNTIME_OPERATE,
+    META_READ,
+    HEALTH_READ,
+    FLEET_OPERATE,
+    CAPACITY_READ,
+    CAPACITY_MANAGE,
+];
+
+/// How operators sign in to the console, as the console is told (`GET /console/sign-in`).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignIn {
+    /// `runtime-cloud dev`: a one-click sign-in mints a dev token (never in `serve`).
+    pub dev: bool,
+    /// The OpenID Connect provider: the console signs in with the authorization-code flow
+    /// and PKCE against it.
+    pub oidc: Option<OidcSignIn>,
+}
+
+/// The console's OpenID Connect client: a public client (no secret), PKCE.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OidcSignIn {
+    /// The provider's issuer.
+    pub issuer: String,
+    /// The console's client id at the provider.
+    pub client_id: String,
+    /// The scopes the console asks for (space separated).
+    pub scope: String,
+    /// From the provider's discovery document.
+    pub authorization_endpoint: String,
+    /// From the provider's discovery document.
+    pub token_endpoint: String,
+}
+
 /// Roles that may grant a production approval, accept a production proposal or change a target.
 pub const PRODUCTION_DECIDERS: &[&str] = runtime_cloud_models::approvals::APPROVER_ROLES;
 
@@ -59,7 +103,60 @@ pub struct Claims {
     pub exp: u64,
 }
 
-/// The signing key.
+/// Why a token was refused: logged (never the token), answered with a bare 401.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// Not three base64 parts with a JSON header.
+    #[error("not a JWT")]
+    Malformed,
+    /// An algorithm this mode does not accept (`none`, HS256 when OIDC is configured …).
+    #[error("algorithm {0} is not accepted")]
+    Algorithm(String),
+    /// No key of the provider has this id, even after fetching its keys again.
+    #[error("no key `{0}` in the provider's keys")]
+    UnknownKey(String),
+    /// The signature does not verify.
+    #[error("the signature does not verify")]
+    Signature,
+    /// Past `exp` (beyond the clock skew tolerated).
+    #[error("expired")]
+    Expired,
+    /// Before `nbf` (beyond the clock skew tolerated).
+    #[error("not valid yet")]
+    NotYetValid,
+    /// Another issuer.
+    #[error("issued by another issuer")]
+    Issuer,
+    /// Not issued for this API.
+    #[error("issued for another audience")]
+    Audience,
+    /// A claim the API needs is absent.
+    #[error("claim `{0}` is missing")]
+    MissingClaim(String),
+    /// Anything else the JWT library refused.
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
+impl Refusal {
+    /// The refusal of a token the JWT library did not accept.
+    fn from_jwt(e: &jsonwebtoken::errors::Error) -> Self {
+        use jsonwebtoken::errors::ErrorKind as K;
+        match e.kind() {
+            K::InvalidSignature => Refusal::Signature,
+            K::ExpiredSignature => Refusal::Expired,
+            K::ImmatureSignature => Refusal::NotYetValid,
+            K::InvalidIssuer => Refusal::Issuer,
+            K::InvalidAudience => Refusal::Audience,
+            K::MissingRequiredClaim(c) => Refusal::MissingClaim(c.clone()),
+            K::InvalidToken | K::Base64(_) | K::Json(_) | K::Utf8(_) => Refusal::Malformed,
+            K::InvalidAlgorithm => Refusal::Algorithm("other than the header's".into()),
+            other => Refusal::Invalid(format!("{other:?}")),
+        }
+    }
+}
+
+/// The local HS256 key (dev and tests).
 pub struct JwtKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,
@@ -99,13 +196,58 @@ impl JwtKeys {
     }
 
     /// Verifies a token and returns its claims.
-    pub fn verify(&self, token: &str) -> Result<Claims, Error> {
+    pub fn verify(&self, token: &str) -> Result<Claims, Refusal> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::Malformed)?;
+        if header.alg != Algorithm::HS256 {
+            return Err(Refusal::Algorithm(format!("{:?}", header.alg)));
+        }
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         decode::<Claims>(token, &self.decoding, &validation)
             .map(|d| d.claims)
-            .map_err(|_| Error::Unauthorized)
+            .map_err(|e| Refusal::from_jwt(&e))
+    }
+}
+
+/// Verifies bearer tokens: the provider's when OIDC is configured, else the local key's.
+pub enum Authenticator {
+    /// HS256 tokens of the local key (`runtime-cloud dev`, tests, `runtime-cloud token`).
+    Local(JwtKeys),
+    /// Tokens of an OpenID Connect provider; HS256 tokens are refused.
+    Oidc(Box<oidc::Oidc>),
+}
+
+impl Authenticator {
+    /// Verifies `token`. A refusal is logged with its reason (never the token) and answered
+    /// with 401.
+    pub async fn verify(&self, token: &str) -> Result<Claims, Error> {
+        let verified = match self {
+            Authenticator::Local(keys) => keys.verify(token),
+            Authenticator::Oidc(provider) => provider.verify(token).await,
+        };
+        verified.map_err(|refusal| {
+            tracing::warn!(reason = %refusal, "bearer token refused");
+            Error::Unauthorized
+        })
+    }
+
+    /// Mints a local token (the console's dev sign-in); not with an OIDC provider, whose
+    /// tokens only it issues.
+    pub fn mint(
+        &self,
+        subject: &str,
+        tenant_id: &str,
+        scopes: &[String],
+        roles: &[String],
+        ttl_secs: u64,
+    ) -> Result<String, Error> {
+        match self {
+            Authenticator::Local(keys) => keys.mint(subject, tenant_id, scopes, roles, ttl_secs),
+            Authenticator::Oidc(_) => Err(Error::NotFound(
+                "local tokens: the OIDC provider issues them".into(),
+            )),
+        }
     }
 }
 
@@ -176,7 +318,7 @@ impl FromRequestParts<AppState> for Auth {
                     .or_else(|| h.strip_prefix("bearer "))
             })
             .ok_or(Error::Unauthorized)?;
-        let claims = state.auth.verify(token.trim())?;
+        let claims = state.auth.verify(token.trim()).await?;
         Ok(Auth { claims })
     }
 }

@@ -30,7 +30,7 @@ pub fn routes(state: AppState) -> axum::Router {
 pub struct Service(AppState);
 
 impl Service {
-    fn auth<T>(&self, req: &Request<T>, scope: &str) -> Result<Auth, Status> {
+    async fn auth<T>(&self, req: &Request<T>, scope: &str) -> Result<Auth, Status> {
         let token = req
             .metadata()
             .get("authorization")
@@ -41,7 +41,7 @@ impl Service {
             })
             .ok_or(Error::Unauthorized)?;
         let auth = Auth {
-            claims: self.0.auth.verify(token.trim())?,
+            claims: self.0.auth.verify(token.trim()).await?,
         };
         auth.require(scope)?;
         Ok(auth)
@@ -61,7 +61,7 @@ impl Inventory for Service {
         &self,
         req: Request<proto::GetObservedStateRequest>,
     ) -> Result<Response<proto::ObservedState>, Status> {
-        let auth = self.auth(&req, RUNTIME_READ)?;
+        let auth = self.auth(&req, RUNTIME_READ).await?;
         let env = self
             .environment(&auth, &req.get_ref().environment_id)
             .await?;
@@ -109,7 +109,7 @@ impl Provisioning for Service {
         &self,
         req: Request<proto::GetCurrentSpecificationRequest>,
     ) -> Result<Response<proto::CurrentSpecification>, Status> {
-        let auth = self.auth(&req, PROVISIONING_READ)?;
+        let auth = self.auth(&req, PROVISIONING_READ).await?;
         let env = self
             .environment(&auth, &req.get_ref().environment_id)
             .await?;

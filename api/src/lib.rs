@@ -42,7 +42,9 @@ pub struct AppState {
     /// The task queue workflows are started on.
     pub task_queue: String,
     /// Verifies bearer tokens.
-    pub auth: Arc<auth::JwtKeys>,
+    pub auth: Arc<auth::Authenticator>,
+    /// How the console signs operators in.
+    pub sign_in: Arc<auth::SignIn>,
     /// The provisioning options runs are started with.
     pub options: ProvisioningOptions,
     /// The inventory options (staleness window).

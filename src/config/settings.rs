@@ -209,6 +209,81 @@ pub const SETTINGS: &[Setting] = &[
               is created once with a random key.",
     },
     Setting {
+        source: Source::File("oidc_issuer"),
+        env: "RUNTIME_CLOUD_OIDC_ISSUER",
+        kind: Kind::Text,
+        default: None,
+        doc: "An OpenID Connect provider (`https://id.example.com/realms/ops`): bearer tokens must \
+              be its RS256 or ES256 tokens, verified with the keys of its JWKS (found through \
+              `{issuer}/.well-known/openid-configuration` when the API starts; fetched again \
+              when a token names an unknown key, and every 15 minutes). HS256 tokens of \
+              `jwt_secret` are then refused. Unset: only HS256 tokens (dev and tests).",
+    },
+    Setting {
+        source: Source::File("oidc_audience"),
+        env: "RUNTIME_CLOUD_OIDC_AUDIENCE",
+        kind: Kind::Text,
+        default: None,
+        doc: "The audience (`aud`) the provider's tokens must be issued for. Required with \
+              `oidc_issuer`.",
+    },
+    Setting {
+        source: Source::File("oidc_tenant_claim"),
+        env: "RUNTIME_CLOUD_OIDC_TENANT_CLAIM",
+        kind: Kind::Text,
+        default: Some("tenant_id"),
+        doc: "The claim that names the caller's tenant; a dotted path reads nested objects \
+              (`org.tenant`).",
+    },
+    Setting {
+        source: Source::File("oidc_scope_claim"),
+        env: "RUNTIME_CLOUD_OIDC_SCOPE_CLAIM",
+        kind: Kind::Text,
+        default: Some("scope"),
+        doc: "The claim that carries the scopes: a space-separated string (`scope`) or a list \
+              (`scp`).",
+    },
+    Setting {
+        source: Source::File("oidc_roles_claim"),
+        env: "RUNTIME_CLOUD_OIDC_ROLES_CLAIM",
+        kind: Kind::Text,
+        default: Some("roles"),
+        doc: "The claim that carries roles or groups (a list or a space-separated string; a \
+              dotted path reads nested objects: `realm_access.roles`).",
+    },
+    Setting {
+        source: Source::File("oidc_role_map"),
+        env: "RUNTIME_CLOUD_OIDC_ROLE_MAP",
+        kind: Kind::Text,
+        default: None,
+        doc: "Groups to roles, `group=Role,group=Role` (`platform-admins=PlatformAdmin`). Set: \
+              only mapped values of the roles claim give roles. Unset: the claim's values are \
+              the roles.",
+    },
+    Setting {
+        source: Source::File("oidc_clock_skew_seconds"),
+        env: "RUNTIME_CLOUD_OIDC_CLOCK_SKEW_SECONDS",
+        kind: Kind::Positive,
+        default: Some("60"),
+        doc: "Clock skew tolerated on the provider's `exp`, `nbf` and `iat`, in seconds.",
+    },
+    Setting {
+        source: Source::File("oidc_console_client_id"),
+        env: "RUNTIME_CLOUD_OIDC_CONSOLE_CLIENT_ID",
+        kind: Kind::Text,
+        default: None,
+        doc: "The console's client id at the provider (a public client: authorization code \
+              with PKCE, redirect URI `{api}/console/callback`). Unset: the console offers \
+              only pasting a token.",
+    },
+    Setting {
+        source: Source::File("oidc_console_scope"),
+        env: "RUNTIME_CLOUD_OIDC_CONSOLE_SCOPE",
+        kind: Kind::Text,
+        default: Some("openid"),
+        doc: "The scopes the console asks the provider for (space separated).",
+    },
+    Setting {
         source: Source::File("nats_url"),
         env: "NATS_URL",
         kind: Kind::Text,

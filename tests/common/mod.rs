@@ -12,6 +12,7 @@ pub mod git_http;
 pub mod kube_stand_in;
 pub mod loopback;
 pub mod nats;
+pub mod oidc_provider_stand_in;
 pub mod opa_stand_in;
 pub mod prometheus_stand_in;
 pub mod proxy;
@@ -302,8 +303,9 @@ impl Stack {
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| {
                 panic!(
-                    "api did not print its address: {line:?}; see {}",
-                    self.data_dir.path().display()
+                    "api did not print its address: {line:?}; it logged:\n{}",
+                    std::fs::read_to_string(self.data_dir.path().join("api.log"))
+                        .unwrap_or_default()
                 )
             })
             .to_owned();
