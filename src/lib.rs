@@ -8,9 +8,12 @@
 //!
 //! - [`config`]: the table of every setting, applied over the TOML file and the environment.
 //! - [`app`]: the processes (`dev`, `worker`, `api`, `migrate`), each with injected shutdown.
+//! - [`cli`]: the operator CLI (`runs`, `envs`, `proposals`, `specs`, `rollouts`, `fleet`,
+//!   `login`), a client of the API.
 //! - [`sandbox_cli`]: out-of-band edits of the sandbox target.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod sandbox_cli;
 pub mod telemetry;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use runtime_cloud::config::{self, Config};
-use runtime_cloud::{app, sandbox_cli, telemetry};
+use runtime_cloud::{app, cli, sandbox_cli, telemetry};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -77,6 +77,57 @@ enum Command {
         #[command(subcommand)]
         command: sandbox_cli::SandboxCommand,
     },
+    /// Save the API's address and a bearer token for the commands below (`--token`, or read
+    /// from stdin).
+    Login {
+        /// The bearer token (prefer stdin: a flag shows in the process list).
+        #[arg(long)]
+        token: Option<String>,
+        #[command(flatten)]
+        remote: cli::Remote,
+    },
+    /// Provisioning runs: list, get, plan, approve, reject, cancel, logs.
+    Runs {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Runs,
+    },
+    /// Environments: list, get, observe, inventory, drift.
+    Envs {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Envs,
+    },
+    /// Reconciliation proposals: list, accept, reject.
+    Proposals {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Proposals,
+    },
+    /// Deployment specifications: declare, list.
+    Specs {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Specs,
+    },
+    /// Fleet rollouts: list, get, start, resume, abort.
+    Rollouts {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Rollouts,
+    },
+    /// The fleet: summary, instances.
+    Fleet {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Fleet,
+    },
     /// Print docs/configuration.md, the table of every setting (see `config::REGENERATE`).
     #[command(hide = true)]
     ConfigDocs,
@@ -107,6 +158,19 @@ fn main() -> anyhow::Result<()> {
         print!("{}", config::markdown());
         return Ok(());
     }
+    // The operator commands talk to an API: no server configuration, no logging setup.
+    let cli = match operator(cli.command) {
+        Ok((remote, command)) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            std::process::exit(runtime.block_on(cli::run(&remote, command)));
+        }
+        Err(command) => Cli {
+            command: *command,
+            ..cli
+        },
+    };
     let config = Config::load(cli.config.as_deref())?;
     let service = match &cli.command {
         Command::Dev { .. } => "runtime-cloud-dev",
@@ -124,6 +188,26 @@ fn main() -> anyhow::Result<()> {
     drop(runtime);
     drop(telemetry);
     result
+}
+
+/// The operator command `command` is, if it is one; else `command` back.
+fn operator(command: Command) -> Result<(cli::Remote, cli::Operator), Box<Command>> {
+    Ok(match command {
+        Command::Login { token, remote } => (
+            remote.clone(),
+            cli::Operator::Login {
+                server: remote.server,
+                token,
+            },
+        ),
+        Command::Runs { remote, command } => (remote, cli::Operator::Runs(command)),
+        Command::Envs { remote, command } => (remote, cli::Operator::Envs(command)),
+        Command::Proposals { remote, command } => (remote, cli::Operator::Proposals(command)),
+        Command::Specs { remote, command } => (remote, cli::Operator::Specs(command)),
+        Command::Rollouts { remote, command } => (remote, cli::Operator::Rollouts(command)),
+        Command::Fleet { remote, command } => (remote, cli::Operator::Fleet(command)),
+        other => return Err(Box::new(other)),
+    })
 }
 
 async fn run(command: Command, config: Config) -> anyhow::Result<()> {
@@ -162,5 +246,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             command,
         } => sandbox_cli::run(&config, &tenant, &environment, command).await,
         Command::ConfigDocs => unreachable!("printed by main before the configuration loads"),
+        Command::Login { .. }
+        | Command::Runs { .. }
+        | Command::Envs { .. }
+        | Command::Proposals { .. }
+        | Command::Specs { .. }
+        | Command::Rollouts { .. }
+        | Command::Fleet { .. } => unreachable!("operator commands run before the configuration"),
     }
 }

@@ -7,6 +7,7 @@ mod common;
 mod approvals;
 mod bad_input;
 mod capacity;
+mod cli;
 mod compose;
 mod dev;
 mod drift;
