@@ -371,6 +371,7 @@ pub async fn run_dev(
     let api = run_api(&config, sign_in, api_stop, |addr| {
         println!("Runtime Cloud is running.");
         println!("  API:          http://{addr}");
+        println!("  Console:      http://{addr}/console   (one-click dev sign-in)");
         println!("  Temporal UI:  {ui_url}");
         println!("  Temporal:     {}", config.temporal_address);
         println!("  Data dir:     {}", config.data_dir.display());

@@ -9,6 +9,7 @@ mod bad_input;
 mod capacity;
 mod cli;
 mod compose;
+mod console;
 mod dev;
 mod drift;
 mod events;

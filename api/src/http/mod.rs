@@ -1,11 +1,14 @@
 //! The router: one module per resource, merged here with the shared layers.
 //!
-//! Every HTTP route is registered through `utoipa_axum`'s `routes!`, which adds the handler's
+//! Every API route is registered through `utoipa_axum`'s `routes!`, which adds the handler's
 //! `#[utoipa::path]` to the OpenAPI document in the same step: served and documented routes
 //! cannot diverge. [`router`] splits the two and hands the document to [`openapi`] to serve.
+//! The console (`/console`, [`console`]) is not the API: its page, files and sign-in are plain
+//! axum routes beside it.
 
 mod approvals;
 mod capacity;
+mod console;
 mod drift_rules;
 mod environments;
 mod fleet;
@@ -62,6 +65,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::grpc::routes(state.clone()).with_state(()))
         .merge(http)
+        .merge(console::router())
         .layer(Extension(openapi::Document::new(&document)))
         .fallback(problem_fallback)
         .layer(axum::middleware::from_fn_with_state(

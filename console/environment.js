@@ -1,0 +1,206 @@
+// #/environments/{id}: one environment — what it is, what was last observed to run there
+// (workloads, versions, replicas ready/desired, health, bindings by reference), its drift
+// findings (open, suppressed, resolved; who made each difference when the observer knows) and
+// its reconciliation proposals, with the form that accepts or rejects one.
+
+import { get, post, withQuery, seg, lacks, DECIDERS } from './api.js';
+import { h, fill, link, time, badge, table, facts, refs, json, action, perform, poll, region, policy } from './ui.js';
+import { targetText, byKind } from './environments.js';
+
+/** `kubectl-edit (Update) at …, field spec.replicas`: who made a difference. */
+export function changedBy(by) {
+  if (!by) return h('span', { class: 'muted', title: 'this target does not record who writes what' }, 'not recorded');
+  return h(
+    'span',
+    { class: 'changed-by', title: by.field },
+    h('strong', null, by.manager),
+    ` (${by.operation}${by.subresource ? `, ${by.subresource}` : ''})`,
+    by.time ? [' ', time(by.time)] : null,
+    h('br'),
+    h('code', null, by.field),
+  );
+}
+
+const show = (v) => (v === null || v === undefined ? h('span', { class: 'muted' }, '—') : typeof v === 'object' ? json(v) : String(v));
+
+function findingStatus(f) {
+  if (f.resolvedAt) return 'resolved';
+  if (f.suppressedBy) return 'suppressed';
+  return 'open';
+}
+
+function header(env, refresh) {
+  const id = seg(env.environmentId);
+  const kind = h('select', { id: 'run-kind', 'aria-label': 'Run kind' }, ['baseline', 'reconciliation', 'promotion', 'decommission'].map((k) => h('option', { value: k }, k)));
+  const observe = action('Observe now', { scope: 'factory.runtime.operate' }, (e) =>
+    perform(e.currentTarget, async () => {
+      await post(`/factory/environments/${id}/observe`);
+      refresh();
+    }), { id: 'observe' });
+  const plan = action('Plan a run', { scope: 'factory.provisioning.apply' }, (e) =>
+    perform(e.currentTarget, async () => {
+      const run = await post('/factory/provisioning/runs', { environmentId: env.environmentId, kind: kind.value });
+      location.hash = `#/runs/${seg(run.provisioningRunId)}`;
+    }), { id: 'plan-run' });
+  return h(
+    'div',
+    null,
+    h('h1', null, env.environmentId, ' ', h('span', { class: `class-${env.class}` }, env.class)),
+    facts([
+      ['Project', env.projectId],
+      ['Mode', env.mode],
+      ['Target', h('span', { title: JSON.stringify(env.target) }, targetText(env.target))],
+      ['Labels', Object.keys(env.labels || {}).length ? refs(env.labels) : null],
+      ['Worker pool', env.poolId || null],
+      ['Registered', time(env.createdAt)],
+      ['Runs', link(withQuery('/runs', { environmentId: env.environmentId }), 'every run of this environment')],
+    ]),
+    h('div', { class: 'actions' }, observe, ' ', kind, ' ', plan),
+  );
+}
+
+function inventory(inv) {
+  if (!inv) return h('p', { class: 'muted' }, lacks('factory.runtime.read'));
+  return [
+    facts([
+      ['Observed', h('span', { class: inv.stale ? 'stale' : 'fresh', id: 'freshness' }, inv.stale ? 'stale' : 'fresh', ' · ',
+        inv.observedAt ? time(inv.observedAt) : 'never observed')],
+      ['Last error', inv.lastError || null],
+      ['Release', inv.currentReleaseId || null],
+      ['Specification', inv.specificationVersion ? `version ${inv.specificationVersion}` : null],
+    ]),
+    table(
+      [
+        ['Workload', (w) => h('strong', null, w.name)],
+        ['Kind', (w) => w.kind],
+        ['Version', (w) => h('code', null, w.version)],
+        ['Replicas ready / desired', (w) => h('span', { class: w.replicasReady < w.replicasDesired ? 'warn' : '' }, `${w.replicasReady} / ${w.replicasDesired}`)],
+        ['Health', (w) => h('span', { class: `health health-${w.health}` }, w.health)],
+        ['Endpoints', (w) => (w.endpoints.length ? h('ul', { class: 'refs' }, w.endpoints.map((e) => h('li', null, h('code', null, e)))) : '—')],
+        ['Config bindings', (w) => refs(w.configRefs)],
+        ['Secret bindings', (w) => refs(w.secretRefs)],
+      ],
+      inv.workloads,
+      'No workloads observed.',
+    ),
+  ];
+}
+
+function findingsTable(findings, status) {
+  const columns = [
+    ['Kind', (f) => h('span', { class: `kind kind-${f.kind}` }, f.kind)],
+    ['Resource', (f) => h('code', null, f.resource)],
+    ['Declared', (f) => show(f.declared)],
+    ['Observed', (f) => show(f.observed)],
+    ['Changed by', (f) => changedBy(f.changedBy)],
+    ['Detected', (f) => time(f.detectedAt)],
+  ];
+  if (status === 'suppressed') columns.push(['Suppressed by rule', (f) => h('code', null, f.suppressedBy)]);
+  if (status === 'resolved') columns.push(['Resolved', (f) => time(f.resolvedAt)]);
+  columns.push(['Proposal', (f) => (f.proposalId ? h('code', null, f.proposalId) : '—')]);
+  return table(columns, findings, `No ${status} findings.`);
+}
+
+function drift(findings) {
+  if (!findings) return h('p', { class: 'muted' }, lacks('factory.runtime.read'));
+  const groups = { open: [], suppressed: [], resolved: [] };
+  for (const f of findings) groups[findingStatus(f)].push(f);
+  return ['open', 'suppressed', 'resolved'].map((status) =>
+    h(
+      'div',
+      { id: `drift-${status}`, 'data-count': groups[status].length },
+      h('h3', null, `${status[0].toUpperCase()}${status.slice(1)} (${groups[status].length})`,
+        status === 'open' && groups.open.length ? h('span', { class: 'muted' }, ` — ${byKind(groups.open)}`) : null),
+      findingsTable(groups[status].slice(0, status === 'resolved' ? 20 : undefined), status),
+    ),
+  );
+}
+
+/** `1 change, 2 adds …` of a proposal's plan summary. */
+function summary(plan) {
+  const parts = ['add', 'change', 'delete', 'adopt']
+    .filter((k) => plan[`${k}s`] !== undefined)
+    .map((k) => h('span', { class: `count count-${k}s` }, `${plan[`${k}s`]} ${k}${plan[`${k}s`] === 1 ? '' : 's'}`));
+  return h('span', { class: 'plan-summary' }, parts.flatMap((p, i) => (i ? [', ', p] : [p])));
+}
+
+function decideForm(proposal, env, refresh) {
+  const reason = h('input', { id: `reason-${proposal.proposalId}`, class: 'reason-input', 'aria-label': 'Reason', placeholder: 'Reason (a ticket, an incident …)' });
+  const decide = (decision) => (e) =>
+    perform(e.currentTarget, async () => {
+      await post(`/factory/reconciliation/proposals/${seg(proposal.proposalId)}/decide`, { decision, reason: reason.value });
+      refresh();
+    });
+  // Accepting a production proposal is a production change: Operators only (the API checks).
+  const acceptNeed = { scope: 'factory.runtime.operate', roles: env.class === 'production' ? DECIDERS : undefined };
+  return h(
+    'form',
+    { class: 'decide', onsubmit: (e) => e.preventDefault() },
+    reason,
+    action('Accept', acceptNeed, decide('accept'), { class: 'primary', 'data-action': 'accept' }),
+    action('Reject', { scope: 'factory.runtime.operate' }, decide('reject'), { 'data-action': 'reject' }),
+  );
+}
+
+function proposals(items, findings, env, refresh) {
+  if (!items) return h('p', { class: 'muted' }, lacks('factory.runtime.read'));
+  if (!items.length) return h('p', { class: 'muted' }, 'No proposals.');
+  const byId = Object.fromEntries((findings || []).map((f) => [f.findingId, f]));
+  return items.map((p) =>
+    h(
+      'article',
+      { class: 'card proposal', 'data-proposal': p.proposalId, 'data-state': p.state },
+      h('h3', null, badge(p.state), ' ', p.direction, p.destructive ? h('span', { class: 'destructive' }, ' destructive') : null,
+        ' ', h('span', { class: 'muted' }, 'raised ', time(p.raisedAt))),
+      facts([
+        ['Plan', summary(p.planSummary || {})],
+        ['Covers', h('ul', { class: 'refs' }, p.findingIds.map((id) => {
+          const f = byId[id];
+          return h('li', null, f ? [h('span', { class: `kind kind-${f.kind}` }, f.kind), ' ', h('code', null, f.resource)] : h('code', null, id));
+        }))],
+        ['Changed by', (p.planSummary && p.planSummary.changedBy) ? h('ul', { class: 'refs' }, p.planSummary.changedBy.map((c) =>
+          h('li', null, h('code', null, c.resource), ': ', changedBy(c)))) : null],
+        ['Decided', p.decidedBy ? [h('strong', null, p.decidedBy), p.decisionReason ? ` — ${p.decisionReason}` : '', ' ', time(p.decidedAt)] : null],
+        ['Run', p.provisioningRunId ? link(`/runs/${seg(p.provisioningRunId)}`, p.provisioningRunId) : null],
+        ['Policy', p.policy ? policy(p.policy) : null],
+      ]),
+      p.state === 'Proposed' ? decideForm(p, env, refresh) : null,
+    ),
+  );
+}
+
+export async function render(root, [environmentId]) {
+  const id = seg(environmentId);
+  const head = region('div');
+  const inv = region('section', { id: 'inventory' });
+  const findings = region('section', { id: 'drift' });
+  const props = region('section', { id: 'proposals' });
+  fill(root, head, h('h2', null, 'Inventory'), inv, h('h2', null, 'Drift findings'), findings, h('h2', null, 'Proposals'), props);
+
+  let busyUntil = 0;
+  const refresh = poll(
+    root,
+    async () => {
+      const runtime = !lacks('factory.runtime.read');
+      const [env, inventoryView, drifts, page] = await Promise.all([
+        get(`/factory/environments/${id}`),
+        runtime ? get(`/factory/environments/${id}/inventory`) : null,
+        runtime ? get(`/factory/environments/${id}/drift`) : null,
+        runtime ? get(withQuery('/factory/reconciliation/proposals', { environmentId, limit: 10 })) : null,
+      ]);
+      const items = page ? page.items : null;
+      head.update(env, (e) => header(e, wake));
+      inv.update(inventoryView, inventory);
+      findings.update(drifts && drifts.items, drift);
+      props.update({ items, findings: drifts && drifts.items, env }, (d) => proposals(d.items, d.findings, d.env, wake));
+      return items || [];
+    },
+    // Quickly while an accepted proposal's run moves or just after an action (its observation
+    // and reconciliation take seconds), slowly otherwise.
+    (items) => (items.some((p) => p.state === 'Accepted') || Date.now() < busyUntil ? 1500 : 5000),
+  );
+  function wake() {
+    busyUntil = Date.now() + 60000;
+    refresh();
+  }
+}
