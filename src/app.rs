@@ -277,6 +277,12 @@ async fn authenticator(
     mut sign_in: SignIn,
 ) -> anyhow::Result<(Authenticator, SignIn)> {
     let Some(settings) = config.oidc()? else {
+        if !sign_in.dev {
+            tracing::warn!(
+                "no OIDC provider configured (oidc_issuer): accepting HS256 tokens of the local \
+                 key, which are meant for dev and tests; production signs in with a provider"
+            );
+        }
         return Ok((
             Authenticator::Local(JwtKeys::from_secret(&config.jwt_secret()?)),
             sign_in,

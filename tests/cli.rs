@@ -322,6 +322,48 @@ async fn drift_and_proposals_from_the_cli() {
     // Decided already: refused.
     op.run(&["proposals", "reject", &proposal, "--reason", "late"])
         .expect(1);
+
+    // New drift, a new proposal; rejected from the CLI.
+    stack.sandbox_cli(
+        "acme",
+        "dev",
+        &["scale", "--workload", "api", "--replicas", "5"],
+    );
+    op.run(&["envs", "observe", "dev"]).expect(0);
+    let second = eventually(60, "a second proposal", || {
+        let op = cli(&stack, Some(operator_token(&stack)));
+        let first = proposal.clone();
+        async move {
+            let page = op
+                .run(&[
+                    "proposals",
+                    "list",
+                    "--env",
+                    "dev",
+                    "--state",
+                    "Proposed",
+                    "-o",
+                    "json",
+                ])
+                .json();
+            let id = text(&page["items"][0]["proposalId"]);
+            (!id.is_empty() && id != first).then_some(id)
+        }
+    })
+    .await;
+    op.run(&[
+        "proposals",
+        "reject",
+        &second,
+        "--reason",
+        "scaled on purpose",
+    ])
+    .expect(0);
+    let rejected = api.wait_proposal("dev", &second, "Rejected").await;
+    assert_eq!(
+        rejected["decisionReason"], "scaled on purpose",
+        "{rejected}"
+    );
     op.run(&[
         "proposals",
         "accept",
