@@ -3,7 +3,7 @@
 //! scripts rely on (0 ok, 1 refused, 2 bad usage, 3 not found, 4 not signed in, 5
 //! unavailable).
 
-use crate::common::{Api, Stack, StackOptions, eventually, text};
+use crate::common::{Api, OPERATOR_SCOPES, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -84,15 +84,6 @@ fn cli<'a>(stack: &'a Stack, token: Option<String>) -> Cli<'a> {
         config: stack.data_path().join("cli.toml"),
     }
 }
-
-const OPERATOR_SCOPES: &[&str] = &[
-    "factory.provisioning.read",
-    "factory.provisioning.apply",
-    "factory.runtime.read",
-    "factory.runtime.operate",
-    "factory.meta.read",
-    "factory.fleet.operate",
-];
 
 fn operator_token(stack: &Stack) -> String {
     stack.token("acme", OPERATOR_SCOPES)

@@ -5,23 +5,13 @@
 //! API what the clicks did. Screenshots of every page land in
 //! `$CARGO_TARGET_DIR/console-screenshots/<scenario>/`; the script prints their paths.
 
+use crate::common::dev::Dev;
 use crate::common::oidc_provider_stand_in::{self, AUDIENCE, OidcProviderStandIn};
-use crate::common::{Api, Stack, StackOptions, text};
+use crate::common::{Api, OPERATOR_SCOPES, Stack, StackOptions, text};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-/// An operator's scopes (the harness's `Stack::operator`), for a token the browser pastes.
-const OPERATOR: &[&str] = &[
-    "factory.provisioning.read",
-    "factory.provisioning.apply",
-    "factory.runtime.read",
-    "factory.runtime.operate",
-    "factory.meta.read",
-    "factory.fleet.operate",
-];
 
 /// Only the read scopes.
 const READER: &[&str] = &[
@@ -167,7 +157,7 @@ async fn console_an_operator_approves_a_production_run_and_sees_it_applied() {
     let (id, waiting) = api.awaiting_approval("prod", 2).await;
     let hash = text(&waiting["planReceipt"]["inputsHash"]);
 
-    let token = stack.token("acme", OPERATOR);
+    let token = stack.token("acme", OPERATOR_SCOPES);
     scenario(
         "approve",
         &stack.base_url,
@@ -215,7 +205,7 @@ async fn console_an_operator_accepts_a_proposal_and_sees_the_finding_resolved() 
     let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let (api, proposal) = drifted(&stack, "dev").await;
 
-    let token = stack.token("acme", OPERATOR);
+    let token = stack.token("acme", OPERATOR_SCOPES);
     scenario(
         "proposal",
         &stack.base_url,
@@ -283,70 +273,6 @@ async fn console_a_read_only_user_sees_actions_disabled_and_forged_requests_are_
     );
 }
 
-/// `runtime-cloud dev`, stopped with SIGTERM (it stops the Temporal server it started) when
-/// the test ends.
-struct Dev {
-    child: Child,
-    api: String,
-    token: String,
-}
-
-impl Dev {
-    fn start(data_dir: &std::path::Path) -> Dev {
-        let port = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port().to_string())
-                .expect("free port")
-        };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
-            .args(["dev", "--temporal-port", &port(), "--ui-port", &port()])
-            .env("RUNTIME_CLOUD_DATA_DIR", data_dir)
-            .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
-            .env_remove("DATABASE_URL")
-            .env_remove("RUNTIME_CLOUD_JWT_SECRET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn dev");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let (mut api, mut token) = (String::new(), String::new());
-        for line in lines.by_ref().map_while(Result::ok) {
-            if let Some(url) = line.trim().strip_prefix("API:") {
-                api = url.trim().to_owned();
-            }
-            if let Some(t) = line.trim().strip_prefix("export TOKEN=") {
-                token = t.to_owned();
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        let dev = Dev { child, api, token };
-        assert!(
-            !dev.api.is_empty() && !dev.token.is_empty(),
-            "dev did not print its API URL and token"
-        );
-        dev
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..100 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The scopes of a token, read from its payload.
 fn scopes_of(token: &str) -> Vec<String> {
     use base64::Engine;
@@ -367,7 +293,7 @@ fn scopes_of(token: &str) -> Vec<String> {
 #[tokio::test]
 async fn console_dev_sign_in_is_one_click_under_runtime_cloud_dev() {
     let data = tempfile::tempdir().expect("temp dir");
-    let dev = Dev::start(data.path());
+    let dev = Dev::start_anywhere(data.path());
     let operator = Api::with_token(&dev.api, &dev.token);
     operator.environment("dev-1", "non-production").await;
     let (run_id, _) = operator.awaiting_approval("prod-1", 1).await;

@@ -1,80 +1,8 @@
 //! `runtime-cloud dev`: everything in one process, and nothing lost across a restart.
 
-use crate::common::{Api, eventually};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-struct Dev {
-    child: Child,
-    api: String,
-    token: String,
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Dev {
-    fn start(data_dir: &std::path::Path, temporal_port: u16, ui_port: u16) -> Dev {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
-            .args([
-                "dev",
-                "--temporal-port",
-                &temporal_port.to_string(),
-                "--ui-port",
-                &ui_port.to_string(),
-            ])
-            .env("RUNTIME_CLOUD_DATA_DIR", data_dir)
-            .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
-            .env_remove("DATABASE_URL")
-            .env_remove("RUNTIME_CLOUD_JWT_SECRET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn dev");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let (mut api, mut token) = (String::new(), String::new());
-        for line in lines.by_ref().map_while(Result::ok) {
-            if let Some(url) = line.trim().strip_prefix("API:") {
-                api = url.trim().to_owned();
-            }
-            if let Some(t) = line.trim().strip_prefix("export TOKEN=") {
-                token = t.to_owned();
-                break;
-            }
-        }
-        assert!(
-            !api.is_empty() && !token.is_empty(),
-            "dev did not print its API URL and token"
-        );
-        std::thread::spawn(move || for _ in lines {});
-        Dev { child, api, token }
-    }
-
-    /// SIGTERM, as Ctrl-C would: dev stops its worker, API and the Temporal server it started.
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let status = self.child.wait().expect("wait dev");
-        assert!(status.success(), "dev exited with {status}");
-    }
-
-    fn client(&self) -> Api {
-        Api::with_token(&self.api, &self.token)
-    }
-}
+use crate::common::dev::{Dev, free_port};
+use crate::common::eventually;
+use std::process::Command;
 
 /// `dev` prints the API URL and a token, runs a whole provisioning run, and after a restart
 /// on the same data dir every specification, run and receipt is still there, and the

@@ -60,7 +60,7 @@ impl RunControlApprovals {
 #[async_trait::async_trait]
 impl Approvals for RunControlApprovals {
     async fn claim(&self, claim: &ApprovalClaim) -> Result<ClaimOutcome, Error> {
-        let id: String = url_segment(&claim.approval_id);
+        let id: String = runtime_cloud_models::wire::percent_encode(&claim.approval_id);
         let url = format!("{}/approvals/{id}/claims", self.base_url);
         let mut request = self.http.post(&url).json(claim);
         if let Some(token) = &self.token {
@@ -97,27 +97,9 @@ impl Approvals for RunControlApprovals {
     }
 }
 
-/// An id as one URL path segment (ids are GUIDs; anything else is percent-encoded).
-fn url_segment(id: &str) -> String {
-    id.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_id_is_one_path_segment() {
-        assert_eq!(url_segment("01a2-ff"), "01a2-ff");
-        assert_eq!(url_segment("../x"), "..%2Fx");
-    }
 
     #[test]
     fn the_token_never_shows_in_debug_output() {

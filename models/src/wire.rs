@@ -1,5 +1,5 @@
 //! Enums whose wire form is fixed: the API, the read tables, the search attributes and the
-//! events all spell a value the same way.
+//! events all spell a value the same way; and a value's form in a URL.
 
 /// Why a string could not be read as one of this module's enums.
 #[derive(Debug, thiserror::Error)]
@@ -61,3 +61,30 @@ macro_rules! wire_enum {
 }
 
 pub(crate) use wire_enum;
+
+/// `s` as one URL path segment or query value: RFC 3986's unreserved characters as they are,
+/// every other byte percent-encoded (so `../x` or `a&b` cannot reach another path or
+/// parameter).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_encode;
+
+    #[test]
+    fn a_value_in_a_url_cannot_reach_another_path_or_parameter() {
+        assert_eq!(percent_encode("01a2-ff_x.y~"), "01a2-ff_x.y~");
+        assert_eq!(percent_encode("../x"), "..%2Fx");
+        assert_eq!(percent_encode("a b&c=d"), "a%20b%26c%3Dd");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+    }
+}

@@ -190,16 +190,7 @@ fn failure(status: StatusCode, problem: &Value) -> Failure {
 }
 
 /// `s` escaped for a URL path segment or query value.
-pub fn escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+pub use runtime_cloud_models::wire::percent_encode as escape;
 
 /// `path?k=v&…` with the parameters that are set.
 pub fn with_query(path: &str, params: &[(&str, Option<String>)]) -> String {

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)] // Each test module uses a different part of the harness.
 
+pub mod dev;
 pub mod git_http;
 pub mod kube_stand_in;
 pub mod loopback;
@@ -101,6 +102,17 @@ impl Drop for Stack {
         }
     }
 }
+/// An operator's scopes: everything but capacity management.
+pub const OPERATOR_SCOPES: &[&str] = &[
+    "factory.provisioning.read",
+    "factory.provisioning.apply",
+    "factory.runtime.read",
+    "factory.runtime.operate",
+    "factory.meta.read",
+    "factory.health.read",
+    "factory.fleet.operate",
+];
+
 /// Options of a stack.
 #[derive(Default)]
 pub struct StackOptions {
@@ -386,20 +398,9 @@ impl Stack {
             .expect("mint token")
     }
 
-    /// A client acting as an operator of `tenant` with every provisioning scope.
+    /// A client acting as an operator of `tenant` with [`OPERATOR_SCOPES`].
     pub fn operator(&self, tenant: &str) -> Api {
-        self.client(
-            tenant,
-            &[
-                "factory.provisioning.read",
-                "factory.provisioning.apply",
-                "factory.runtime.read",
-                "factory.runtime.operate",
-                "factory.meta.read",
-                "factory.health.read",
-                "factory.fleet.operate",
-            ],
-        )
+        self.client(tenant, OPERATOR_SCOPES)
     }
 
     /// A client acting in `tenant` with `scopes` and no role.

@@ -142,7 +142,7 @@ async fn authorize(
         },
     );
     let sep = if redirect_uri.contains('?') { '&' } else { '?' };
-    let state = url_escape(&param("state"));
+    let state = runtime_cloud_models::wire::percent_encode(&param("state"));
     let location = format!("{redirect_uri}{sep}code={code}&state={state}");
     (StatusCode::FOUND, [(header::LOCATION, location)]).into_response()
 }
@@ -198,17 +198,6 @@ async fn token(
         "expires_in": 3600,
     });
     (StatusCode::OK, cors(), Json(body)).into_response()
-}
-
-fn url_escape(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A token signed with key `kid` of `keys` over `claims`, the header naming `kid`.

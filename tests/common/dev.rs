@@ -1,0 +1,105 @@
+//! `runtime-cloud dev` as a process, as a user starts it: the API URL and the dev token read
+//! from what it prints.
+
+use super::Api;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running `runtime-cloud dev`; killed if the test ends without [`Dev::stop`].
+pub struct Dev {
+    child: Child,
+    /// The API's URL, as printed.
+    pub api: String,
+    /// The dev token, as printed.
+    pub token: String,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        // SIGTERM first, so dev stops the Temporal server it started.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Dev {
+    /// Starts dev on `data_dir` with its Temporal server on `temporal_port` and its UI on
+    /// `ui_port`, the API on a free port; returns once it printed the URL and the token.
+    pub fn start(data_dir: &std::path::Path, temporal_port: u16, ui_port: u16) -> Dev {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
+            .args([
+                "dev",
+                "--temporal-port",
+                &temporal_port.to_string(),
+                "--ui-port",
+                &ui_port.to_string(),
+            ])
+            .env("RUNTIME_CLOUD_DATA_DIR", data_dir)
+            .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
+            .env_remove("DATABASE_URL")
+            .env_remove("RUNTIME_CLOUD_JWT_SECRET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn dev");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let (mut api, mut token) = (String::new(), String::new());
+        for line in lines.by_ref().map_while(Result::ok) {
+            if let Some(url) = line.trim().strip_prefix("API:") {
+                api = url.trim().to_owned();
+            }
+            if let Some(t) = line.trim().strip_prefix("export TOKEN=") {
+                token = t.to_owned();
+                break;
+            }
+        }
+        assert!(
+            !api.is_empty() && !token.is_empty(),
+            "dev did not print its API URL and token"
+        );
+        // Keep draining stdout, so dev never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Dev { child, api, token }
+    }
+
+    /// Starts dev on `data_dir` with free ports.
+    pub fn start_anywhere(data_dir: &std::path::Path) -> Dev {
+        Dev::start(data_dir, free_port(), free_port())
+    }
+
+    /// SIGTERM, as Ctrl-C would: dev stops its worker, API and the Temporal server it started,
+    /// and exits cleanly.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("wait dev");
+        assert!(status.success(), "dev exited with {status}");
+    }
+
+    /// The operator the dev token is.
+    pub fn client(&self) -> Api {
+        Api::with_token(&self.api, &self.token)
+    }
+}
