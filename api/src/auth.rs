@@ -36,6 +36,8 @@ pub const FLEET_OPERATE: &str = "factory.fleet.operate";
 pub const CAPACITY_READ: &str = "factory.capacity.read";
 /// Create worker pools; set quotas (with the `PlatformAdmin` role).
 pub const CAPACITY_MANAGE: &str = "factory.capacity.manage";
+/// Every role a token may carry (`Observer` reads; the others also decide).
+pub const ROLES: &[&str] = &["Operator", "PlatformAdmin", "Observer"];
 /// The role that sets quotas.
 pub const QUOTA_SETTERS: &[&str] = &["PlatformAdmin"];
 

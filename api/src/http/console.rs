@@ -12,7 +12,7 @@
 //! - `GET /console/sign-in`: [`SignIn`], how operators sign in here.
 //! - `POST /console/dev-sign-in`: under `runtime-cloud dev` only, mints a dev token.
 
-use crate::auth::{ALL_SCOPES, SignIn};
+use crate::auth::{ALL_SCOPES, ROLES, SignIn};
 use crate::json::Json;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
@@ -200,9 +200,6 @@ struct DevSignIn {
 fn operator() -> Vec<String> {
     vec!["Operator".to_owned()]
 }
-
-/// The roles tokens carry.
-const ROLES: &[&str] = &["Operator", "PlatformAdmin", "Observer"];
 
 /// How long a dev sign-in lasts: a working day.
 const DEV_TOKEN_SECS: u64 = 8 * 3600;
