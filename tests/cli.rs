@@ -89,10 +89,6 @@ fn operator_token(stack: &Stack) -> String {
     stack.token("acme", OPERATOR_SCOPES)
 }
 
-async fn wait_state(api: &Api, id: &str, state: &str) -> Value {
-    api.wait_state(id, state).await
-}
-
 #[tokio::test]
 async fn runs_specs_and_environments_from_the_cli_with_exit_codes_scripts_can_use() {
     let stack = Stack::start().await;
@@ -131,7 +127,7 @@ async fn runs_specs_and_environments_from_the_cli_with_exit_codes_scripts_can_us
         .run(&["runs", "plan", "--env", "prod", "-o", "json"])
         .json();
     let id = text(&planned["provisioningRunId"]);
-    let run = wait_state(&api, &id, "AwaitingApproval").await;
+    let run = api.wait_state(&id, "AwaitingApproval").await;
     let hash = text(&run["planReceipt"]["inputsHash"]);
 
     let waiting = op
@@ -212,18 +208,18 @@ async fn runs_specs_and_environments_from_the_cli_with_exit_codes_scripts_can_us
         &op.run(&["runs", "plan", "--env", "prod", "-o", "json"])
             .json()["provisioningRunId"],
     );
-    wait_state(&api, &second, "AwaitingApproval").await;
+    api.wait_state(&second, "AwaitingApproval").await;
     op.run(&["runs", "reject", &second, "--reason", "not today"])
         .expect(0);
-    wait_state(&api, &second, "Rejected").await;
+    api.wait_state(&second, "Rejected").await;
     let third = text(
         &op.run(&["runs", "plan", "--env", "prod", "-o", "json"])
             .json()["provisioningRunId"],
     );
-    wait_state(&api, &third, "AwaitingApproval").await;
+    api.wait_state(&third, "AwaitingApproval").await;
     op.run(&["runs", "cancel", &third, "--reason", "superseded"])
         .expect(0);
-    wait_state(&api, &third, "Cancelled").await;
+    api.wait_state(&third, "Cancelled").await;
     // An applied run cannot be approved again or cancelled: refused.
     op.run(&["runs", "approve", &id, "--yes"]).expect(1);
     op.run(&["runs", "cancel", &id]).expect(1);
@@ -403,13 +399,8 @@ async fn rollouts_and_the_fleet_from_the_cli() {
     assert_eq!(listed["items"][0]["rolloutId"], id.as_str(), "{listed}");
 
     // Only a halted rollout resumes: refused while it runs. An abort ends it.
-    eventually(60, "the canary to converge", || {
-        let op = cli(&stack, Some(operator_token(&stack)));
-        let id = id.clone();
-        async move {
-            let r = op.run(&["rollouts", "get", &id, "-o", "json"]).json();
-            (r["status"]["instances"][0]["converged"] == true).then_some(())
-        }
+    wait_rollout(&stack, &id, "the canary to converge", |r| {
+        r["status"]["instances"][0]["converged"] == true
     })
     .await;
     let refused = op.run(&["rollouts", "resume", &id]);
@@ -419,28 +410,31 @@ async fn rollouts_and_the_fleet_from_the_cli() {
     // again; halted again, the CLI aborts it.
     breach_until_halted(&stack, &api, &id).await;
     op.run(&["rollouts", "resume", &id]).expect(0);
-    eventually(60, "the rollout to run again", || {
-        let op = cli(&stack, Some(operator_token(&stack)));
-        let id = id.clone();
-        async move {
-            let r = op.run(&["rollouts", "get", &id, "-o", "json"]).json();
-            (r["state"] != "Halted").then_some(())
-        }
+    wait_rollout(&stack, &id, "the rollout to run again", |r| {
+        r["state"] != "Halted"
     })
     .await;
     breach_until_halted(&stack, &api, &id).await;
     op.run(&["rollouts", "abort", &id]).expect(0);
-    eventually(60, "the rollout to abort", || {
-        let op = cli(&stack, Some(operator_token(&stack)));
-        let id = id.clone();
-        async move {
-            let r = op.run(&["rollouts", "get", &id, "-o", "json"]).json();
-            (r["state"] == "Aborted").then_some(())
-        }
+    wait_rollout(&stack, &id, "the rollout to abort", |r| {
+        r["state"] == "Aborted"
     })
     .await;
     op.run(&["rollouts", "resume", &id]).expect(1);
     op.run(&["rollouts", "get", "no-such-rollout"]).expect(3);
+}
+
+/// Waits until `rollouts get id -o json` answers a rollout for which `done` holds.
+async fn wait_rollout(stack: &Stack, id: &str, what: &str, done: fn(&Value) -> bool) {
+    eventually(60, what, || {
+        let op = cli(stack, Some(operator_token(stack)));
+        let id = id.to_owned();
+        async move {
+            let r = op.run(&["rollouts", "get", &id, "-o", "json"]).json();
+            done(&r).then_some(())
+        }
+    })
+    .await;
 }
 
 /// Reports an SLO breach and waits until the rollout is `Halted`.
@@ -451,15 +445,7 @@ async fn breach_until_halted(stack: &Stack, api: &Api, id: &str) {
     )
     .await
     .expect(202);
-    eventually(60, "the rollout to halt", || {
-        let op = cli(stack, Some(operator_token(stack)));
-        let id = id.to_owned();
-        async move {
-            let r = op.run(&["rollouts", "get", &id, "-o", "json"]).json();
-            (r["state"] == "Halted").then_some(())
-        }
-    })
-    .await;
+    wait_rollout(stack, id, "the rollout to halt", |r| r["state"] == "Halted").await;
 }
 
 #[tokio::test]

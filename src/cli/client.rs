@@ -91,18 +91,11 @@ impl Client {
                     "no token: set RUNTIME_CLOUD_TOKEN or run `runtime-cloud login`".into(),
                 )
             })?;
-        Ok(Self::with_token(
-            &Remote {
-                server: Some(base),
-                output: remote.output,
-            },
-            &token,
-        ))
+        Ok(Self::with_token(&base, &token))
     }
 
-    /// A client of `remote`'s server with `token` (`login` checks a token before saving it).
-    pub fn with_token(remote: &Remote, token: &str) -> Self {
-        let base = remote.server.as_deref().unwrap_or(DEFAULT_SERVER);
+    /// A client of the API at `base` with `token` (`login` checks a token before saving it).
+    pub fn with_token(base: &str, token: &str) -> Self {
         Self {
             base: base.trim_end_matches('/').to_owned(),
             token: token.trim().to_owned(),

@@ -345,11 +345,7 @@ async fn login(remote: &Remote, server: Option<String>, token: Option<String>) -
         .unwrap_or_else(|| client::DEFAULT_SERVER.to_owned());
     let saved = login::Saved { server, token };
     // Any answer but 401 means the API took the token (a 403 only says what it may not do).
-    let check = Remote {
-        server: Some(saved.server.clone()),
-        output: remote.output,
-    };
-    let api = Client::with_token(&check, &saved.token);
+    let api = Client::with_token(&saved.server, &saved.token);
     match api.get("/factory/environments").await {
         Ok(_) | Err(Failure::Refused(_)) => {}
         Err(e) => return Err(e),
