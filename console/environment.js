@@ -185,7 +185,7 @@ export async function render(root, [environmentId]) {
       const [env, inventoryView, drifts, page] = await Promise.all([
         get(`/factory/environments/${id}`),
         runtime ? get(`/factory/environments/${id}/inventory`) : null,
-        runtime ? get(`/factory/environments/${id}/drift`) : null,
+        runtime ? get(`/factory/environments/${id}/drift?limit=200`) : null,
         runtime ? get(withQuery('/factory/reconciliation/proposals', { environmentId, limit: 10 })) : null,
       ]);
       const items = page ? page.items : null;

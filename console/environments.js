@@ -1,6 +1,6 @@
-// #/environments: every environment of the tenant with its class, target, whether its
-// inventory is fresh, its open drift by kind, its mode and its last run; filtered by class and
-// state, searched by id, project or label.
+// #/environments: the tenant's environments, a page at a time (more on request), with their
+// class, target, whether the inventory is fresh, open drift by kind, mode and last run;
+// filtered by class and state, searched by id, project or label among those shown.
 //
 // The environments list carries none of the observed state, so each row also reads the
 // environment's inventory, open drift and newest run (three small reads per environment),
@@ -33,7 +33,7 @@ async function details(env) {
   const runtime = lacks('factory.runtime.read');
   const [inventory, openDrift, runs] = await Promise.all([
     runtime ? null : get(`/factory/environments/${id}/inventory`),
-    runtime ? null : get(`/factory/environments/${id}/drift?state=open`),
+    runtime ? null : get(`/factory/environments/${id}/drift?state=open&limit=200`),
     get(withQuery('/factory/provisioning/runs', { environmentId: env.environmentId, limit: 1 })),
   ]);
   return { env, runtime, inventory, open: openDrift ? openDrift.items : null, lastRun: runs.items[0] || null };
@@ -78,6 +78,11 @@ function matches(row, filter) {
 export async function render(root, _params, query) {
   const filter = { class: query.get('class') || '', only: query.get('only') || '', q: query.get('q') || '' };
   let rows = [];
+  // Environments shown: a page of the list, and another each time "More" is pressed.
+  const PAGE = 50;
+  let wanted = PAGE;
+  let refresh = () => {};
+  const more = h('button', { type: 'button', id: 'more', hidden: true, onclick: () => { wanted += PAGE; refresh(); } }, 'More environments');
   const list = h('div', { id: 'environments' });
   const count = h('span', { class: 'muted' });
 
@@ -124,13 +129,20 @@ export async function render(root, _params, query) {
         option('drift', 'with open drift', filter.only), option('moving', 'with a run under way', filter.only)),
     ),
     list,
+    more,
   );
-
-  poll(
+  refresh = poll(
     root,
     async () => {
-      const envs = await get('/factory/environments');
-      rows = await Promise.all(envs.items.map(details));
+      const envs = [];
+      let cursor;
+      do {
+        const page = await get(withQuery('/factory/environments', { cursor, limit: Math.min(200, wanted - envs.length) }));
+        envs.push(...page.items);
+        cursor = page.nextCursor;
+      } while (cursor && envs.length < wanted);
+      more.hidden = !cursor;
+      rows = await Promise.all(envs.map(details));
       draw();
       return rows;
     },

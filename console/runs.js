@@ -23,7 +23,7 @@ export async function render(root, _params, query) {
   fill(root, h('h1', null, 'Runs'), h('div', { class: 'filters' }, envSelect, select('kind', KINDS, 'every kind'), select('state', STATES, 'every state')), list, more);
 
   // The environment filter offers the tenant's environments, once.
-  get('/factory/environments').then((envs) => {
+  get('/factory/environments?limit=200').then((envs) => {
     for (const e of envs.items) {
       if (e.environmentId !== filter.environmentId) envSelect.append(h('option', { value: e.environmentId }, e.environmentId));
     }

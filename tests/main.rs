@@ -23,6 +23,7 @@ mod kubernetes;
 mod metrics;
 mod oidc;
 mod openapi;
+mod pagination;
 mod policy;
 mod provisioning;
 mod pulumi;

@@ -35,6 +35,36 @@ fn operations(doc: &Value) -> Vec<(Method, String, Vec<String>)> {
     ops
 }
 
+/// Every GET whose 200 answer has an `items` array, with the query parameters it takes.
+fn paged_lists(doc: &Value) -> Vec<(String, BTreeSet<String>)> {
+    let resolve = |schema: &Value| -> Value {
+        match schema["$ref"].as_str() {
+            Some(r) => {
+                let name = r.trim_start_matches("#/components/schemas/");
+                doc["components"]["schemas"][name].clone()
+            }
+            None => schema.clone(),
+        }
+    };
+    let mut lists = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let op = &item["get"];
+        let schema = resolve(&op["responses"]["200"]["content"]["application/json"]["schema"]);
+        if schema["properties"]["items"]["type"] != "array" {
+            continue;
+        }
+        let params = op["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "query")
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect();
+        lists.push((path.clone(), params));
+    }
+    lists
+}
+
 /// `/factory/runs/{provisioningRunId}` → `/factory/runs/x`.
 fn concrete(path: &str) -> String {
     path.split('/')
@@ -135,6 +165,16 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             !text.contains(".route(") && !text.contains(".route_service("),
             "{} registers a route outside `routes!`, so the document would miss it",
             path.display()
+        );
+    }
+    // No list answers an unbounded body: every GET whose answer is a list of `items` takes
+    // `cursor` and `limit` (issue 18).
+    let lists = paged_lists(&doc);
+    assert!(lists.len() > 15, "the lists found: {lists:?}");
+    for (path, params) in lists {
+        assert!(
+            params.contains("cursor") && params.contains("limit"),
+            "GET {path} answers a list without `cursor` and `limit`: {params:?}"
         );
     }
     // And a path the document does not list is not served.

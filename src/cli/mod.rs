@@ -105,8 +105,11 @@ pub enum Runs {
 /// `runtime-cloud envs …`.
 #[derive(Debug, Subcommand)]
 pub enum Envs {
-    /// Environments of the tenant.
-    List,
+    /// Environments of the tenant, by id.
+    List {
+        #[command(flatten)]
+        paging: Paging,
+    },
     /// One environment.
     Get { id: String },
     /// Observe it now.
@@ -119,6 +122,8 @@ pub enum Envs {
         /// `open`, `resolved` or `suppressed`.
         #[arg(long)]
         state: Option<String>,
+        #[command(flatten)]
+        paging: Paging,
     },
 }
 
@@ -192,8 +197,11 @@ pub enum Rollouts {
 pub enum Fleet {
     /// Counts across the fleet.
     Summary,
-    /// Every instance with its health.
-    Instances,
+    /// Instances with their health, by environment id.
+    Instances {
+        #[command(flatten)]
+        paging: Paging,
+    },
 }
 
 /// An operator command.
@@ -311,10 +319,11 @@ async fn dispatch(remote: &Remote, command: Operator) -> Outcome {
             print_one(format, &api.get("/fleet/meta/summary").await?);
             Ok(())
         }
-        Operator::Fleet(Fleet::Instances) => {
+        Operator::Fleet(Fleet::Instances { paging }) => {
             print_page(
                 format,
-                &api.get("/fleet/instances").await?,
+                &api.get(&with_query("/fleet/instances", &paging.params()))
+                    .await?,
                 INSTANCE_COLUMNS,
             );
             Ok(())
@@ -346,7 +355,7 @@ async fn login(remote: &Remote, server: Option<String>, token: Option<String>) -
     let saved = login::Saved { server, token };
     // Any answer but 401 means the API took the token (a 403 only says what it may not do).
     let api = Client::with_token(&saved.server, &saved.token);
-    match api.get("/factory/environments").await {
+    match api.get("/factory/environments?limit=1").await {
         Ok(_) | Err(Failure::Refused(_)) => {}
         Err(e) => return Err(e),
     }
@@ -518,9 +527,10 @@ fn confirm(question: &str) -> Outcome<bool> {
 async fn envs(api: &Client, format: Format, command: Envs) -> Outcome {
     let one = |id: &str| format!("/factory/environments/{}", escape(id));
     match command {
-        Envs::List => print_page(
+        Envs::List { paging } => print_page(
             format,
-            &api.get("/factory/environments").await?,
+            &api.get(&with_query("/factory/environments", &paging.params()))
+                .await?,
             ENV_COLUMNS,
         ),
         Envs::Get { id } => print_one(format, &api.get(&one(&id)).await?),
@@ -548,8 +558,10 @@ async fn envs(api: &Client, format: Format, command: Envs) -> Outcome {
                 })
             );
         }
-        Envs::Drift { id, state } => {
-            let path = with_query(&format!("{}/drift", one(&id)), &[("state", state)]);
+        Envs::Drift { id, state, paging } => {
+            let mut params = vec![("state", state)];
+            params.extend(paging.params());
+            let path = with_query(&format!("{}/drift", one(&id)), &params);
             print_page(format, &api.get(&path).await?, FINDING_COLUMNS);
         }
     }

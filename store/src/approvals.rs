@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(find(&db, "acme", &other.approval_id).await.unwrap(), None);
 
         let page = Page {
-            before: None,
+            after: None,
             rows: 10,
         };
         let listed = list(&db, "acme", Some("prod"), &page).await.unwrap();

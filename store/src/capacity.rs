@@ -621,7 +621,7 @@ mod tests {
 
     async fn pools_and_quotas_on(db: sea_orm::DatabaseConnection) {
         let page = Page {
-            before: None,
+            after: None,
             rows: 10,
         };
         create_pool(&db, pool("eu-prod", "acme")).await.unwrap();
@@ -709,7 +709,7 @@ mod tests {
 
     async fn leases_move_only_forward_on(db: sea_orm::DatabaseConnection) {
         let page = Page {
-            before: None,
+            after: None,
             rows: 10,
         };
         let at = Utc::now();

@@ -3,10 +3,10 @@
 //! observation that records them ([`crate::findings::sync`]); removing or outliving a rule
 //! reopens them at the next observation.
 
-use crate::Error;
 use crate::decode::At;
 use crate::entities::drift_rules as rows;
 use crate::scope::{self, scope};
+use crate::{Error, Page};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift_rules::{DriftRule, RuleMatch};
 use sea_orm::{
@@ -78,16 +78,16 @@ async fn find(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     condition: Condition,
+    page: Option<&Page>,
 ) -> Result<Vec<DriftRule>, Error> {
-    rows::Entity::find()
+    let select = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(condition)
-        .order_by_asc(rows::Column::RuleId)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(read)
-        .collect()
+        .filter(condition);
+    let select = match page {
+        Some(page) => page.ascending(select, rows::Column::RuleId),
+        None => select.order_by_asc(rows::Column::RuleId),
+    };
+    select.all(db).await?.into_iter().map(read).collect()
 }
 
 /// The rules of one environment only (`Some`), or the tenant's defaults only (`None`), oldest
@@ -96,11 +96,13 @@ pub async fn list(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: Option<&str>,
+    page: &Page,
 ) -> Result<Vec<DriftRule>, Error> {
     find(
         db,
         tenant_id,
         scope(rows::Column::EnvironmentId, environment_id),
+        Some(page),
     )
     .await
 }
@@ -115,6 +117,7 @@ pub(crate) async fn applying(
         db,
         tenant_id,
         scope::applying(rows::Column::EnvironmentId, environment_id),
+        None,
     )
     .await
 }

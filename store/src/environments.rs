@@ -1,8 +1,8 @@
 //! `environments`: a tenant's deployment targets and their class.
 
-use crate::Error;
 use crate::decode::At;
 use crate::entities::environments as rows;
+use crate::{Error, Page};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::environments::{
@@ -53,7 +53,7 @@ impl Environment {
         self.class == EnvironmentClass::Production
     }
 
-    fn read(m: rows::Model) -> Result<Self, Error> {
+    pub(crate) fn read(m: rows::Model) -> Result<Self, Error> {
         let at = At {
             table: "environments",
             row: &m.id,
@@ -260,8 +260,24 @@ pub async fn find(
         .transpose()
 }
 
-/// Every environment of the tenant, by id.
-pub async fn list(db: &impl ConnectionTrait, tenant_id: &str) -> Result<Vec<Environment>, Error> {
+/// A page of the tenant's environments, by id.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    page: &Page,
+) -> Result<Vec<Environment>, Error> {
+    let select = rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id));
+    page.ascending(select, rows::Column::EnvironmentId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Environment::read)
+        .collect()
+}
+
+/// Every environment of the tenant, by id: for what must see them all (a rollout's
+/// selection, the fleet's summary), never an API list.
+pub async fn all(db: &impl ConnectionTrait, tenant_id: &str) -> Result<Vec<Environment>, Error> {
     rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .order_by_asc(rows::Column::EnvironmentId)
@@ -443,6 +459,6 @@ mod tests {
             ),
             "{err:?}"
         );
-        assert!(list(&db, "acme").await.is_err());
+        assert!(list(&db, "acme", &fixtures::everything()).await.is_err());
     }
 }

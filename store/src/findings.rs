@@ -5,7 +5,7 @@
 
 use crate::decode::At;
 use crate::entities::drift_findings as rows;
-use crate::{Error, outbox};
+use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{self, DriftKind};
 use runtime_cloud_models::drift_rules::{DriftRule, suppressing};
@@ -13,7 +13,7 @@ use runtime_cloud_models::events::RuntimeDriftDetected;
 use runtime_cloud_models::observation::ChangedBy;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    QuerySelect,
 };
 use std::collections::BTreeSet;
 use uuid::Uuid;
@@ -305,14 +305,15 @@ pub(crate) async fn link(
     Ok(())
 }
 
-/// An environment's findings (open, suppressed or resolved only, of one kind only, when
-/// given), newest first.
+/// A page of an environment's findings (open, suppressed or resolved only, of one kind only,
+/// when given), newest first.
 pub async fn list(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
     status: Option<Status>,
     kind: Option<DriftKind>,
+    page: &Page,
 ) -> Result<Vec<Finding>, Error> {
     let mut select = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
@@ -330,8 +331,7 @@ pub async fn list(
     if let Some(kind) = kind {
         select = select.filter(rows::Column::Kind.eq(kind.as_str()));
     }
-    select
-        .order_by_desc(rows::Column::FindingId)
+    page.apply(select, rows::Column::FindingId)
         .all(db)
         .await?
         .into_iter()
@@ -387,7 +387,9 @@ mod tests {
             .unwrap();
         assert_eq!((synced.raised, synced.open.len()), (1, 1));
         fixtures::execute(&db, "UPDATE drift_findings SET kind = 'vibes'").await;
-        let err = list(&db, "acme", "dev", None, None).await.unwrap_err();
+        let err = list(&db, "acme", "dev", None, None, &fixtures::everything())
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 err,

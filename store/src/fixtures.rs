@@ -128,3 +128,11 @@ macro_rules! on_both_databases {
 }
 
 pub(crate) use on_both_databases;
+
+/// A page large enough for any test's list.
+pub(crate) fn everything() -> crate::Page {
+    crate::Page {
+        after: None,
+        rows: 1_000,
+    }
+}

@@ -291,7 +291,7 @@ async fn replace_workloads(
 mod tests {
     use super::*;
     use crate::findings::{self, Status};
-    use crate::fixtures::{self, declaration, observed, workload};
+    use crate::fixtures::{self, declaration, everything, observed, workload};
     use crate::{inventory, proposals, specifications};
     use runtime_cloud_models::EnvironmentClass;
     use runtime_cloud_models::drift::{Direction, DriftKind, ProposalState};
@@ -340,7 +340,7 @@ mod tests {
             proposal.auto_accept,
             "non-destructive, outside production, allowed"
         );
-        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
             .await
             .unwrap();
         assert_eq!(open.len(), 1);
@@ -382,7 +382,7 @@ mod tests {
         assert_eq!(fixed.superseded, ["p1"]);
         assert_eq!(fixed.new_proposal, None);
         assert!(
-            findings::list(&db, "acme", "dev", Some(Status::Open), None)
+            findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
                 .await
                 .unwrap()
                 .is_empty()
@@ -465,7 +465,7 @@ mod tests {
             record(&db, &older, ALLOWED).await.unwrap(),
             RecordOutcome::default()
         );
-        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
             .await
             .unwrap();
         assert_eq!(open.len(), 1, "the newer observation's finding stays open");
@@ -539,9 +539,16 @@ mod tests {
         .await
         .unwrap();
         assert_eq!((first.new_findings, first.new_proposal), (1, None));
-        let suppressed = findings::list(&db, "acme", "dev", Some(Status::Suppressed), None)
-            .await
-            .unwrap();
+        let suppressed = findings::list(
+            &db,
+            "acme",
+            "dev",
+            Some(Status::Suppressed),
+            None,
+            &everything(),
+        )
+        .await
+        .unwrap();
         assert_eq!(suppressed.len(), 1);
         assert_eq!(
             suppressed[0].suppressed_by.as_deref(),
@@ -554,7 +561,8 @@ mod tests {
                 .map(|c| c.manager.as_str()),
             Some("horizontal-pod-autoscaler")
         );
-        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None).await;
+        let open =
+            findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything()).await;
         assert!(open.unwrap().is_empty());
         assert!(
             fixtures::events(&db, "RuntimeDriftDetected")
@@ -582,7 +590,7 @@ mod tests {
             .unwrap();
         assert_eq!(reopened.new_findings, 0, "the same finding, reopened");
         assert!(reopened.new_proposal.is_some(), "and proposed now");
-        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None)
+        let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
             .await
             .unwrap();
         assert_eq!(open.len(), 1);

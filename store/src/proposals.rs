@@ -756,7 +756,7 @@ mod tests {
             "{err:?}"
         );
         let page = Page {
-            before: None,
+            after: None,
             rows: 10,
         };
         assert!(list(&db, "acme", None, None, &page).await.is_err());

@@ -818,7 +818,7 @@ mod tests {
             "acme",
             &RunFilter::default(),
             &Page {
-                before: None,
+                after: None,
                 rows: 10,
             },
         )
@@ -834,7 +834,7 @@ mod tests {
             "acme",
             &by_state,
             &Page {
-                before: None,
+                after: None,
                 rows: 10,
             },
         )

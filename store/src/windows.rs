@@ -1,10 +1,10 @@
 //! `change_windows`: an environment's change windows and its tenant's defaults
 //! ([`runtime_cloud_models::windows`]). A run reads the gate they make before it applies.
 
-use crate::Error;
 use crate::decode::At;
 use crate::entities::change_windows as rows;
 use crate::scope::{self, scope};
+use crate::{Error, Page};
 use chrono::Utc;
 use runtime_cloud_models::windows::{ChangeWindow, WindowSpec};
 use sea_orm::{
@@ -63,16 +63,16 @@ async fn find(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     condition: Condition,
+    page: Option<&Page>,
 ) -> Result<Vec<ChangeWindow>, Error> {
-    rows::Entity::find()
+    let select = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(condition)
-        .order_by_asc(rows::Column::WindowId)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(read)
-        .collect()
+        .filter(condition);
+    let select = match page {
+        Some(page) => page.ascending(select, rows::Column::WindowId),
+        None => select.order_by_asc(rows::Column::WindowId),
+    };
+    select.all(db).await?.into_iter().map(read).collect()
 }
 
 /// The windows of one environment only (`Some`), or the tenant's defaults only (`None`).
@@ -80,11 +80,13 @@ pub async fn list(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: Option<&str>,
+    page: &Page,
 ) -> Result<Vec<ChangeWindow>, Error> {
     find(
         db,
         tenant_id,
         scope(rows::Column::EnvironmentId, environment_id),
+        Some(page),
     )
     .await
 }
@@ -99,6 +101,7 @@ pub async fn applying(
         db,
         tenant_id,
         scope::applying(rows::Column::EnvironmentId, environment_id),
+        None,
     )
     .await
 }

@@ -3,10 +3,11 @@
 //! is recorded suppressed by the next observation (`?state=suppressed` on `…/drift`), never
 //! proposed; it reopens at the first observation after the rule expires or is removed.
 
-use super::pagination::Items;
+use super::pagination::{Page, Paged};
 use crate::auth::{RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
+use crate::query::Query;
 use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
@@ -85,19 +86,25 @@ fn created(rule: DriftRule, location: String) -> Response {
 /// first, expired ones included.
 #[utoipa::path(operation_id = "listDriftRules", get, path = "/factory/environments/{environmentId}/drift-rules", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
-    params(("environmentId" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id"), Page),
     responses(
-        (status = 200, description = "Rules", body = Items<DriftRule>),
-        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+        (status = 200, description = "A page of rules, oldest first", body = Paged<DriftRule>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
 async fn list_for_environment(
     State(state): State<AppState>,
     auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
-) -> Result<axum::Json<Items<DriftRule>>, Error> {
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<DriftRule>>, Error> {
     require_environment(&state.db, auth.tenant(), &environment_id).await?;
-    let items = drift_rules::list(&state.db, auth.tenant(), Some(&environment_id)).await?;
-    Ok(axum::Json(Items { items }))
+    let (rows, limit) = page.rows()?;
+    let items = drift_rules::list(&state.db, auth.tenant(), Some(&environment_id), &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        items,
+        limit,
+        |i: &DriftRule| &i.rule_id,
+    )))
 }
 
 /// Creates a rule for the environment; findings it matches are suppressed from its next
@@ -156,16 +163,23 @@ async fn delete_for_environment(
 /// The tenant's default rules, which apply to every environment of the tenant.
 #[utoipa::path(operation_id = "listDefaultDriftRules", get, path = "/factory/drift-rules", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
+    params(Page),
     responses(
-        (status = 200, description = "Rules", body = Items<DriftRule>),
-        Problems<401>, Problems<403>, Problems<500>,
+        (status = 200, description = "A page of rules, oldest first", body = Paged<DriftRule>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn list_defaults(
     State(state): State<AppState>,
     auth: Scoped<RuntimeRead>,
-) -> Result<axum::Json<Items<DriftRule>>, Error> {
-    let items = drift_rules::list(&state.db, auth.tenant(), None).await?;
-    Ok(axum::Json(Items { items }))
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<DriftRule>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let items = drift_rules::list(&state.db, auth.tenant(), None, &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        items,
+        limit,
+        |i: &DriftRule| &i.rule_id,
+    )))
 }
 
 /// Creates a default rule of the tenant (every environment).

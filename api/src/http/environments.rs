@@ -1,9 +1,10 @@
 //! `/factory/environments`: register a tenant's environments and their class.
 
-use super::pagination::Items;
+use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
+use crate::query::Query;
 use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
@@ -128,19 +129,26 @@ async fn register(
     Ok((StatusCode::CREATED, axum::Json(env)))
 }
 
-/// The caller's environments, by id.
+/// The caller's environments, by id, a page at a time.
 #[utoipa::path(operation_id = "listEnvironments", get, path = "/factory/environments", tag = "environments",
     security(("bearer" = ["factory.provisioning.read"])),
+    params(Page),
     responses(
-        (status = 200, description = "Every environment of the tenant", body = Items<Environment>),
-        Problems<401>, Problems<403>, Problems<500>,
+        (status = 200, description = "A page of the tenant's environments", body = Paged<Environment>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn list(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
-) -> Result<axum::Json<Items<Environment>>, Error> {
-    let rows = environments::list(&state.db, auth.tenant()).await?;
-    Ok(axum::Json(Items { items: rows }))
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<Environment>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let items = environments::list(&state.db, auth.tenant(), &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        items,
+        limit,
+        |e: &Environment| &e.environment_id,
+    )))
 }
 
 /// One environment of the caller's, with its target.

@@ -4,7 +4,7 @@
 //! observation shows — never declared by hand. Plus the fleet's health, its summary, and
 //! incidents.
 
-use super::pagination::{Items, Page, Paged};
+use super::pagination::{Page, Paged};
 use crate::auth::{FleetOperate, HealthRead, MetaRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
@@ -63,11 +63,19 @@ pub struct Instance {
     pub customer_tenant_id: Option<String>,
 }
 
-/// The tenant's instances, as observed.
+/// The tenant's instances, as observed (every one: the summary counts them).
 async fn observed_instances(state: &AppState, tenant: &str) -> Result<Vec<Instance>, Error> {
-    let now = Utc::now();
     let observed = runtime_cloud_store::fleet::instances(&state.db, tenant).await?;
-    Ok(observed
+    Ok(as_instances(state, observed))
+}
+
+/// What an instance's observation shows, staleness judged now.
+fn as_instances(
+    state: &AppState,
+    observed: Vec<runtime_cloud_store::fleet::Observed>,
+) -> Vec<Instance> {
+    let now = Utc::now();
+    observed
         .into_iter()
         .map(|o| {
             let stale = state
@@ -99,10 +107,10 @@ async fn observed_instances(state: &AppState, tenant: &str) -> Result<Vec<Instan
                 customer_tenant_id: o.environment.customer_tenant_id,
             }
         })
-        .collect())
+        .collect()
 }
 
-/// `?productId=&class=`.
+/// `?productId=&class=&labelSelector=&cursor=&limit=`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
@@ -113,37 +121,52 @@ struct InstanceFilter {
     class: Option<String>,
     /// Only instances with these labels: `region=eu,tier=gold`.
     label_selector: Option<String>,
+    /// The `nextCursor` of the previous page.
+    cursor: Option<String>,
+    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u64>,
 }
 
-/// The tenant's instances with what their last observation shows, by environment id.
+/// The tenant's instances with what their last observation shows, by environment id, a page
+/// at a time.
 #[utoipa::path(operation_id = "listFleetInstances", get, path = "/fleet/instances", tag = "fleet",
     security(("bearer" = ["factory.meta.read"])),
     params(InstanceFilter),
     responses(
-        (status = 200, description = "Instances", body = Items<Instance>),
+        (status = 200, description = "A page of instances", body = Paged<Instance>),
         Problems<400>, Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn instances(
     State(state): State<AppState>,
     auth: Scoped<MetaRead>,
     Query(q): Query<InstanceFilter>,
-) -> Result<axum::Json<Items<Instance>>, Error> {
+) -> Result<axum::Json<Paged<Instance>>, Error> {
     let class = crate::query::optional::<EnvironmentClass>(q.class.as_deref())?;
-    let selector = q
+    let labels = q
         .label_selector
         .as_deref()
         .map(runtime_cloud_models::environments::parse_selector)
         .transpose()
         .map_err(Error::BadRequest)?
         .unwrap_or_default();
-    let items = observed_instances(&state, auth.tenant())
-        .await?
-        .into_iter()
-        .filter(|i| q.product_id.as_ref().is_none_or(|p| *p == i.product_id))
-        .filter(|i| class.is_none_or(|c| c == i.class))
-        .filter(|i| runtime_cloud_models::environments::selects(&selector, &i.labels))
-        .collect();
-    Ok(axum::Json(Items { items }))
+    let filter = runtime_cloud_store::fleet::InstanceFilter {
+        project_id: q.product_id,
+        class,
+        labels,
+    };
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let (rows, limit) = page.rows()?;
+    let observed =
+        runtime_cloud_store::fleet::page(&state.db, auth.tenant(), &filter, &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        as_instances(&state, observed),
+        limit,
+        |i: &Instance| &i.environment_id,
+    )))
 }
 
 /// A product and its instances.
@@ -160,28 +183,40 @@ pub struct Product {
     pub unhealthy: usize,
 }
 
-/// The tenant's products (a project is a product), with their instances as observed.
+/// The tenant's products (a project is a product), with their instances as observed, by id,
+/// a page at a time.
 #[utoipa::path(operation_id = "listFleetProducts", get, path = "/fleet/products", tag = "fleet",
     security(("bearer" = ["factory.meta.read"])),
+    params(Page),
     responses(
-        (status = 200, description = "Products", body = Items<Product>),
-        Problems<401>, Problems<403>, Problems<500>,
+        (status = 200, description = "A page of products", body = Paged<Product>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn products(
     State(state): State<AppState>,
     auth: Scoped<MetaRead>,
-) -> Result<axum::Json<Items<Product>>, Error> {
-    let mut by_product: BTreeMap<String, Product> = BTreeMap::new();
-    for i in observed_instances(&state, auth.tenant()).await? {
-        let p = by_product
-            .entry(i.product_id.clone())
-            .or_insert_with(|| Product {
-                product_id: i.product_id.clone(),
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<Product>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let ids = runtime_cloud_store::fleet::products(&state.db, auth.tenant(), &rows).await?;
+    let observed = runtime_cloud_store::fleet::instances_of(&state.db, auth.tenant(), &ids).await?;
+    let mut by_product: BTreeMap<String, Product> = ids
+        .iter()
+        .map(|id| {
+            let product = Product {
+                product_id: id.clone(),
                 instances: 0,
                 instances_by_class: BTreeMap::new(),
                 releases: BTreeMap::new(),
                 unhealthy: 0,
-            });
+            };
+            (id.clone(), product)
+        })
+        .collect();
+    for i in as_instances(&state, observed) {
+        let Some(p) = by_product.get_mut(&i.product_id) else {
+            continue;
+        };
         p.instances += 1;
         *p.instances_by_class
             .entry(i.class.as_str().to_owned())
@@ -193,9 +228,11 @@ async fn products(
             p.unhealthy += 1;
         }
     }
-    Ok(axum::Json(Items {
-        items: by_product.into_values().collect(),
-    }))
+    Ok(axum::Json(Paged::from_rows(
+        by_product.into_values().collect(),
+        limit,
+        |p: &Product| &p.product_id,
+    )))
 }
 
 /// Fleet-wide counts of the tenant: operated products, instances by environment class, stale

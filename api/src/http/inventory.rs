@@ -1,7 +1,7 @@
 //! `/factory/environments/{environmentId}/inventory|drift|observe|mode`: what actually runs,
 //! and how far the product goes on its own when it drifts.
 
-use super::pagination::Items;
+use super::pagination::{Page, Paged};
 use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
@@ -111,14 +111,19 @@ struct DriftQuery {
     state: Option<String>,
     /// A drift kind such as `replica` or `version`.
     kind: Option<String>,
+    /// The `nextCursor` of the previous page.
+    cursor: Option<String>,
+    /// 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u64>,
 }
 
-/// The environment's drift findings, newest first.
+/// The environment's drift findings, newest first, a page at a time.
 #[utoipa::path(operation_id = "listDrift", get, path = "/factory/environments/{environmentId}/drift", tag = "inventory",
     security(("bearer" = ["factory.runtime.read"])),
     params(("environmentId" = String, Path, description = "The environment id"), DriftQuery),
     responses(
-        (status = 200, description = "Findings", body = Items<Finding>),
+        (status = 200, description = "A page of findings", body = Paged<Finding>),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
 async fn drift(
@@ -126,8 +131,13 @@ async fn drift(
     auth: Scoped<RuntimeRead>,
     Path(environment_id): Path<String>,
     Query(q): Query<DriftQuery>,
-) -> Result<axum::Json<Items<Finding>>, Error> {
+) -> Result<axum::Json<Paged<Finding>>, Error> {
     environment(&state, &auth, &environment_id).await?;
+    let page = Page {
+        cursor: q.cursor,
+        limit: q.limit,
+    };
+    let (rows, limit) = page.rows()?;
     let status = match q.state.as_deref() {
         None => None,
         Some("open") => Some(findings::Status::Open),
@@ -140,8 +150,18 @@ async fn drift(
         }
     };
     let kind = crate::query::optional::<DriftKind>(q.kind.as_deref())?;
-    let items = findings::list(&state.db, auth.tenant(), &environment_id, status, kind).await?;
-    Ok(axum::Json(Items { items }))
+    let items = findings::list(
+        &state.db,
+        auth.tenant(),
+        &environment_id,
+        status,
+        kind,
+        &rows,
+    )
+    .await?;
+    Ok(axum::Json(Paged::from_rows(items, limit, |f: &Finding| {
+        &f.finding_id
+    })))
 }
 
 /// An observation started for the environment.

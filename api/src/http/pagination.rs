@@ -26,7 +26,7 @@ impl Page {
     pub fn rows(&self) -> Result<(runtime_cloud_store::Page, u64), Error> {
         let limit = self.limit()?;
         let rows = runtime_cloud_store::Page {
-            before: self.after()?,
+            after: self.after()?,
             rows: limit + 1,
         };
         Ok((rows, limit))
@@ -95,13 +95,6 @@ pub struct Paged<T> {
     pub items: Vec<T>,
     /// Pass as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
-}
-
-/// Every item, unpaged (lists that stay small: a tenant's environments, one environment's
-/// findings).
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct Items<T> {
-    pub items: Vec<T>,
 }
 
 impl<T> Paged<T> {

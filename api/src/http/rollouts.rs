@@ -92,7 +92,7 @@ async fn start(
             "versions must name at least one workload and its version".into(),
         ));
     }
-    let members: Vec<Member> = runtime_cloud_store::environments::list(&state.db, auth.tenant())
+    let members: Vec<Member> = runtime_cloud_store::environments::all(&state.db, auth.tenant())
         .await?
         .into_iter()
         .filter(|e| body.product_id.as_ref().is_none_or(|p| *p == e.project_id))

@@ -3,10 +3,11 @@
 //! run plans at any time, and waits before it applies while the windows are closed
 //! (`waitingForWindow`), unless an Operator breaks glass (`POST …/runs/{id}/break-glass`).
 
-use super::pagination::Items;
+use super::pagination::{Page, Paged};
 use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
+use crate::query::Query;
 use crate::tenancy::require_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
@@ -86,19 +87,25 @@ async fn delete(
 /// `/factory/change-windows`).
 #[utoipa::path(operation_id = "listChangeWindows", get, path = "/factory/environments/{environmentId}/change-windows", tag = "environments",
     security(("bearer" = ["factory.provisioning.read"])),
-    params(("environmentId" = String, Path, description = "The environment id")),
+    params(("environmentId" = String, Path, description = "The environment id"), Page),
     responses(
-        (status = 200, description = "Windows", body = Items<ChangeWindow>),
-        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+        (status = 200, description = "A page of windows, oldest first", body = Paged<ChangeWindow>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
 async fn list_for_environment(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
     Path(environment_id): Path<String>,
-) -> Result<axum::Json<Items<ChangeWindow>>, Error> {
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<ChangeWindow>>, Error> {
     require_environment(&state.db, auth.tenant(), &environment_id).await?;
-    let items = windows::list(&state.db, auth.tenant(), Some(&environment_id)).await?;
-    Ok(axum::Json(Items { items }))
+    let (rows, limit) = page.rows()?;
+    let items = windows::list(&state.db, auth.tenant(), Some(&environment_id), &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        items,
+        limit,
+        |i: &ChangeWindow| &i.window_id,
+    )))
 }
 
 /// Creates a change window of the environment: `{kind: allow|deny, schedule, duration,
@@ -142,16 +149,23 @@ async fn delete_for_environment(
 /// The tenant's default change windows, which apply to every environment of the tenant.
 #[utoipa::path(operation_id = "listDefaultChangeWindows", get, path = "/factory/change-windows", tag = "environments",
     security(("bearer" = ["factory.provisioning.read"])),
+    params(Page),
     responses(
-        (status = 200, description = "Windows", body = Items<ChangeWindow>),
-        Problems<401>, Problems<403>, Problems<500>,
+        (status = 200, description = "A page of windows, oldest first", body = Paged<ChangeWindow>),
+        Problems<400>, Problems<401>, Problems<403>, Problems<500>,
     ))]
 async fn list_defaults(
     State(state): State<AppState>,
     auth: Scoped<ProvisioningRead>,
-) -> Result<axum::Json<Items<ChangeWindow>>, Error> {
-    let items = windows::list(&state.db, auth.tenant(), None).await?;
-    Ok(axum::Json(Items { items }))
+    Query(page): Query<Page>,
+) -> Result<axum::Json<Paged<ChangeWindow>>, Error> {
+    let (rows, limit) = page.rows()?;
+    let items = windows::list(&state.db, auth.tenant(), None, &rows).await?;
+    Ok(axum::Json(Paged::from_rows(
+        items,
+        limit,
+        |i: &ChangeWindow| &i.window_id,
+    )))
 }
 
 /// Creates a default change window of the tenant (every environment).
