@@ -4,7 +4,7 @@
 //! `eventually` deadlines.
 
 use crate::common::proxy::Proxy;
-use crate::common::{Api, Db, Proc, Stack, StackOptions, eventually};
+use crate::common::{Api, Db, Proc, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -339,25 +339,28 @@ async fn two_apis_and_two_workers_never_apply_an_environment_twice_at_once() {
     );
 }
 
-/// 6. A worker killed while a sweep batch observes: after the batch's heartbeat times out it
-///    runs again on the restarted worker, every environment is observed, and the environment
-///    the first attempt had already recorded still has one finding, one event and one proposal.
+/// 6. A worker killed while a sweep's page observes, after its first batch was recorded (and
+///    its proposals' workflows started) and while its second batch is read: after the page's
+///    heartbeat times out it runs again on the restarted worker, every environment is
+///    observed, and each one still has one finding, one event and one proposal, whose
+///    workflow runs.
 #[tokio::test]
-async fn worker_killed_mid_sweep_batch_observes_every_environment_once() {
+async fn worker_killed_mid_sweep_page_observes_every_environment_once() {
+    // One more environment than a batch records per transaction (50), so the page has two.
+    const ENVS: usize = 60;
     let mut stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = stack.operator("acme");
-    // Registered in this order, so the sweep's one batch observes a, then b, then c.
-    for env in ["a", "b", "c"] {
-        api.applied(&stack, env, &[("api", "1.0.0", 2)]).await;
-        // `a` is read quickly; `b` and `c` slowly, so the test can stop the worker between.
-        let delay = if env == "a" { "300" } else { "4000" };
-        stack.sandbox_cli("acme", env, &["observe-delay", "--ms", delay]);
+    // Registered in this order, so the page observes them in it. Declared and never applied:
+    // each one's workload is missing. The second batch is read slowly, so the test can stop
+    // the worker while it is.
+    let envs: Vec<String> = (0..ENVS).map(|i| format!("e{i:02}")).collect();
+    for (i, env) in envs.iter().enumerate() {
+        api.environment(env, "non-production").await;
+        api.declare(env, &[("api", "1.0.0", 1)]).await;
+        if i >= 50 {
+            stack.sandbox_cli("acme", env, &["observe-delay", "--ms", "5000"]);
+        }
     }
-    stack.sandbox_cli(
-        "acme",
-        "a",
-        &["scale", "--workload", "api", "--replicas", "4"],
-    );
 
     let triggered = chrono::Utc::now();
     stack.trigger_schedule("observation-sweep");
@@ -365,60 +368,54 @@ async fn worker_killed_mid_sweep_batch_observes_every_environment_once() {
         stack.first_workflow("ObservationSweep", "")
     })
     .await;
-    // The batch has recorded `a` and is reading `b`.
-    let observed_since_trigger = |env: &'static str| {
+    // How many environments the sweep has recorded so far.
+    let observed = || {
         let api = api.clone();
         async move {
-            let inv = api
-                .get(&format!("/factory/environments/{env}/inventory"))
-                .await
-                .expect(200);
-            let at = inv["observedAt"].as_str().unwrap_or_default();
-            chrono::DateTime::parse_from_rfc3339(at).is_ok_and(|at| at > triggered)
+            let page = api.get("/fleet/instances?limit=200").await.expect(200);
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            items
+                .iter()
+                .filter(|i| {
+                    let at = i["observedAt"].as_str().unwrap_or_default();
+                    chrono::DateTime::parse_from_rfc3339(at).is_ok_and(|at| at > triggered)
+                })
+                .count()
         }
     };
-    eventually(30, "the batch to record a", || async {
-        observed_since_trigger("a").await.then_some(())
+    eventually(60, "the first batch to be recorded", || async {
+        (observed().await >= 50).then_some(())
     })
     .await;
     assert!(
-        pending_activity(&stack, &sweep, "inventory.observe-batch").is_some(),
-        "the batch is still running"
+        pending_activity(&stack, &sweep, "inventory.observe-page").is_some(),
+        "the page is still running"
     );
+    assert_eq!(observed().await, 50, "the second batch is still being read");
     stack.kill_worker();
     stack.start_worker();
 
-    eventually(120, "the sweep to complete on the restarted worker", || {
+    eventually(180, "the sweep to complete on the restarted worker", || {
         stack.first_workflow("ObservationSweep", "ExecutionStatus='Completed'")
     })
     .await;
-    for env in ["a", "b", "c"] {
-        assert!(
-            observed_since_trigger(env).await,
-            "{env} observed by the sweep"
-        );
-    }
-    assert_eq!(api.drift("a", Some("open")).await.len(), 1);
-    let proposals = api.proposals("a").await;
-    assert_eq!(proposals.len(), 1, "one proposal for a: {proposals:?}");
-    // The first attempt wrote the proposal but died before the sweep could start its
-    // workflow; the retry returned the same proposal, and the sweep started it.
-    let id = format!(
-        "proposal/{}",
-        proposals[0]["proposalId"].as_str().unwrap_or_default()
-    );
-    let described = stack.described_workflow(&id).await;
-    assert_eq!(
-        described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
-        "{described}"
-    );
+    assert_eq!(observed().await, ENVS, "every environment observed");
     let raised = stack.events("RuntimeDriftDetected").await;
-    let for_a = raised
-        .iter()
-        .filter(|e| e["payload"]["environmentId"] == "a")
-        .count();
-    assert_eq!(for_a, 1, "one drift event for a: {raised:?}");
-    for env in ["b", "c"] {
-        assert!(api.drift(env, None).await.is_empty(), "{env} has no drift");
+    for env in &envs {
+        assert_eq!(api.drift(env, Some("open")).await.len(), 1, "{env}");
+        let proposals = api.proposals(env).await;
+        assert_eq!(proposals.len(), 1, "one proposal for {env}: {proposals:?}");
+        let events = raised
+            .iter()
+            .filter(|e| e["payload"]["environmentId"] == env.as_str())
+            .count();
+        assert_eq!(events, 1, "one drift event for {env}");
+        // Whether the first attempt started it or the retry did, it runs, once.
+        let id = format!("proposal/{}", text(&proposals[0]["proposalId"]));
+        let described = stack.described_workflow(&id).await;
+        assert_eq!(
+            described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
+            "{described}"
+        );
     }
 }

@@ -9,9 +9,10 @@ use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_store::{observations, proposals};
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
-    BatchOutcome, ObserveBatchRequest, ObserveRequest, PrepareRunRequest, ProposalProjection,
+    ObservePageRequest, ObserveRequest, PageOutcome, PrepareRunRequest, ProposalProjection,
     RecordOutcome, RecordRequest,
 };
+use runtime_cloud_workflows::ids::derived_time_ordered_id;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -25,10 +26,20 @@ pub struct InventoryActivitiesImpl {
     pub policy: Arc<dyn Policy>,
     pub inventory: InventoryOptions,
     pub provisioning: ProvisioningOptions,
+    /// Starts the workflows of the proposals a sweep's page raises.
+    pub client: temporalio_client::Client,
+    /// The task queue those workflows run on.
+    pub task_queue: String,
 }
 
 /// Tries before a target that fails (other than by being unreachable) counts as unreachable.
 const READ_ATTEMPTS: u32 = 3;
+/// A sweep's page records this many environments per transaction (one commit each).
+const RECORD_BATCH: usize = 50;
+/// Targets a sweep's page reads at once.
+const READS_IN_FLIGHT: usize = 16;
+/// Proposal workflows a sweep's page starts (or tells they are superseded) at once.
+const STARTS_IN_FLIGHT: usize = 32;
 
 impl InventoryActivitiesImpl {
     /// One read of the target; an unreachable one is an observation.
@@ -69,12 +80,13 @@ impl InventoryActivitiesImpl {
         }
     }
 
-    async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
+    /// What decides whether the proposal an observation raises is accepted on its own.
+    fn acceptance(&self, req: &RecordRequest) -> proposals::Acceptance {
         let observed_at = match &req.observation {
             Observation::Observed { observed_at, .. } => *observed_at,
             Observation::Unreachable { .. } => None,
         };
-        let acceptance = proposals::Acceptance {
+        proposals::Acceptance {
             option: self
                 .inventory
                 .auto_accept_non_destructive_outside_production,
@@ -84,14 +96,134 @@ impl InventoryActivitiesImpl {
             fresh: !self
                 .inventory
                 .is_stale(false, observed_at, chrono::Utc::now()),
-        };
-        let mut outcome = observations::record(&self.db, req, acceptance).await?;
+        }
+    }
+
+    async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
+        let outcome = observations::record(&self.db, req, self.acceptance(req)).await?;
+        self.settle_auto_accept(req, outcome).await
+    }
+
+    /// A proposal the rules would accept on its own is, if the policies allow it too.
+    async fn settle_auto_accept(
+        &self,
+        req: &RecordRequest,
+        mut outcome: RecordOutcome,
+    ) -> Result<RecordOutcome, Error> {
         if let Some(proposal) = outcome.new_proposal.as_mut().filter(|p| p.auto_accept) {
             proposal.auto_accept = self
                 .policy_allows_auto_accept(req, &proposal.proposal_id)
                 .await?;
         }
         Ok(outcome)
+    }
+
+    /// Reads a batch of environments' targets (a few at once) and records them in one
+    /// transaction; new proposals are named from `req`'s seed.
+    async fn observe_batch(
+        &self,
+        environments: &[runtime_cloud_models::environments::EnvironmentKey],
+        req: &ObservePageRequest,
+    ) -> Result<Vec<RecordOutcome>, Error> {
+        use futures::StreamExt as _;
+        let targets: Vec<Target> = environments
+            .iter()
+            .map(|env| Target {
+                tenant_id: env.tenant_id.clone(),
+                environment_id: env.environment_id.clone(),
+                limits: None,
+            })
+            .collect();
+        let observations: Vec<Observation> = futures::stream::iter(targets)
+            .map(|target| async move { self.read_target_with_retries(&target).await })
+            .buffered(READS_IN_FLIGHT)
+            .collect()
+            .await;
+        let records: Vec<(RecordRequest, proposals::Acceptance)> = environments
+            .iter()
+            .zip(observations)
+            .map(|(env, observation)| {
+                let key = format!("{}/{}", env.tenant_id, env.environment_id);
+                let record = RecordRequest {
+                    tenant_id: env.tenant_id.clone(),
+                    environment_id: env.environment_id.clone(),
+                    observation,
+                    proposal_id: derived_time_ordered_id(
+                        req.proposed_at_millis,
+                        &req.proposal_seed,
+                        &key,
+                    ),
+                };
+                let acceptance = self.acceptance(&record);
+                (record, acceptance)
+            })
+            .collect();
+        let recorded = observations::record_many(&self.db, &records).await?;
+        let mut outcomes = Vec::with_capacity(recorded.len());
+        for ((record, _), outcome) in records.iter().zip(recorded) {
+            outcomes.push(self.settle_auto_accept(record, outcome).await?);
+        }
+        Ok(outcomes)
+    }
+
+    /// Starts the workflows of `new` proposals and tells `superseded` ones, a few at once (a
+    /// retry finds a workflow started, running or closed, and starts nothing).
+    async fn hand_over(
+        &self,
+        superseded: Vec<String>,
+        new: Vec<runtime_cloud_workflows::contracts::ProposalInput>,
+    ) -> Result<(), Error> {
+        use futures::StreamExt as _;
+        use runtime_cloud_workflows::ReconciliationProposal;
+        use runtime_cloud_workflows::ids::proposal_workflow_id;
+        use temporalio_client::errors::WorkflowStartError;
+        use temporalio_client::{
+            WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowSignalOptions,
+            WorkflowStartOptions,
+        };
+        let told = futures::stream::iter(superseded)
+            .map(|proposal_id| async move {
+                let handle = self.client.get_workflow_handle::<ReconciliationProposal>(
+                    proposal_workflow_id(&proposal_id),
+                );
+                // The proposal's workflow may have ended already; the row says Superseded
+                // anyway.
+                let _ = handle
+                    .signal(
+                        ReconciliationProposal::supersede,
+                        (),
+                        WorkflowSignalOptions::default(),
+                    )
+                    .await;
+            })
+            .buffer_unordered(STARTS_IN_FLIGHT)
+            .collect::<Vec<()>>();
+        told.await;
+        let started: Vec<Result<(), Error>> = futures::stream::iter(new)
+            .map(|proposal| async move {
+                let opts = WorkflowStartOptions::new(
+                    self.task_queue.clone(),
+                    proposal_workflow_id(&proposal.proposal_id),
+                )
+                .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+                .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+                .priority(runtime_cloud_workflows::fairness::of_tenant(
+                    &proposal.tenant_id,
+                ))
+                .build();
+                match self
+                    .client
+                    .start_workflow(ReconciliationProposal::run, proposal, opts)
+                    .await
+                {
+                    Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(()),
+                    Err(e) => Err(Error::Temporal(e.to_string())),
+                }
+            })
+            .buffer_unordered(STARTS_IN_FLIGHT)
+            .collect()
+            .await;
+        started.into_iter().collect()
     }
 
     /// Asks the policies whether a proposal the rules would accept on its own may be; the
@@ -168,43 +300,46 @@ impl InventoryActivitiesImpl {
             .await
     }
 
-    /// Observes and records a batch of environments, heartbeating after each one.
+    /// Observes and records one page of the sweep: lists it, reads its targets a few at a
+    /// time, records them [`RECORD_BATCH`] per transaction, starts the workflows of the
+    /// proposals each batch raised, and heartbeats after each batch.
     ///
     /// A target that keeps failing is recorded as unreachable (stale) after a few quick tries,
-    /// as `ObserveEnvironment` does; a recording failure fails the batch, whose retry repeats
-    /// it harmlessly: the proposal ids are fixed, an unchanged observation writes nothing.
-    #[activity(definition = markers::ObserveBatch)]
-    pub async fn observe_batch(
+    /// as `ObserveEnvironment` does; a recording failure fails the page, whose retry repeats it
+    /// harmlessly: the proposal ids derive from the request, a recorded observation answers
+    /// the same proposal again, and a started workflow is not started twice.
+    #[activity(definition = markers::ObservePage)]
+    pub async fn observe_page(
         self: Arc<Self>,
         ctx: ActivityContext,
-        req: ObserveBatchRequest,
-    ) -> Result<BatchOutcome, ActivityError> {
-        let span = tracing::info_span!("observe_batch", environments = req.environments.len());
+        req: ObservePageRequest,
+    ) -> Result<PageOutcome, ActivityError> {
+        let span = tracing::info_span!("observe_page", after = ?req.after, limit = req.limit);
         async move {
-            let mut outcome = BatchOutcome::default();
-            for env in req.environments {
-                let target = Target {
-                    tenant_id: env.tenant_id.clone(),
-                    environment_id: env.environment_id.clone(),
-                    limits: None,
-                };
-                let observation = self.read_target_with_retries(&target).await;
-                if matches!(observation, Observation::Unreachable { .. }) {
-                    outcome.unreachable += 1;
-                }
-                let record = RecordRequest {
-                    tenant_id: env.tenant_id,
-                    environment_id: env.environment_id,
-                    observation,
-                    proposal_id: env.proposal_id,
-                };
+            let page =
+                runtime_cloud_store::environments::page(&self.db, req.after.as_deref(), req.limit)
+                    .await
+                    .map_err(|e| activity_error(e.into()))?;
+            let mut outcome = PageOutcome {
+                next: page.next.clone(),
+                ..Default::default()
+            };
+            for batch in page.environments.chunks(RECORD_BATCH) {
                 let recorded = self
-                    .record_observation(&record)
+                    .observe_batch(batch, &req)
                     .await
                     .map_err(activity_error)?;
-                outcome.observed += 1;
-                outcome.new_proposals.extend(recorded.new_proposal);
-                outcome.superseded.extend(recorded.superseded);
+                let (mut superseded, mut new) = (Vec::new(), Vec::new());
+                for r in recorded {
+                    outcome.observed += 1;
+                    outcome.unreachable += u32::from(r.stale);
+                    superseded.extend(r.superseded);
+                    new.extend(r.new_proposal);
+                }
+                outcome.proposals += new.len() as u32;
+                self.hand_over(superseded, new)
+                    .await
+                    .map_err(activity_error)?;
                 // Progress for the UI; an error only means the server did not take it yet.
                 let _ = ctx.record_heartbeat(outcome.observed).await;
             }

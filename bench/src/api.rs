@@ -60,6 +60,15 @@ impl Api {
         Ok(())
     }
 
+    /// Registers a non-production environment whose proposals wait for an operator
+    /// (`propose`: nothing is accepted on its own).
+    pub async fn proposing_environment(&self, id: &str) -> anyhow::Result<()> {
+        let body = json!({ "environmentId": id, "projectId": "bench", "class": "non-production",
+                           "mode": "propose" });
+        self.post("/factory/environments", body, 201).await?;
+        Ok(())
+    }
+
     /// Declares the environment's next specification version.
     pub async fn declare(&self, env: &str, workloads: &[Workload]) -> anyhow::Result<()> {
         let body = json!({

@@ -82,13 +82,11 @@ async fn seeded(args: &Args) -> anyhow::Result<(Stack, Arc<Vec<Workload>>)> {
     let stack = Stack::start(args.db).await?;
     let wl = Arc::new(at_version(&workloads(args.workloads), "1.0.0"));
     let seeding = Instant::now();
-    crate::fleet::seed(
-        &stack,
-        names(args.instances),
-        wl.to_vec(),
-        args.seed_concurrency,
-    )
-    .await?;
+    let fleet = crate::fleet::Fleet {
+        workloads: wl.to_vec(),
+        drifting: false,
+    };
+    crate::fleet::seed(&stack, names(args.instances), &fleet, args.seed_concurrency).await?;
     println!(
         "  seeded {} instances in {:.1} s",
         args.instances,

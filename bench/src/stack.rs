@@ -348,7 +348,15 @@ where
 
 /// Waits until no workflow on the task queue is running (a sweep finished, a worker idle).
 pub async fn wait_idle(client: &temporalio_client::Client, task_queue: &str) -> anyhow::Result<()> {
-    let q = format!("TaskQueue='{task_queue}' AND ExecutionStatus='Running'");
+    wait_none_running(client, &format!("TaskQueue='{task_queue}'")).await
+}
+
+/// Waits until no workflow that `query` selects is running.
+pub async fn wait_none_running(
+    client: &temporalio_client::Client,
+    query: &str,
+) -> anyhow::Result<()> {
+    let q = format!("{query} AND ExecutionStatus='Running'");
     poll(
         "every workflow on the task queue to finish",
         Duration::from_millis(500),

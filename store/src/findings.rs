@@ -12,7 +12,7 @@ use runtime_cloud_models::drift_rules::{DriftRule, suppressing};
 use runtime_cloud_models::events::RuntimeDriftDetected;
 use runtime_cloud_models::observation::ChangedBy;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QuerySelect,
 };
 use std::collections::BTreeSet;
@@ -191,43 +191,56 @@ pub(crate) async fn sync(
             still_open.push(f);
         }
     }
-    let mut raised = 0;
+    // New findings: one multi-row insert, and one for their events (a drift storm raises
+    // twenty per environment; a round trip each was the sweep's cost). Their ids are new, so
+    // no event can exist yet.
+    let mut raised_rows = Vec::new();
     for f in found
         .iter()
         .filter(|f| !open_keys.contains(&(f.kind.as_str(), f.resource.clone())))
     {
-        let suppressed_by = suppressing(rules, f, now).map(|r| r.rule_id.clone());
-        let row = rows::ActiveModel {
-            finding_id: Set(Uuid::now_v7().to_string()),
-            tenant_id: Set(tenant_id.to_owned()),
-            environment_id: Set(environment_id.to_owned()),
-            kind: Set(f.kind.as_str().to_owned()),
-            resource: Set(f.resource.clone()),
-            declared: Set(f.declared.clone()),
-            observed: Set(f.observed.clone()),
-            detected_at: Set(now),
-            proposal_id: Set(None),
-            resolved_at: Set(None),
-            changed_by: Set(f
+        raised_rows.push(rows::Model {
+            finding_id: Uuid::now_v7().to_string(),
+            tenant_id: tenant_id.to_owned(),
+            environment_id: environment_id.to_owned(),
+            kind: f.kind.as_str().to_owned(),
+            resource: f.resource.clone(),
+            declared: f.declared.clone(),
+            observed: f.observed.clone(),
+            detected_at: now,
+            proposal_id: None,
+            resolved_at: None,
+            changed_by: f
                 .changed_by
                 .as_ref()
                 .map(crate::decode::to_json)
-                .transpose()?),
-            suppressed_by: Set(suppressed_by),
-            created_at: Set(now),
-            updated_at: Set(now),
-        }
-        .insert(db)
+                .transpose()?,
+            suppressed_by: suppressing(rules, f, now).map(|r| r.rule_id.clone()),
+            created_at: now,
+            updated_at: now,
+        });
+    }
+    let raised = raised_rows.len() as u32;
+    if !raised_rows.is_empty() {
+        rows::Entity::insert_many(
+            raised_rows
+                .iter()
+                .map(|r| r.clone().into_active_model().reset_all()),
+        )
+        .exec(db)
         .await?;
+    }
+    let mut events = Vec::new();
+    for row in raised_rows {
         let finding = Finding::read(row)?;
-        raised += 1;
         if finding.suppressed_by.is_some() {
             continue;
         }
         let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
-        announce(db, &finding, id).await?;
+        events.push((detected(&finding).into(), id));
         still_open.push(finding);
     }
+    outbox::append_new(db, tenant_id, events).await?;
     Ok(Synced {
         raised,
         resolved,
@@ -258,15 +271,19 @@ where
 
 /// `RuntimeDriftDetected` for the finding, in the caller's transaction.
 async fn announce(db: &impl ConnectionTrait, f: &Finding, event_id: String) -> Result<(), Error> {
-    let event = RuntimeDriftDetected {
+    outbox::append(db, &f.tenant_id, detected(f).into(), event_id).await
+}
+
+/// `RuntimeDriftDetected` of a finding.
+fn detected(f: &Finding) -> RuntimeDriftDetected {
+    RuntimeDriftDetected {
         finding_id: f.finding_id.clone(),
         tenant_id: f.tenant_id.clone(),
         environment_id: f.environment_id.clone(),
         kind: f.kind.as_str().to_owned(),
         resource: f.resource.clone(),
         changed_by: f.changed_by.clone(),
-    };
-    outbox::append(db, &f.tenant_id, event.into(), event_id).await
+    }
 }
 
 /// The ids of an environment's open findings, suppressed ones aside.

@@ -17,7 +17,7 @@ use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, QueryFilter,
+    DatabaseTransaction, EntityTrait, QueryFilter,
 };
 use uuid::Uuid;
 
@@ -42,12 +42,39 @@ pub async fn record(
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
     let txn = crate::begin_write(db).await?;
-    let Some(env) = environments::find(&txn, &req.tenant_id, &req.environment_id).await? else {
+    let outcome = record_in(&txn, req, acceptance).await?;
+    txn.commit().await?;
+    Ok(outcome)
+}
+
+/// Records the observations of many environments (each as [`record`] would) in one
+/// transaction: a sweep writes a batch with one commit instead of one per environment, and a
+/// batch that fails writes nothing (its retry records it again, answering the same proposals).
+pub async fn record_many(
+    db: &DatabaseConnection,
+    reqs: &[(RecordRequest, Acceptance)],
+) -> Result<Vec<RecordOutcome>, Error> {
+    let txn = crate::begin_write(db).await?;
+    let mut outcomes = Vec::with_capacity(reqs.len());
+    for (req, acceptance) in reqs {
+        outcomes.push(record_in(&txn, req, *acceptance).await?);
+    }
+    txn.commit().await?;
+    Ok(outcomes)
+}
+
+/// One observation's writes, in the caller's transaction.
+async fn record_in(
+    txn: &DatabaseTransaction,
+    req: &RecordRequest,
+    acceptance: Acceptance,
+) -> Result<RecordOutcome, Error> {
+    let Some(env) = environments::find(txn, &req.tenant_id, &req.environment_id).await? else {
         // The environment was removed since the observation started: nothing to record.
         return Ok(RecordOutcome::default());
     };
     let now = Utc::now();
-    let existing = find_row(&txn, &req.tenant_id, &req.environment_id).await?;
+    let existing = find_row(txn, &req.tenant_id, &req.environment_id).await?;
     // Observations of one environment run concurrently (the sweep's, an operator's, a run's
     // after its apply) and may be recorded out of order: one read before the last recorded
     // one is older news, and recording it would undo what the newer one found.
@@ -60,7 +87,7 @@ pub async fn record(
         .and_then(|i| i.observed_at)
         .is_some_and(|recorded| recorded > read_at)
     {
-        let new_proposal = proposals::raised(&txn, &env, &req.proposal_id, acceptance).await?;
+        let new_proposal = proposals::raised(txn, &env, &req.proposal_id, acceptance).await?;
         return Ok(RecordOutcome {
             new_proposal,
             ..Default::default()
@@ -98,14 +125,13 @@ pub async fn record(
             row.stale = Set(true);
             row.last_error = Set(Some(reason.clone()));
             row.updated_at = Set(now);
-            upsert(&txn, row, existing.is_none()).await?;
+            upsert(txn, row, existing.is_none()).await?;
             let changed = existing.is_none() || !was_stale;
             if changed {
                 let release = existing.and_then(|i| i.current_release_id);
                 let event = event(serde_json::json!([]), true, release);
-                outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
+                outbox::append(txn, &req.tenant_id, event.into(), event_id).await?;
             }
-            txn.commit().await?;
             return Ok(RecordOutcome {
                 changed,
                 stale: true,
@@ -128,15 +154,15 @@ pub async fn record(
         .json("workloads", &i.workloads)?,
         None => Vec::new(),
     };
-    let spec = specifications::latest(&txn, &req.tenant_id, &req.environment_id).await?;
-    let rules = drift_rules::applying(&txn, &req.tenant_id, &req.environment_id).await?;
+    let spec = specifications::latest(txn, &req.tenant_id, &req.environment_id).await?;
+    let rules = drift_rules::applying(txn, &req.tenant_id, &req.environment_id).await?;
     let key = comparison_key(
         spec.as_ref().map(|s| s.specification_id.as_str()),
         &rules,
         resources,
         now,
     );
-    let applied = runs::last_applied(&txn, &req.tenant_id, &req.environment_id).await?;
+    let applied = runs::last_applied(txn, &req.tenant_id, &req.environment_id).await?;
     row.observed_at = Set(Some(read_at));
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
@@ -146,8 +172,8 @@ pub async fn record(
         && same_objects(&previous, workloads);
     let (changed, synced) = if unchanged {
         // The same objects against the same inputs: the same findings, already recorded.
-        upsert(&txn, row, false).await?;
-        let open = findings::open_unsuppressed(&txn, &req.tenant_id, &req.environment_id).await?;
+        upsert(txn, row, false).await?;
+        let open = findings::open_unsuppressed(txn, &req.tenant_id, &req.environment_id).await?;
         (false, findings::Synced::unchanged(open))
     } else {
         let diff = changes(&previous, workloads);
@@ -159,11 +185,11 @@ pub async fn record(
         row.last_error = Set(None);
         row.current_release_id = Set(release.clone());
         row.compared_with = Set(Some(key));
-        upsert(&txn, row, existing.is_none()).await?;
-        replace_workloads(&txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
+        upsert(txn, row, existing.is_none()).await?;
+        replace_workloads(txn, &req.tenant_id, &req.environment_id, workloads, now).await?;
         if changed {
             let event = event(diff, false, release);
-            outbox::append(&txn, &req.tenant_id, event.into(), event_id).await?;
+            outbox::append(txn, &req.tenant_id, event.into(), event_id).await?;
         }
         // Compare with the declared specification, and take the runner's state's own drift;
         // without a specification there is nothing to drift from.
@@ -176,7 +202,7 @@ pub async fn record(
             None => Vec::new(),
         };
         let synced = findings::sync(
-            &txn,
+            txn,
             &req.tenant_id,
             &req.environment_id,
             &found,
@@ -189,11 +215,10 @@ pub async fn record(
     // Proposals are synced either way: an accepted proposal whose run failed since no longer
     // covers its findings, whether or not the target moved. In `observe` mode there are none.
     let (new_proposal, superseded) = if env.mode.proposes() {
-        proposals::sync(&txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?
+        proposals::sync(txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?
     } else {
         (None, Vec::new())
     };
-    txn.commit().await?;
     Ok(RecordOutcome {
         changed,
         stale: false,
@@ -263,27 +288,33 @@ async fn replace_workloads(
         .filter(workload_rows::Column::EnvironmentId.eq(environment_id))
         .exec(db)
         .await?;
-    for w in workloads {
-        workload_rows::ActiveModel {
-            id: Set(Uuid::now_v7().to_string()),
-            tenant_id: Set(tenant_id.to_owned()),
-            environment_id: Set(environment_id.to_owned()),
-            name: Set(w.name.clone()),
-            kind: Set(w.kind.clone()),
-            version: Set(w.version.clone()),
-            replicas_ready: Set(w.replicas_ready as i32),
-            replicas_desired: Set(w.replicas_desired as i32),
-            endpoints: Set(to_json(&w.endpoints)?),
-            config_refs: Set(to_json(&w.config_refs)?),
-            secret_refs: Set(to_json(&w.secret_refs)?),
-            health: Set(w.health.clone()),
-            observed_at: Set(now),
-            created_at: Set(now),
-            updated_at: Set(now),
-        }
-        .insert(db)
-        .await?;
+    if workloads.is_empty() {
+        return Ok(());
     }
+    // One multi-row insert: an environment's workloads are written together.
+    let rows = workloads
+        .iter()
+        .map(|w| {
+            Ok(workload_rows::ActiveModel {
+                id: Set(Uuid::now_v7().to_string()),
+                tenant_id: Set(tenant_id.to_owned()),
+                environment_id: Set(environment_id.to_owned()),
+                name: Set(w.name.clone()),
+                kind: Set(w.kind.clone()),
+                version: Set(w.version.clone()),
+                replicas_ready: Set(w.replicas_ready as i32),
+                replicas_desired: Set(w.replicas_desired as i32),
+                endpoints: Set(to_json(&w.endpoints)?),
+                config_refs: Set(to_json(&w.config_refs)?),
+                secret_refs: Set(to_json(&w.secret_refs)?),
+                health: Set(w.health.clone()),
+                observed_at: Set(now),
+                created_at: Set(now),
+                updated_at: Set(now),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    workload_rows::Entity::insert_many(rows).exec(db).await?;
     Ok(())
 }
 

@@ -22,6 +22,36 @@ pub fn event_id(aggregate_id: &str, event_type: &str) -> String {
     .to_string()
 }
 
+/// Appends events whose ids are new (they name rows created in the same transaction) in one
+/// multi-row insert, in order.
+pub async fn append_new(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    events: Vec<(OutboxEvent, String)>,
+) -> Result<(), Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let rows = events
+        .into_iter()
+        .map(|(event, event_id)| outbox_events::ActiveModel {
+            event_id: Set(event_id),
+            tenant_id: Set(tenant_id.to_owned()),
+            event_type: Set(event.event_type.to_owned()),
+            topic: Set(event.topic.to_owned()),
+            aggregate_id: Set(event.aggregate_id),
+            payload: Set(event.payload),
+            occurred_at: Set(now),
+            published_at: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        });
+    outbox_events::Entity::insert_many(rows).exec(db).await?;
+    Ok(())
+}
+
 /// Appends an event to the outbox on `db` (the caller's transaction) unless an event with
 /// this id is already there.
 pub async fn append(

@@ -74,6 +74,8 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         policy: deps.policy.clone(),
         inventory: deps.inventory.clone(),
         provisioning: deps.provisioning.clone(),
+        client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
     };
     let capacity = CapacityActivitiesImpl {
         db: deps.db.clone(),

@@ -261,37 +261,36 @@ pub use runtime_cloud_models::inventory::RecordRequest;
 
 pub use runtime_cloud_models::inventory::RecordOutcome;
 
-/// Observe and record a batch of environments in one activity: the observation sweep's unit
-/// of work. One workflow per environment would cost four Temporal actions per environment
-/// and sweep; a batch costs one for all of them.
+/// Observe and record one page of environments in one activity: the observation sweep's unit
+/// of work. The activity lists the page itself, reads the targets a few at a time, records
+/// them a batch per transaction, and starts the workflows of the proposals they raise, so the
+/// sweep's history holds one small activity per page whatever its size (a workflow per
+/// environment cost four Temporal actions per environment and sweep).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObserveBatchRequest {
-    pub environments: Vec<BatchEnvironment>,
+pub struct ObservePageRequest {
+    /// Start after this environment (the store's key, exclusive); from the first when absent.
+    pub after: Option<String>,
+    pub limit: u64,
+    /// New proposals' ids derive from this, the page's time and their environment
+    /// ([`crate::ids::derived_time_ordered_id`]), so a retried page raises the same ones.
+    pub proposal_seed: String,
+    /// The page's time, in milliseconds since the epoch (the sweep's workflow time).
+    pub proposed_at_millis: u64,
 }
 
-/// One environment of an [`ObserveBatchRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BatchEnvironment {
-    pub tenant_id: String,
-    pub environment_id: String,
-    /// The id a new proposal gets, chosen by the workflow so a retried batch raises the same one.
-    pub proposal_id: String,
-}
-
-/// What recording a batch of observations did.
+/// What observing a page did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BatchOutcome {
+pub struct PageOutcome {
     /// Environments read and recorded (reachable or not).
     pub observed: u32,
     /// Of those, the ones whose target did not answer (now stale).
     pub unreachable: u32,
-    /// Proposals raised: their workflows must be started.
-    pub new_proposals: Vec<ProposalInput>,
-    /// Open proposals replaced: their workflows must be told.
-    pub superseded: Vec<String>,
+    /// Proposals raised, their workflows started.
+    pub proposals: u32,
+    /// Where the next page starts; none after the last.
+    pub next: Option<String>,
 }
 
 pub use runtime_cloud_models::inventory::ProposalInput;
@@ -328,9 +327,9 @@ impl InventoryActivities {
         unimplemented!()
     }
 
-    /// See [`ObserveBatchRequest`].
-    #[activity(name = "inventory.observe-batch")]
-    pub fn observe_batch(req: ObserveBatchRequest) -> Result<BatchOutcome, ActivityError> {
+    /// See [`ObservePageRequest`].
+    #[activity(name = "inventory.observe-page")]
+    pub fn observe_page(req: ObservePageRequest) -> Result<PageOutcome, ActivityError> {
         unimplemented!()
     }
 
@@ -350,7 +349,7 @@ impl InventoryActivities {
 /// Marker types of the inventory activities.
 pub mod inventory_markers {
     pub use super::inventory_activities::{
-        Observe, ObserveBatch, PrepareRun, ProjectProposal, Record,
+        Observe, ObservePage, PrepareRun, ProjectProposal, Record,
     };
 }
 

@@ -1,7 +1,8 @@
 //! Handing over what an observation or a re-plan decided: tell the proposals it replaced, and
 //! start the workflow of each new one. Used by every workflow that records observations or
-//! re-plans: `ObserveEnvironment`, a run's after-apply observation, the sweep's batches and
-//! the GitOps reconciler.
+//! re-plans: `ObserveEnvironment`, a run's after-apply observation and the GitOps reconciler.
+//! (The sweep's pages hand over from their activity, with the client: see
+//! `runtime_cloud_activities::inventory`.)
 
 use crate::contracts::ProposalInput;
 use crate::ids::proposal_workflow_id;

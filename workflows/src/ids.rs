@@ -80,3 +80,35 @@ mod tests {
         assert_eq!(capacity_workflow_id("acme", "shop"), "capacity/acme/shop");
     }
 }
+
+/// A time-ordered id (UUIDv7 at `millis`) whose other bits come from `seed` and `key`: the same
+/// on every retry of the activity that derives it. The sweep's pages name the proposals their
+/// environments raise this way, so a retried page raises the same ones without the workflow
+/// carrying an id per environment in its history.
+pub fn derived_time_ordered_id(millis: u64, seed: &str, key: &str) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x3d2e_8f51_0b6a_4c1e_9a77_c4d0_5e28_b913);
+    let hashed = uuid::Uuid::new_v5(&NAMESPACE, format!("{seed}\0{key}").as_bytes());
+    let mut bytes = [0u8; 10];
+    bytes.copy_from_slice(&hashed.as_bytes()[..10]);
+    uuid::Builder::from_unix_timestamp_millis(millis, &bytes)
+        .into_uuid()
+        .to_string()
+}
+
+#[cfg(test)]
+mod derived_tests {
+    use super::derived_time_ordered_id;
+
+    #[test]
+    fn derived_ids_repeat_for_the_same_inputs_and_order_by_time() {
+        let a = derived_time_ordered_id(1_000, "sweep-1", "acme/dev");
+        assert_eq!(a, derived_time_ordered_id(1_000, "sweep-1", "acme/dev"));
+        assert_ne!(a, derived_time_ordered_id(1_000, "sweep-1", "acme/prod"));
+        assert_ne!(a, derived_time_ordered_id(1_000, "sweep-2", "acme/dev"));
+        assert!(derived_time_ordered_id(2_000, "sweep-1", "acme/dev") > a);
+        assert_eq!(
+            uuid::Uuid::parse_str(&a).map(|u| u.get_version_num()),
+            Ok(7)
+        );
+    }
+}

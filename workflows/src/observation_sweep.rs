@@ -1,29 +1,28 @@
 //! ObservationSweep (schedule `*/5 * * * *`): observe every environment with bounded fan-out,
 //! then mark stale every environment not observed within `StalenessMinutes`.
 //!
-//! One page of environments per run, then continue-as-new with the cursor: history stays
-//! bounded however many environments there are. A page is observed in batches, each one
-//! activity (`inventory.observe-batch`) that reads and records its environments: a workflow
-//! per environment cost four Temporal actions per environment and sweep, and the dev server
-//! could not start them fast enough for 10,000 environments in one five-minute window
-//! (docs/benchmarks.md). An operator's observation has its own
-//! `observe/{tenant}/{env}/manual-{id}` workflow; a run observes after its apply inside its own.
+//! A page of environments is one activity (`inventory.observe-page`) that lists, reads and
+//! records them and starts the workflows of the proposals they raise; the sweep runs its
+//! pages one after another and continues as new every [`PAGES_PER_RUN`] pages, so history
+//! stays bounded however many environments there are. The shape is the cost: a workflow per
+//! environment cost four Temporal actions per environment and sweep, and pages of 200 in
+//! batch activities of 25 (their proposals started as child workflows one at a time) spent
+//! most of a sweep in round trips to the server (docs/benchmarks.md, section 2). An
+//! operator's observation has its own `observe/{tenant}/{env}/manual-{id}` workflow; a run
+//! observes after its apply inside its own.
 
 use crate::contracts::{
-    BatchEnvironment, EnvironmentKey, EnvironmentPageRequest, InventoryActivities,
-    ObserveBatchRequest, ScheduledActivities,
+    EnvironmentPageRequest, InventoryActivities, ObservePageRequest, ScheduledActivities,
 };
-use crate::handover::hand_over;
-use crate::ids::time_ordered_id;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{ContinueAsNewOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
 
-/// Environments per page (per workflow run).
-const PAGE: u64 = 200;
-/// Environments per batch activity; a page's batches run at once (8 in flight).
-const BATCH: usize = 25;
+/// Environments per page (per activity).
+const PAGE: u64 = 1000;
+/// Pages per workflow run, then continue-as-new (about eight history events a page).
+const PAGES_PER_RUN: u32 = 25;
 /// Each attempt of listing a page or marking stale environments.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -89,25 +88,54 @@ impl ObservationSweep {
             .window
             .clone()
             .unwrap_or_else(|| window_of(ctx.workflow_time()));
-        let page = ctx
-            .execute_activity(
-                ScheduledActivities::list_environments,
-                EnvironmentPageRequest {
-                    after: input.after.clone(),
-                    limit: PAGE,
-                },
-                crate::options::must_succeed(STEP_TIMEOUT),
-            )
-            .await?;
-        Self::observe_in_batches(ctx, &page.environments).await;
-        let observed = input.observed + page.environments.len() as u64;
-        if page.next.is_some() {
-            let next = SweepInput {
-                window: Some(window.clone()),
-                after: page.next,
-                observed,
+        let (mut after, mut observed) = (input.after, input.observed);
+        let mut pages = 0;
+        loop {
+            let request = ObservePageRequest {
+                after: after.clone(),
+                limit: PAGE,
+                proposal_seed: format!("{}/{pages}", ctx.run_id()),
+                proposed_at_millis: millis(ctx.workflow_time()),
             };
-            ctx.continue_as_new(next, ContinueAsNewOptions::default())?;
+            let outcome = ctx
+                .execute_activity(
+                    InventoryActivities::observe_page,
+                    request,
+                    crate::options::observe_page(),
+                )
+                .await;
+            let next = match outcome {
+                Ok(page) => {
+                    observed += u64::from(page.observed);
+                    page.next
+                }
+                // A page that keeps failing must not stop the sweep: its environments go
+                // stale, and the sweep goes on after them.
+                Err(_) => {
+                    let skipped = EnvironmentPageRequest {
+                        after: after.clone(),
+                        limit: PAGE,
+                    };
+                    ctx.execute_activity(
+                        ScheduledActivities::list_environments,
+                        skipped,
+                        crate::options::must_succeed(STEP_TIMEOUT),
+                    )
+                    .await?
+                    .next
+                }
+            };
+            pages += 1;
+            let Some(next) = next else { break };
+            after = Some(next);
+            if pages >= PAGES_PER_RUN || ctx.continue_as_new_suggested() {
+                let next = SweepInput {
+                    window: Some(window.clone()),
+                    after: after.clone(),
+                    observed,
+                };
+                ctx.continue_as_new(next, ContinueAsNewOptions::default())?;
+            }
         }
         let marked_stale = ctx
             .execute_activity(
@@ -124,37 +152,10 @@ impl ObservationSweep {
     }
 }
 
-impl ObservationSweep {
-    /// Observes a page in batches, all in flight at once, then hands new proposals over.
-    async fn observe_in_batches(ctx: &WorkflowContext<Self>, environments: &[EnvironmentKey]) {
-        let batches = environments.chunks(BATCH).map(|chunk| ObserveBatchRequest {
-            environments: chunk
-                .iter()
-                .map(|env| BatchEnvironment {
-                    tenant_id: env.tenant_id.clone(),
-                    environment_id: env.environment_id.clone(),
-                    proposal_id: time_ordered_id(ctx),
-                })
-                .collect(),
-        });
-        let running: Vec<_> = batches
-            .map(|batch| {
-                ctx.execute_activity(
-                    InventoryActivities::observe_batch,
-                    batch,
-                    crate::options::observe_batch(),
-                )
-            })
-            .collect();
-        // A batch that keeps failing must not stop the sweep: its environments go stale.
-        for outcome in temporalio_sdk::workflows::join_all(running)
-            .await
-            .into_iter()
-            .flatten()
-        {
-            hand_over(ctx, &outcome.superseded, outcome.new_proposals).await;
-        }
-    }
+/// Milliseconds since the epoch of a workflow time.
+fn millis(time: Option<std::time::SystemTime>) -> u64 {
+    time.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

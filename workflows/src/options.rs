@@ -73,11 +73,12 @@ pub(crate) fn a_few_tries() -> ActivityOptions {
         .build()
 }
 
-/// A sweep's batch reads and records 25 environments; it heartbeats after each, so a lost
-/// worker is noticed in 30 s and the batch retried (recording is idempotent). A batch that
-/// keeps failing leaves its environments to go stale; the next sweep tries them again.
-pub(crate) fn observe_batch() -> ActivityOptions {
-    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(300))
+/// A sweep's page reads and records up to a thousand environments; it heartbeats after each
+/// batch it records, so a lost worker is noticed in 30 s and the page retried (recording is
+/// idempotent). A page that keeps failing leaves its environments to go stale; the next sweep
+/// tries them again.
+pub(crate) fn observe_page() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
         .heartbeat_timeout(Duration::from_secs(30))
         .retry_policy(five_tries())
         .build()
