@@ -1,6 +1,7 @@
-//! `/metrics`: the spec's metrics with true values, read back exactly after driving runs and drift.
+//! `/metrics`: the spec's metrics with true values, read back exactly after driving runs and drift,
+//! on SQLite and on PostgreSQL (the two keep the counts differently: migration 000020).
 
-use crate::common::{Stack, StackOptions, text};
+use crate::common::{Db, Stack, StackOptions, text};
 use serde_json::json;
 
 async fn scrape(stack: &Stack) -> String {
@@ -22,7 +23,20 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_report_runs_drift_proposals_and_staleness_exactly() {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    metrics_report_exactly_on(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn metrics_report_runs_drift_proposals_and_staleness_exactly_postgres() {
+    metrics_report_exactly_on(Db::Postgres).await;
+}
+
+async fn metrics_report_exactly_on(db: Db) {
+    let stack = Stack::with(StackOptions {
+        db: Some(db),
+        ..StackOptions::proposals_wait_for_a_decision()
+    })
+    .await;
     let api = stack.operator("acme");
     let t = api.tenant.clone();
     // dev: a baseline that applies.

@@ -534,6 +534,19 @@ pub struct QuotaUse {
     pub limits: QuotaLimits,
 }
 
+/// The limits of every recorded quota, by (tenant, project).
+pub async fn recorded_limits(
+    db: &impl ConnectionTrait,
+) -> Result<std::collections::BTreeMap<(String, String), QuotaLimits>, Error> {
+    Ok(quota_rows::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read_quota)
+        .map(|q| ((q.tenant_id, q.project_id), q.limits))
+        .collect())
+}
+
 /// The quota use of every project with a granted lease or apply minutes since `since`.
 pub async fn quota_use(
     db: &impl ConnectionTrait,
@@ -577,13 +590,7 @@ pub async fn quota_use(
     for (tenant, project, m) in minutes {
         uses.entry((tenant, project)).or_default().1 = u64::try_from(m.unwrap_or(0)).unwrap_or(0);
     }
-    let recorded: BTreeMap<(String, String), QuotaLimits> = quota_rows::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(read_quota)
-        .map(|q| ((q.tenant_id, q.project_id), q.limits))
-        .collect();
+    let recorded = recorded_limits(db).await?;
     Ok(uses
         .into_iter()
         .map(

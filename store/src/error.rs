@@ -69,6 +69,10 @@ pub enum Unreadable {
     /// Not JSON of the expected shape.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// A kept count below zero (a counted row changed without its trigger), or a histogram
+    /// bucket this version does not know.
+    #[error("not a count: {0}")]
+    Count(String),
 }
 
 impl Error {

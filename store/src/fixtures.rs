@@ -13,15 +13,27 @@ use sea_orm_migration::MigratorTrait;
 /// A migrated in-memory SQLite database (one connection: sea-orm pools `sqlite::memory:` to
 /// one, so every statement sees the same database).
 pub(crate) async fn sqlite() -> DatabaseConnection {
-    let db = Database::connect("sqlite::memory:").await.unwrap();
+    let db = sqlite_unmigrated().await;
     Migrator::up(&db, None).await.unwrap();
     db
+}
+
+/// An in-memory SQLite database with no tables yet.
+pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
+    Database::connect("sqlite::memory:").await.unwrap()
 }
 
 /// A migrated PostgreSQL database of its own, `rc_test_…` on the server of
 /// `RC_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`); `scripts/test`
 /// drops every `rc_test_%` database when the suite ends.
 pub(crate) async fn postgres() -> DatabaseConnection {
+    let db = postgres_unmigrated().await;
+    Migrator::up(&db, None).await.unwrap();
+    db
+}
+
+/// A PostgreSQL database of its own (as [`postgres`]) with no tables yet.
+pub(crate) async fn postgres_unmigrated() -> DatabaseConnection {
     let admin = std::env::var("RC_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
@@ -33,9 +45,7 @@ pub(crate) async fn postgres() -> DatabaseConnection {
         .await
         .unwrap();
     let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
-    let db = Database::connect(format!("{base}/{name}")).await.unwrap();
-    Migrator::up(&db, None).await.unwrap();
-    db
+    Database::connect(format!("{base}/{name}")).await.unwrap()
 }
 
 /// Registers environment `env` of tenant `acme`, project `shop`.

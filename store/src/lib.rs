@@ -20,6 +20,8 @@
 //! - [`rollouts`]: fleet rollouts: created with their waves, projected by their workflow.
 //! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
+//! - [`metrics`]: what `GET /metrics` reports: the counts the database keeps as rows change,
+//!   and the same counted from every row.
 //! - [`observations`]: recording an observation (inventory, findings, proposal).
 //! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
 //! - [`drift_rules`]: expected differences per environment and tenant defaults.
@@ -45,6 +47,7 @@ pub mod fleet;
 pub mod inbox;
 pub mod incidents;
 pub mod inventory;
+pub mod metrics;
 pub mod migration;
 pub mod observations;
 pub mod outbox;

@@ -1,9 +1,11 @@
 //! `GET /metrics`: Prometheus text exposition of the spec's metrics and HTTP request durations.
 //!
-//! The domain metrics are read from the read tables at scrape time, so every API replica
-//! reports the same true values whichever process made the change. Counters count rows that
-//! never change again (runs that ended, proposals raised), so they only go up. HTTP durations
-//! are this process's own.
+//! The domain metrics are read from the read DB at scrape time, so every API replica reports
+//! the same true values whichever process made the change: from the counts the database keeps
+//! as rows change (`runtime_cloud_store::metrics`), a few small indexed reads however many runs,
+//! findings and environments the tables hold. Counters count rows that never change again
+//! (runs that ended, proposals raised), so they only go up. HTTP durations are this process's
+//! own.
 
 use crate::{AppState, Error};
 use axum::extract::{MatchedPath, Request, State};
@@ -11,19 +13,15 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use runtime_cloud_store::{environments, findings, inventory, proposals, runs};
-use std::collections::{BTreeMap, HashMap};
+use runtime_cloud_store::metrics::{self as store_metrics, Durations};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-/// (tenant, environment).
-type EnvKey = (String, String);
-/// (stale flag, last observation).
-type Freshness = (bool, Option<chrono::DateTime<Utc>>);
-
-/// Histogram buckets, in seconds.
+/// Histogram buckets, in seconds: the store's apply-duration buckets
+/// (`APPLY_DURATION_BOUNDS_MS`; a test checks), and the same for HTTP durations.
 const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
@@ -52,6 +50,21 @@ impl Histogram {
         }
         self.sum += v;
         self.count += 1;
+    }
+
+    /// The apply durations the store counted, in seconds.
+    fn of(d: &Durations) -> Self {
+        let mut counts = vec![0; BUCKETS.len()];
+        let mut below = 0;
+        for (i, c) in counts.iter_mut().enumerate() {
+            below += d.buckets[i];
+            *c = below;
+        }
+        Self {
+            counts,
+            sum: d.sum_ms as f64 / 1000.0,
+            count: d.count(),
+        }
     }
 
     fn write(&self, out: &mut String, name: &str, labels: &str) {
@@ -117,6 +130,8 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 ))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     let db = &state.db;
+    let now = Utc::now();
+    let counts = store_metrics::read(db, now, &state.inventory).await?;
     let mut out = String::new();
 
     // Runs by tenant, kind and outcome: runs that ended never change, so this only grows.
@@ -126,12 +141,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "counter",
         "Provisioning runs by kind and outcome.",
     );
-    let mut counts: BTreeMap<(String, &str, &str), u64> = BTreeMap::new();
-    for (tenant, kind, st) in runs::ended(db).await? {
-        let st = st.map_or("", |s| s.as_str());
-        *counts.entry((tenant, kind.as_str(), st)).or_default() += 1;
-    }
-    for ((tenant, kind, st), n) in &counts {
+    for ((tenant, kind, st), n) in &counts.runs_ended {
         let _ = writeln!(
             out,
             "connectsoft_factory_provisioning_runs_total{{tenant=\"{}\",kind=\"{}\",state=\"{}\"}} {n}",
@@ -148,17 +158,8 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "histogram",
         "Apply duration.",
     );
-    let mut durations: BTreeMap<&str, Histogram> = BTreeMap::new();
-    for (kind, receipt) in runs::apply_receipts(db).await? {
-        if let Some(receipt) = receipt {
-            durations
-                .entry(kind.as_str())
-                .or_default()
-                .observe(receipt.duration_ms as f64 / 1000.0);
-        }
-    }
-    for (kind, h) in &durations {
-        h.write(
+    for (kind, durations) in &counts.apply_durations {
+        Histogram::of(durations).write(
             &mut out,
             "connectsoft_factory_provisioning_apply_duration_seconds",
             &format!("kind=\"{}\"", label(kind)),
@@ -166,20 +167,15 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     }
 
     // Differences found by reconciliation: proposals raised, by tenant and destructiveness.
-    let raised = proposals::tally(db).await?;
     header(
         &mut out,
         "connectsoft_factory_provisioning_reconciliation_diffs_total",
         "counter",
         "Differences found by reconciliation.",
     );
-    let mut diffs: BTreeMap<(String, bool), u64> = BTreeMap::new();
-    let mut by_state: BTreeMap<(String, &str, bool), u64> = BTreeMap::new();
-    for (tenant, destructive, st) in raised {
-        *diffs.entry((tenant.clone(), destructive)).or_default() += 1;
-        *by_state
-            .entry((tenant, st.as_str(), destructive))
-            .or_default() += 1;
+    let mut diffs: BTreeMap<(&str, bool), u64> = BTreeMap::new();
+    for ((tenant, _, destructive), n) in &counts.proposals {
+        *diffs.entry((tenant, *destructive)).or_default() += n;
     }
     for ((tenant, destructive), n) in &diffs {
         let _ = writeln!(
@@ -196,24 +192,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Environments without a fresh observation.",
     );
-    let envs = environments::keys(db).await?;
-    let observed: HashMap<EnvKey, Freshness> = inventory::freshness(db)
-        .await?
-        .into_iter()
-        .map(|(tenant, env, stale, at)| ((tenant, env), (stale, at)))
-        .collect();
-    let mut stale: BTreeMap<String, u64> = BTreeMap::new();
-    for (tenant, env) in envs {
-        let entry = stale.entry(tenant.clone()).or_default();
-        let is_stale = match observed.get(&(tenant, env)) {
-            None => true,
-            Some((flag, at)) => state.inventory.is_stale(*flag, *at, Utc::now()),
-        };
-        if is_stale {
-            *entry += 1;
-        }
-    }
-    for (tenant, n) in &stale {
+    for (tenant, n) in &counts.stale_environments {
         let _ = writeln!(
             out,
             "connectsoft_factory_runtime_environments_stale{{tenant=\"{}\"}} {n}",
@@ -222,12 +201,6 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     }
 
     // Open findings, and apart from them those a drift rule suppresses.
-    let mut drift: BTreeMap<(bool, String, &str), u64> = BTreeMap::new();
-    for (tenant, kind, suppressed) in findings::open_kinds(db).await? {
-        *drift
-            .entry((suppressed, tenant, kind.as_str()))
-            .or_default() += 1;
-    }
     for (suppressed, name, help) in [
         (
             false,
@@ -241,7 +214,11 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         ),
     ] {
         header(&mut out, name, "gauge", help);
-        for ((_, tenant, kind), n) in drift.iter().filter(|((s, ..), _)| *s == suppressed) {
+        for ((tenant, kind, _), n) in counts
+            .open_findings
+            .iter()
+            .filter(|((_, _, s), _)| *s == suppressed)
+        {
             let _ = writeln!(
                 out,
                 "{name}{{tenant=\"{}\",kind=\"{}\"}} {n}",
@@ -252,12 +229,6 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     }
 
     // Fleet rollouts by state, and the instances they move.
-    let mut rollouts: BTreeMap<(String, &str), (u64, u64)> = BTreeMap::new();
-    for (tenant, st, instances) in runtime_cloud_store::rollouts::states(db).await? {
-        let entry = rollouts.entry((tenant, st.as_str())).or_default();
-        entry.0 += 1;
-        entry.1 += instances;
-    }
     for (name, help, pick) in [
         (
             "connectsoft_factory_fleet_rollouts",
@@ -271,8 +242,8 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         ),
     ] {
         header(&mut out, name, "gauge", help);
-        for ((tenant, st), counts) in &rollouts {
-            let n = if pick == 0 { counts.0 } else { counts.1 };
+        for ((tenant, st), (rollouts, instances)) in &counts.rollouts {
+            let n = if pick == 0 { rollouts } else { instances };
             let _ = writeln!(
                 out,
                 "{name}{{tenant=\"{}\",state=\"{}\"}} {n}",
@@ -288,17 +259,15 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Capacity leases held (granted) and waiting, per tenant and pool.",
     );
-    for (tenant, pool, st, n) in runtime_cloud_store::capacity::lease_counts(db).await? {
+    for ((tenant, pool, st), n) in &counts.held_leases {
         let _ = writeln!(
             out,
             "connectsoft_factory_capacity_leases{{tenant=\"{}\",pool=\"{}\",state=\"{}\"}} {n}",
-            label(&tenant),
-            label(&pool),
-            st.as_str()
+            label(tenant),
+            label(pool),
+            st
         );
     }
-    let day = runtime_cloud_models::capacity::day_started_at(chrono::Utc::now());
-    let uses = runtime_cloud_store::capacity::quota_use(db, day).await?;
     for (name, help) in [
         (
             "connectsoft_factory_capacity_quota_used",
@@ -310,7 +279,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         ),
     ] {
         header(&mut out, name, "gauge", help);
-        for u in &uses {
+        for u in &counts.quota_use {
             let (runs, minutes) = if name.ends_with("used") {
                 (u.leases_granted, u.minutes_used)
             } else {
@@ -358,7 +327,6 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Age of the oldest unprocessed event per module, in seconds.",
     );
-    let now = chrono::Utc::now();
     let oldest = state
         .inbox_oldest
         .load(std::sync::atomic::Ordering::Relaxed);
@@ -386,7 +354,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "gauge",
         "Proposals by state.",
     );
-    for ((tenant, st, destructive), n) in &by_state {
+    for ((tenant, st, destructive), n) in &counts.proposals {
         let _ = writeln!(
             out,
             "connectsoft_factory_runtime_reconciliation_proposals{{tenant=\"{}\",state=\"{}\",destructive=\"{destructive}\"}} {n}",
@@ -421,4 +389,37 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         out,
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime_cloud_store::metrics::APPLY_DURATION_BOUNDS_MS;
+
+    #[test]
+    fn the_buckets_are_the_stores_apply_duration_buckets() {
+        let ms: Vec<u64> = BUCKETS
+            .iter()
+            .map(|b| (b * 1000.0).round() as u64)
+            .collect();
+        assert_eq!(ms, APPLY_DURATION_BOUNDS_MS);
+    }
+
+    #[test]
+    fn counted_durations_make_the_same_histogram_as_observed_ones() {
+        let durations_ms = [0, 5, 6, 1_500, 300_000, 300_001, 42];
+        let mut observed = Histogram::default();
+        let mut counted = Durations::default();
+        for ms in durations_ms {
+            observed.observe(ms as f64 / 1000.0);
+            counted.buckets[Durations::bucket_of(ms)] += 1;
+            counted.sum_ms += ms;
+        }
+        let (mut a, mut b) = (String::new(), String::new());
+        observed.write(&mut a, "d", "");
+        Histogram::of(&counted).write(&mut b, "d", "");
+        assert_eq!(a, b);
+        assert!(a.contains("d_bucket{le=\"0.005\"} 2\n"), "{a}");
+        assert!(a.contains("d_bucket{le=\"+Inf\"} 7\n"), "{a}");
+    }
 }

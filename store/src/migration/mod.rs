@@ -21,6 +21,7 @@ mod m20261201_000016_environment_labels;
 mod m20261201_000017_rollout_checked_at;
 mod m20261201_000018_create_capacity;
 mod m20261201_000019_capacity_on_runs;
+pub(crate) mod m20261202_000020_metric_counts;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000017_rollout_checked_at::Migration),
             Box::new(m20261201_000018_create_capacity::Migration),
             Box::new(m20261201_000019_capacity_on_runs::Migration),
+            Box::new(m20261202_000020_metric_counts::Migration),
         ]
     }
 }
