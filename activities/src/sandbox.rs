@@ -73,7 +73,9 @@ pub struct ApplyLogEntry {
 pub struct Sandbox {
     root: PathBuf,
     /// One mutex per document, so two activities in this process never interleave a
-    /// read-modify-write of the same environment.
+    /// read-modify-write of the same environment. Across processes (the workers of one
+    /// deployment, the `sandbox` CLI) the document's lock file does the same
+    /// ([`Sandbox::lock_file`]).
     locks: Arc<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
@@ -96,6 +98,36 @@ impl Sandbox {
     fn lock_for(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
         locks.entry(path.to_owned()).or_default().clone()
+    }
+
+    /// Takes the document's lock file (`{environment}.json.lock`, an OS file lock held until the
+    /// file is dropped), waiting for another process that holds it: two workers applying, or the CLI editing while a worker applies, would
+    /// otherwise each write back what they read and undo the other's change (an apply's
+    /// receipt and log entry lost under an out-of-band edit).
+    async fn lock_file(&self, path: &Path) -> Result<std::fs::File, Error> {
+        let path = path.with_extension("json.lock");
+        let io = {
+            let path = path.clone();
+            move |source| Error::SandboxIo {
+                path: path.display().to_string(),
+                source,
+            }
+        };
+        let locked = tokio::task::spawn_blocking(move || {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?;
+            file.lock()?;
+            Ok(file)
+        })
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?;
+        locked.map_err(io)
     }
 
     /// Reads a target's document; a target never applied to is empty.
@@ -137,8 +169,10 @@ impl Sandbox {
         target: &Target,
         f: impl FnOnce(&mut SandboxDocument) -> R,
     ) -> Result<R, Error> {
-        let lock = self.lock_for(&self.path(target));
+        let path = self.path(target);
+        let lock = self.lock_for(&path);
         let _guard = lock.lock().await;
+        let _file = self.lock_file(&path).await?;
         let mut doc = self.load(target).await?;
         let r = f(&mut doc);
         self.store(target, &doc).await?;
@@ -270,9 +304,14 @@ impl Runner for Sandbox {
             plan.inputs_hash, target.tenant_id, target.environment_id
         ));
         let started = Instant::now();
-        let lock = self.lock_for(&self.path(target));
-        let _guard = lock.lock().await;
+        // When the apply was asked for, before it waits for the document's locks: two applies
+        // asked for at once show as overlapping in the log even though the locks serialise
+        // their writes.
         let started_at = chrono::Utc::now();
+        let path = self.path(target);
+        let lock = self.lock_for(&path);
+        let _guard = lock.lock().await;
+        let _file = self.lock_file(&path).await?;
         let mut doc = self.load(target).await?;
         if let Some(receipt) = doc.applied_runs.get(run_id) {
             return match receipt.result {
@@ -393,6 +432,36 @@ mod tests {
                 .changes
                 .is_empty()
         );
+    }
+
+    /// Two processes on one document (two workers, or a worker and the CLI; here two
+    /// adapters, each with its own in-process locks): an edit made while an apply runs waits
+    /// for it, and neither undoes the other.
+    #[tokio::test]
+    async fn an_edit_from_another_process_never_undoes_an_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let worker = Sandbox::new(dir.path());
+        let cli = Sandbox::new(dir.path());
+        cli.modify(&target(), |d| d.apply_delay_ms = 300)
+            .await
+            .unwrap();
+        let plan = worker
+            .plan(&target(), &spec("1.0"), &StepLog::default())
+            .await
+            .unwrap();
+        let (target, spec, log) = (target(), spec("1.0"), StepLog::default());
+        let apply = worker.apply("run-1", &target, &spec, &plan, &log);
+        let edit = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cli.modify(&target, |d| d.observe_delay_ms = 7).await
+        };
+        let (applied, edited) = tokio::join!(apply, edit);
+        applied.unwrap();
+        edited.unwrap();
+        let doc = worker.load(&target).await.unwrap();
+        assert_eq!(doc.apply_log.len(), 1, "the apply is recorded");
+        assert!(doc.applied_runs.contains_key("run-1"));
+        assert_eq!(doc.observe_delay_ms, 7, "the edit is kept");
     }
 
     #[tokio::test]
