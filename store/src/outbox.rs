@@ -35,19 +35,7 @@ pub async fn append_new(
     let now = Utc::now();
     let rows = events
         .into_iter()
-        .map(|(event, event_id)| outbox_events::ActiveModel {
-            event_id: Set(event_id),
-            tenant_id: Set(tenant_id.to_owned()),
-            event_type: Set(event.event_type.to_owned()),
-            topic: Set(event.topic.to_owned()),
-            aggregate_id: Set(event.aggregate_id),
-            payload: Set(event.payload),
-            occurred_at: Set(now),
-            published_at: Set(None),
-            created_at: Set(now),
-            updated_at: Set(now),
-            ..Default::default()
-        });
+        .map(|(event, event_id)| row(tenant_id, event, event_id, now));
     outbox_events::Entity::insert_many(rows).exec(db).await?;
     Ok(())
 }
@@ -68,7 +56,19 @@ pub async fn append(
     {
         return Ok(());
     }
-    let now = Utc::now();
+    row(tenant_id, event, event_id, Utc::now())
+        .insert(db)
+        .await?;
+    Ok(())
+}
+
+/// The row of an event not yet published; `seq` comes from the database.
+fn row(
+    tenant_id: &str,
+    event: OutboxEvent,
+    event_id: String,
+    now: chrono::DateTime<Utc>,
+) -> outbox_events::ActiveModel {
     outbox_events::ActiveModel {
         event_id: Set(event_id),
         tenant_id: Set(tenant_id.to_owned()),
@@ -82,7 +82,4 @@ pub async fn append(
         updated_at: Set(now),
         ..Default::default()
     }
-    .insert(db)
-    .await?;
-    Ok(())
 }
