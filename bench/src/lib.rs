@@ -10,6 +10,7 @@
 //! Shared helpers:
 //! - [`stack`]: the product as separate `migrate`/`worker`/`api` processes on a fresh read DB,
 //!   and the environment the benchmarks read (`RC_BENCH_*`).
+//! - [`bulk`]: rows by the million written straight into a stack's read DB.
 //! - [`api`]: an HTTP client of the API acting as one tenant's operator.
 //! - [`stand_ins`]: the tests' stand-ins of outside services (a Kubernetes API server).
 //! - [`stats`]: percentiles and rates; [`table`]: the printed tables; [`rss`]: peak memory.
@@ -31,6 +32,7 @@
 pub mod actions;
 pub mod api;
 pub mod baseline;
+pub mod bulk;
 pub mod comparer;
 pub mod comparer_report;
 pub mod fairness;

@@ -23,6 +23,19 @@ pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
     Database::connect("sqlite::memory:").await.unwrap()
 }
 
+/// SQLite's `EXPLAIN QUERY PLAN` of `query` on `db`, one step a line.
+pub(crate) async fn sqlite_plan(db: &DatabaseConnection, query: &impl sea_orm::QueryTrait) -> String {
+    use sea_orm::{DbBackend, Statement};
+    let sql = format!("EXPLAIN QUERY PLAN {}", query.build(DbBackend::Sqlite));
+    db.query_all(Statement::from_string(DbBackend::Sqlite, sql))
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.try_get_by::<String, _>("detail").unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A migrated PostgreSQL database of its own, `rc_test_…` on the server of
 /// `RC_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`); `scripts/test`
 /// drops every `rc_test_%` database when the suite ends.

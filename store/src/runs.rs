@@ -542,6 +542,20 @@ pub async fn list(
     filter: &RunFilter,
     page: &Page,
 ) -> Result<Vec<Run>, Error> {
+    RunRow::select(list_query(tenant_id, filter, page))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(RunRow::read)
+        .collect()
+}
+
+/// The rows [`list`] reads (public so a benchmark can `EXPLAIN` the real query).
+pub fn list_query(
+    tenant_id: &str,
+    filter: &RunFilter,
+    page: &Page,
+) -> sea_orm::Select<rows::Entity> {
     let mut select = rows::Entity::find().filter(rows::Column::TenantId.eq(tenant_id));
     if let Some(env) = &filter.environment_id {
         select = select.filter(rows::Column::EnvironmentId.eq(env));
@@ -552,13 +566,7 @@ pub async fn list(
     if let Some(state) = filter.state {
         select = select.filter(rows::Column::State.eq(state.as_str()));
     }
-    let select = page.apply(select, rows::Column::ProvisioningRunId);
-    RunRow::select(select)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(RunRow::read)
-        .collect()
+    page.apply(select, rows::Column::ProvisioningRunId)
 }
 
 /// The run that last applied a specification to an environment.
@@ -921,5 +929,26 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    /// SQLite's plan for one environment's runs walks the index that ends in the run id: no
+    /// scan of the tenant's other runs, no sort (without it, 2,000 runs answered 170/s).
+    #[tokio::test]
+    async fn one_environments_runs_are_one_index_walk_on_sqlite() {
+        let db = fixtures::sqlite().await;
+        let filter = RunFilter {
+            environment_id: Some("prod".into()),
+            ..Default::default()
+        };
+        let page = Page {
+            after: Some("0190f000-0000-7000-8000-000000000001".into()),
+            rows: 51,
+        };
+        let plan = fixtures::sqlite_plan(&db, &list_query("t1", &filter, &page)).await;
+        assert!(
+            plan.contains("ix_runs_tenant_environment_newest"),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "sorts: {plan}");
     }
 }

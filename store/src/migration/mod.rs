@@ -22,6 +22,7 @@ mod m20261201_000017_rollout_checked_at;
 mod m20261201_000018_create_capacity;
 mod m20261201_000019_capacity_on_runs;
 pub(crate) mod m20261202_000020_metric_counts;
+mod m20261202_000021_lists_by_environment;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000018_create_capacity::Migration),
             Box::new(m20261201_000019_capacity_on_runs::Migration),
             Box::new(m20261202_000020_metric_counts::Migration),
+            Box::new(m20261202_000021_lists_by_environment::Migration),
         ]
     }
 }
