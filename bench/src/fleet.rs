@@ -548,7 +548,7 @@ fn report(args: &Args, p: &Measured, b: &Measured) {
     };
     let first = scaled(p.wall);
     let second = p.again.map_or(f64::NAN, scaled);
-    if let Some(w) = p.written {
+    if let (true, Some(w)) = (args.drifting, p.written) {
         v.row(vec![
             format!(
                 "drift storm ({} workloads each): 10,000 environments in one 5-minute window",
