@@ -4,11 +4,10 @@
 //! `eventually` deadlines.
 
 use crate::common::proxy::Proxy;
-use crate::common::{Api, Db, Proc, Stack, StackOptions, eventually, text};
+use crate::common::temporal::OwnTemporal;
+use crate::common::{Api, Db, Stack, StackOptions, eventually, text};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Makes every apply on the environment take `ms`, so a test can act while one is in flight.
 fn slow_applies(stack: &Stack, tenant: &str, env: &str, ms: u64) {
@@ -69,85 +68,6 @@ async fn worker_killed_mid_apply_applies_exactly_once() {
     assert_eq!(stack.events("ProvisioningApplied").await.len(), 1);
 }
 
-/// A Temporal dev server of the test's own, on a file store it can be restarted on.
-struct OwnTemporal {
-    port: u16,
-    db_file: std::path::PathBuf,
-    proc: Option<Proc>,
-}
-
-impl OwnTemporal {
-    fn start(dir: &Path) -> OwnTemporal {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let mut t = OwnTemporal {
-            port,
-            db_file: dir.join("temporal.db"),
-            proc: None,
-        };
-        t.spawn();
-        t
-    }
-
-    fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn spawn(&mut self) {
-        let ui_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let mut cmd = Command::new(std::env::var("TEMPORAL_CLI").unwrap_or("temporal".into()));
-        cmd.args(["server", "start-dev", "--ip", "127.0.0.1", "--headless"])
-            .args(["--log-level", "error", "--port", &self.port.to_string()])
-            .args(["--ui-port", &ui_port.to_string()])
-            .args(["--dynamic-config-value", "matching.enableFairness=true"])
-            .arg("--db-filename")
-            .arg(&self.db_file);
-        for attr in [
-            "TenantId",
-            "EnvironmentId",
-            "ProvisioningState",
-            "RunKind",
-            "ProposalState",
-            "RolloutState",
-        ] {
-            cmd.args(["--search-attribute", &format!("{attr}=Keyword")]);
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start temporal");
-        self.proc = Some(Proc {
-            child,
-            name: "temporal",
-        });
-    }
-
-    async fn wait_up(&self) {
-        let address = self.address();
-        eventually(60, "the test's Temporal server to answer", || async {
-            runtime_cloud_temporal::connect(&address, "default")
-                .await
-                .ok()?
-                .count_workflows("", Default::default())
-                .await
-                .ok()
-        })
-        .await;
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            p.kill();
-        }
-    }
-}
-
 /// 2. The Temporal server is killed and restarted on its store while a production run waits
 ///    for approval: the approval still reaches the run and it applies.
 #[tokio::test]
@@ -155,15 +75,15 @@ async fn temporal_restarted_while_a_run_waits_for_approval() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut temporal = OwnTemporal::start(dir.path());
     temporal.wait_up().await;
-    let stack = Stack::with(StackOptions::with_env(
-        "TEMPORAL_ADDRESS",
-        temporal.address(),
-    ))
+    let stack = Stack::with(StackOptions {
+        temporal: Some(temporal.address()),
+        ..Default::default()
+    })
     .await;
     let api = stack.operator("acme");
     let (id, _) = api.awaiting_approval("prod", 3).await;
 
-    temporal.kill();
+    temporal.kill().await;
     temporal.spawn();
     temporal.wait_up().await;
 
@@ -179,7 +99,6 @@ async fn temporal_restarted_while_a_run_waits_for_approval() {
     assert_eq!(stack.sandbox("acme", "prod")["workloads"][0]["replicas"], 3);
     assert_eq!(apply_log(&stack, "acme", "prod").len(), 1);
     drop(stack);
-    temporal.kill();
 }
 
 /// 3. PostgreSQL refuses connections while a run claims its approval and projects its

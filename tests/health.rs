@@ -35,6 +35,7 @@ async fn readiness_reports_each_dependency_and_answers_503_without_it() {
         db: Some(Db::Postgres),
         postgres_via: Some(postgres.addr.clone()),
         env: vec![("TEMPORAL_ADDRESS".into(), temporal.addr.clone())],
+        ..Default::default()
     })
     .await;
     wait_ready(&stack, 200, true, true).await;

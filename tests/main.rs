@@ -31,6 +31,7 @@ mod replay;
 mod rollouts;
 mod schedules;
 mod security;
+mod soak;
 mod targets;
 mod traces;
 mod windows;

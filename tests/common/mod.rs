@@ -10,6 +10,7 @@
 
 pub mod dev;
 pub mod git_http;
+pub mod invariants;
 pub mod kube_stand_in;
 pub mod loopback;
 pub mod nats;
@@ -20,6 +21,7 @@ pub mod proxy;
 pub mod run_control_stand_in;
 pub mod s3;
 pub mod secret_broker_stand_in;
+pub mod temporal;
 
 use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
@@ -76,6 +78,9 @@ pub struct Stack {
     pub api: Option<Proc>,
     pub extra_env: Vec<(String, String)>,
     pub postgres_via: Option<String>,
+    /// The Temporal frontend of the processes, the CLI and the client: the suite's shared
+    /// server unless the test runs its own ([`temporal::OwnTemporal`]).
+    pub temporal: String,
     /// Makes this test's tenant names unique on the shared Temporal server, where workflow
     /// ids such as `environment/{tenant}/{env}` would otherwise collide between tests.
     pub suffix: String,
@@ -122,6 +127,8 @@ pub struct StackOptions {
     /// The processes reach PostgreSQL through this address (a [`proxy::Proxy`]) instead of
     /// `127.0.0.1:5432`; the test's own queries go direct.
     pub postgres_via: Option<String>,
+    /// A Temporal frontend of the test's own instead of the suite's shared server.
+    pub temporal: Option<String>,
 }
 
 impl StackOptions {
@@ -203,6 +210,7 @@ impl Stack {
             api: None,
             extra_env: opts.env,
             postgres_via: opts.postgres_via,
+            temporal: opts.temporal.unwrap_or_else(temporal_address),
             suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             http: reqwest::Client::new(),
             keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
@@ -220,7 +228,7 @@ impl Stack {
         cmd.arg(sub)
             .env("RUNTIME_CLOUD_DATA_DIR", self.data_dir.path())
             .env("DATABASE_URL", self.process_database_url())
-            .env("TEMPORAL_ADDRESS", temporal_address())
+            .env("TEMPORAL_ADDRESS", &self.temporal)
             .env("RUNTIME_CLOUD_TASK_QUEUE", &self.task_queue)
             .env("RUNTIME_CLOUD_JWT_SECRET", JWT_SECRET)
             .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
@@ -482,6 +490,25 @@ impl Stack {
             .expect("connect read DB")
     }
 
+    /// Drops the test's PostgreSQL database (its processes must be gone), for a test whose
+    /// database is large enough to be worth removing before the suite's cleanup does.
+    pub async fn drop_postgres_database(&self) {
+        use sea_orm::{ConnectionTrait, Database};
+        let Some((base, name)) = self.database_url.rsplit_once('/') else {
+            return;
+        };
+        if !name.starts_with("rc_test_") {
+            return;
+        }
+        let admin = Database::connect(format!("{base}/postgres"))
+            .await
+            .expect("PostgreSQL");
+        admin
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await
+            .expect("drop the test database");
+    }
+
     /// Counts rows of a table.
     pub async fn count(&self, table: &str) -> i64 {
         use sea_orm::{ConnectionTrait, Statement};
@@ -633,7 +660,7 @@ impl Stack {
     pub fn temporal_cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(std::env::var("TEMPORAL_CLI").unwrap_or_else(|_| "temporal".into()))
             .args(args)
-            .args(["--address", &temporal_address()])
+            .args(["--address", &self.temporal])
             .output()
             .expect("run temporal CLI")
     }
@@ -731,6 +758,14 @@ impl Api {
         }
     }
 
+    /// The same caller on another API process (at `base`).
+    pub fn at(&self, base: &str) -> Api {
+        Api {
+            base: base.to_owned(),
+            ..self.clone()
+        }
+    }
+
     pub async fn send(
         &self,
         method: Method,
@@ -738,6 +773,20 @@ impl Api {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> Res {
+        self.try_send(method, path, body, headers)
+            .await
+            .expect("request")
+    }
+
+    /// [`Api::send`], answering a connection that failed (the API process is down) as an
+    /// error instead of failing the test.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<Res, reqwest::Error> {
         let mut req = self.http.request(method, format!("{}{}", self.base, path));
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
@@ -748,7 +797,7 @@ impl Api {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        Self::finish(req).await
+        Self::try_finish(req).await
     }
 
     /// Sends a raw body with a content type.
@@ -767,11 +816,11 @@ impl Api {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        Self::finish(req).await
+        Self::try_finish(req).await.expect("request")
     }
 
-    async fn finish(req: reqwest::RequestBuilder) -> Res {
-        let res = req.send().await.expect("request");
+    async fn try_finish(req: reqwest::RequestBuilder) -> Result<Res, reqwest::Error> {
+        let res = req.send().await?;
         let status = res.status();
         let headers = res.headers().clone();
         let content_type = res
@@ -780,19 +829,19 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let bytes = res.bytes().await.expect("body");
+        let bytes = res.bytes().await?;
         let body = if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
         };
-        Res {
+        Ok(Res {
             status,
             content_type,
             headers,
             body,
-        }
+        })
     }
 
     pub async fn get(&self, path: &str) -> Res {
@@ -1065,7 +1114,7 @@ pub fn path_of(stack: &Stack, rel: &str) -> PathBuf {
 impl Stack {
     /// A Temporal client on the test server.
     pub async fn temporal_client(&self) -> temporalio_client::Client {
-        runtime_cloud_temporal::connect(&temporal_address(), "default")
+        runtime_cloud_temporal::connect(&self.temporal, "default")
             .await
             .expect("connect to Temporal")
     }

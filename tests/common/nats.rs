@@ -31,6 +31,11 @@ impl Nats {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// `127.0.0.1:{port}`, for a [`super::proxy::Proxy`] in front of it.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     pub fn restart(&mut self) {
         let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| "nats-server".into());
         let child = Command::new(bin)
