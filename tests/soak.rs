@@ -70,7 +70,9 @@ fn env_name(i: usize) -> String {
 }
 
 fn production(env: &str) -> bool {
-    env[1..].parse::<usize>().is_ok_and(|i| i >= ENVS - PRODUCTION)
+    env[1..]
+        .parse::<usize>()
+        .is_ok_and(|i| i >= ENVS - PRODUCTION)
 }
 
 /// Seconds since the soak started, for the report's timeline.
@@ -154,7 +156,11 @@ impl Chaos {
             Fault::KillWorker | Fault::KillApi => format!("{} #{which}", fault.name()),
             _ => fault.name().to_owned(),
         };
-        println!("{} fault: {what}, healed after {:.1} s", at(self.start), hold.as_secs_f64());
+        println!(
+            "{} fault: {what}, healed after {:.1} s",
+            at(self.start),
+            hold.as_secs_f64()
+        );
         match fault {
             Fault::KillWorker => {
                 if let Some(mut w) = self.workers[which].take() {
@@ -258,7 +264,14 @@ struct Load {
 impl Load {
     /// The operator on a live API process, if one is up.
     fn api(&mut self) -> Option<Api> {
-        let live: Vec<String> = self.urls.lock().expect("API URLs").iter().flatten().cloned().collect();
+        let live: Vec<String> = self
+            .urls
+            .lock()
+            .expect("API URLs")
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
         if live.is_empty() {
             return None;
         }
@@ -277,12 +290,20 @@ impl Load {
     ) -> Option<Res> {
         let route = format!("{method} {}", route(path));
         let Some(api) = self.api() else {
-            *self.tally.refused.entry("no API process up".into()).or_default() += 1;
+            *self
+                .tally
+                .refused
+                .entry("no API process up".into())
+                .or_default() += 1;
             return None;
         };
         match api.try_send(method, path, body, headers).await {
             Err(_) => {
-                *self.tally.refused.entry(format!("connection failed: {route}")).or_default() += 1;
+                *self
+                    .tally
+                    .refused
+                    .entry(format!("connection failed: {route}"))
+                    .or_default() += 1;
                 None
             }
             Ok(res) if res.status.is_server_error() => {
@@ -324,7 +345,10 @@ impl Load {
                 .await
                 .expect(201);
             self.operator
-                .post("/factory/provisioning/specifications", spec(&env, "1.0.0", 1))
+                .post(
+                    "/factory/provisioning/specifications",
+                    spec(&env, "1.0.0", 1),
+                )
                 .await
                 .expect(201);
             self.sandbox
@@ -390,7 +414,11 @@ impl Load {
             202 => self.count("runs started"),
             200 => self.count("runs answered again by key"),
             other => {
-                *self.tally.refused.entry(format!("run request HTTP {other}")).or_default() += 1;
+                *self
+                    .tally
+                    .refused
+                    .entry(format!("run request HTTP {other}"))
+                    .or_default() += 1;
             }
         }
         self.pending.remove(key);
@@ -414,8 +442,16 @@ impl Load {
         let changed = self
             .sandbox
             .modify(&self.target(&env), |d| match how {
-                0 => d.workloads.first_mut().map(|w| w.replicas = replicas).is_some(),
-                1 => d.workloads.last_mut().map(|w| w.version = "0.9.0".into()).is_some(),
+                0 => d
+                    .workloads
+                    .first_mut()
+                    .map(|w| w.replicas = replicas)
+                    .is_some(),
+                1 => d
+                    .workloads
+                    .last_mut()
+                    .map(|w| w.version = "0.9.0".into())
+                    .is_some(),
                 2 => d.workloads.pop().is_some(),
                 _ if d.workloads.iter().any(|w| w.name == "sidecar") => false,
                 _ => {
@@ -452,7 +488,12 @@ impl Load {
     /// An operator approves a production run awaiting approval (the plan it shows).
     async fn approve(&mut self) {
         let Some(page) = self
-            .send(Method::GET, "/factory/provisioning/runs?state=AwaitingApproval&limit=50", None, &[])
+            .send(
+                Method::GET,
+                "/factory/provisioning/runs?state=AwaitingApproval&limit=50",
+                None,
+                &[],
+            )
             .await
         else {
             return;
@@ -480,7 +521,12 @@ impl Load {
     /// An operator accepts (mostly) or rejects a proposal waiting for a decision.
     async fn decide_proposal(&mut self) {
         let Some(page) = self
-            .send(Method::GET, "/factory/reconciliation/proposals?state=Proposed&limit=50", None, &[])
+            .send(
+                Method::GET,
+                "/factory/reconciliation/proposals?state=Proposed&limit=50",
+                None,
+                &[],
+            )
             .await
         else {
             return;
@@ -490,13 +536,22 @@ impl Load {
             return;
         }
         let proposal = &items[self.rng.below(items.len() as u64) as usize];
-        let decision = if self.rng.chance(70) { "accept" } else { "reject" };
+        let decision = if self.rng.chance(70) {
+            "accept"
+        } else {
+            "reject"
+        };
         let path = format!(
             "/factory/reconciliation/proposals/{}/decide",
             proposal["proposalId"].as_str().unwrap_or_default()
         );
         if self
-            .send(Method::POST, &path, Some(json!({ "decision": decision })), &[])
+            .send(
+                Method::POST,
+                &path,
+                Some(json!({ "decision": decision })),
+                &[],
+            )
             .await
             .is_some_and(|r| r.status.as_u16() == 202)
         {
@@ -506,14 +561,21 @@ impl Load {
 
     /// Triggers the observation sweep's schedule, at most every 20 s.
     async fn sweep(&mut self) {
-        if self.last_sweep.is_some_and(|t| t.elapsed() < Duration::from_secs(20)) {
+        if self
+            .last_sweep
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(20))
+        {
             return;
         }
         self.last_sweep = Some(Instant::now());
         if trigger_sweep(&self.stack) {
             self.count("sweeps triggered");
         } else {
-            *self.tally.refused.entry("sweep trigger (Temporal down)".into()).or_default() += 1;
+            *self
+                .tally
+                .refused
+                .entry("sweep trigger (Temporal down)".into())
+                .or_default() += 1;
         }
     }
 
@@ -671,7 +733,10 @@ async fn chaos_soak() {
         tally: Tally::default(),
     };
     load.setup().await;
-    println!("{} {ENVS} environments registered and declared; load and faults begin", at(start));
+    println!(
+        "{} {ENVS} environments registered and declared; load and faults begin",
+        at(start)
+    );
 
     let chaos = Chaos {
         stack: stack.clone(),
@@ -693,12 +758,19 @@ async fn chaos_soak() {
     stop.store(true, Ordering::Relaxed);
     let mut chaos = faults.await.expect("fault loop");
     let mut load = loading.await.expect("load loop");
-    println!("{} faults over, everything healed; the quiet phase begins", at(start));
+    println!(
+        "{} faults over, everything healed; the quiet phase begins",
+        at(start)
+    );
 
     // Every run request answered (the same key again: at most one run per request).
     let deadline = Instant::now() + Duration::from_secs(120);
     while let Some(key) = load.pending.keys().next().cloned() {
-        assert!(Instant::now() < deadline, "run requests still refused 120 s after the faults: {:?}", load.pending);
+        assert!(
+            Instant::now() < deadline,
+            "run requests still refused 120 s after the faults: {:?}",
+            load.pending
+        );
         if !load.send_run(&key).await {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -716,7 +788,10 @@ async fn chaos_soak() {
     .await;
     let settled_again = settle(&stack, &tenant).await;
     chaos.revive();
-    println!("{} settled after the last sweep: {settled_again:?}; checking", at(start));
+    println!(
+        "{} settled after the last sweep: {settled_again:?}; checking",
+        at(start)
+    );
 
     let facts = Facts::gather(&stack, &tenant, Some(&nats)).await;
     let mut verdicts = facts.verdicts();
@@ -727,8 +802,15 @@ async fn chaos_soak() {
     ));
     let report = report(minutes, seed, start, &chaos, &load.tally, &verdicts);
     println!("{report}");
-    let broken: Vec<&str> = verdicts.iter().filter(|v| !v.held).map(|v| v.name).collect();
-    assert!(broken.is_empty(), "broken invariants: {broken:?} (seed {seed})");
+    let broken: Vec<&str> = verdicts
+        .iter()
+        .filter(|v| !v.held)
+        .map(|v| v.name)
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "broken invariants: {broken:?} (seed {seed})"
+    );
     // Passed: the soak's PostgreSQL database goes; a failed soak's stays for a look.
     drop(chaos);
     stack.drop_postgres_database().await;
@@ -762,7 +844,9 @@ fn report(
     for (what, n) in &tally.done {
         out.push_str(&format!("  {n:>5} {what}\n"));
     }
-    out.push_str("requests refused while faults were in (retried or given up, as a client would):\n");
+    out.push_str(
+        "requests refused while faults were in (retried or given up, as a client would):\n",
+    );
     for (why, n) in &tally.refused {
         out.push_str(&format!("  {n:>5} {why}\n"));
     }

@@ -4,6 +4,7 @@ use crate::Error;
 use crate::error::activity_error;
 use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
+use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_store::{observations, proposals};
@@ -44,15 +45,12 @@ const STARTS_IN_FLIGHT: usize = 32;
 impl InventoryActivitiesImpl {
     /// One read of the target; an unreachable one is an observation.
     async fn read_target(&self, target: &Target) -> Result<Observation, Error> {
-        let read = async {
-            Ok(Observation::Observed {
-                workloads: self.observer.observe(target).await?,
-                resources: self.observer.drifted(target).await?,
+        match self.observer.read(target).await {
+            Ok((workloads, resources)) => Ok(Observation::Observed {
+                workloads,
+                resources,
                 observed_at: Some(chrono::Utc::now()),
-            })
-        };
-        match read.await {
-            Ok(observation) => Ok(observation),
+            }),
             Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
                 reason: e.to_string(),
             }),
@@ -118,13 +116,8 @@ impl InventoryActivitiesImpl {
         Ok(outcome)
     }
 
-    /// Reads a batch of environments' targets (a few at once) and records them in one
-    /// transaction; new proposals are named from `req`'s seed.
-    async fn observe_batch(
-        &self,
-        environments: &[runtime_cloud_models::environments::EnvironmentKey],
-        req: &ObservePageRequest,
-    ) -> Result<Vec<RecordOutcome>, Error> {
+    /// Reads a batch of environments' targets, a few at once.
+    async fn read_batch(&self, environments: &[EnvironmentKey]) -> Vec<Observation> {
         use futures::StreamExt as _;
         let targets: Vec<Target> = environments
             .iter()
@@ -134,11 +127,21 @@ impl InventoryActivitiesImpl {
                 limits: None,
             })
             .collect();
-        let observations: Vec<Observation> = futures::stream::iter(targets)
+        futures::stream::iter(targets)
             .map(|target| async move { self.read_target_with_retries(&target).await })
             .buffered(READS_IN_FLIGHT)
             .collect()
-            .await;
+            .await
+    }
+
+    /// Records a batch's observations in one transaction and starts the workflows of the
+    /// proposals they raised; new proposals are named from `req`'s seed.
+    async fn record_batch(
+        &self,
+        environments: &[EnvironmentKey],
+        observations: Vec<Observation>,
+        req: &ObservePageRequest,
+    ) -> Result<Vec<RecordOutcome>, Error> {
         let records: Vec<(RecordRequest, proposals::Acceptance)> = environments
             .iter()
             .zip(observations)
@@ -163,6 +166,12 @@ impl InventoryActivitiesImpl {
         for ((record, _), outcome) in records.iter().zip(recorded) {
             outcomes.push(self.settle_auto_accept(record, outcome).await?);
         }
+        let (mut superseded, mut new) = (Vec::new(), Vec::new());
+        for r in &outcomes {
+            superseded.extend(r.superseded.iter().cloned());
+            new.extend(r.new_proposal.iter().cloned());
+        }
+        self.hand_over(superseded, new).await?;
         Ok(outcomes)
     }
 
@@ -302,7 +311,8 @@ impl InventoryActivitiesImpl {
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
     /// time, records them [`RECORD_BATCH`] per transaction, starts the workflows of the
-    /// proposals each batch raised, and heartbeats after each batch.
+    /// proposals each batch raised, and heartbeats after each batch. While a batch is recorded
+    /// the next one's targets are read: the database and the targets are busy at once.
     ///
     /// A target that keeps failing is recorded as unreachable (stale) after a few quick tries,
     /// as `ObserveEnvironment` does; a recording failure fails the page, whose retry repeats it
@@ -324,22 +334,26 @@ impl InventoryActivitiesImpl {
                 next: page.next.clone(),
                 ..Default::default()
             };
-            for batch in page.environments.chunks(RECORD_BATCH) {
-                let recorded = self
-                    .observe_batch(batch, &req)
-                    .await
-                    .map_err(activity_error)?;
-                let (mut superseded, mut new) = (Vec::new(), Vec::new());
-                for r in recorded {
+            let batches: Vec<&[EnvironmentKey]> = page.environments.chunks(RECORD_BATCH).collect();
+            let mut read = match batches.first() {
+                Some(first) => self.read_batch(first).await,
+                None => Vec::new(),
+            };
+            for (i, batch) in batches.iter().enumerate() {
+                let next = async {
+                    match batches.get(i + 1) {
+                        Some(next) => self.read_batch(next).await,
+                        None => Vec::new(),
+                    }
+                };
+                let this = self.record_batch(batch, std::mem::take(&mut read), &req);
+                let (recorded, next) = tokio::join!(this, next);
+                read = next;
+                for r in recorded.map_err(activity_error)? {
                     outcome.observed += 1;
                     outcome.unreachable += u32::from(r.stale);
-                    superseded.extend(r.superseded);
-                    new.extend(r.new_proposal);
+                    outcome.proposals += u32::from(r.new_proposal.is_some());
                 }
-                outcome.proposals += new.len() as u32;
-                self.hand_over(superseded, new)
-                    .await
-                    .map_err(activity_error)?;
                 // Progress for the UI; an error only means the server did not take it yet.
                 let _ = ctx.record_heartbeat(outcome.observed).await;
             }

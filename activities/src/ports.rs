@@ -61,6 +61,20 @@ pub trait Observer: Send + Sync + 'static {
     async fn drifted(&self, _target: &Target) -> Result<Vec<DriftedResource>, Error> {
         Ok(Vec::new())
     }
+
+    /// Both, as one observation reads them: what runs, and what drifted in its cloud.
+    async fn read(
+        &self,
+        target: &Target,
+    ) -> Result<
+        (
+            Vec<runtime_cloud_models::observation::ObservedWorkload>,
+            Vec<DriftedResource>,
+        ),
+        Error,
+    > {
+        Ok((self.observe(target).await?, self.drifted(target).await?))
+    }
 }
 
 /// Reads how a runner's recorded state drifted in its cloud (Pulumi:
@@ -209,16 +223,49 @@ impl Observer for TargetObservers {
         &self,
         target: &Target,
     ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
-        use runtime_cloud_models::targets::ObserverTarget;
-        match target_of(&self.db, target).await?.observer {
-            ObserverTarget::Sandbox => self.sandbox.observe(target).await,
-            ObserverTarget::Kubernetes(_) => self.kubernetes.observe(target).await,
-        }
+        let of = target_of(&self.db, target).await?;
+        self.observer(&of).observe(target).await
     }
 
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
-        use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
         let of = target_of(&self.db, target).await?;
+        self.drifted_in(&of, target).await
+    }
+
+    /// The environment's target read once for both (a sweep reads thousands).
+    async fn read(
+        &self,
+        target: &Target,
+    ) -> Result<
+        (
+            Vec<runtime_cloud_models::observation::ObservedWorkload>,
+            Vec<DriftedResource>,
+        ),
+        Error,
+    > {
+        let of = target_of(&self.db, target).await?;
+        let workloads = self.observer(&of).observe(target).await?;
+        Ok((workloads, self.drifted_in(&of, target).await?))
+    }
+}
+
+impl TargetObservers {
+    /// The observer the environment's target names.
+    fn observer(&self, of: &runtime_cloud_models::targets::Target) -> &dyn Observer {
+        use runtime_cloud_models::targets::ObserverTarget;
+        match of.observer {
+            ObserverTarget::Sandbox => &*self.sandbox,
+            ObserverTarget::Kubernetes(_) => &*self.kubernetes,
+        }
+    }
+
+    /// The drift of the runner's recorded state, for the environment's target `of`.
+    async fn drifted_in(
+        &self,
+        of: &runtime_cloud_models::targets::Target,
+        target: &Target,
+    ) -> Result<Vec<DriftedResource>, Error> {
+        use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
         let mut drifted = match of.runner {
             RunnerTarget::Sandbox => return Ok(Vec::new()),
             RunnerTarget::Pulumi(_) => self.pulumi.drifted(target).await?,

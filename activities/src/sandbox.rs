@@ -233,11 +233,16 @@ pub fn observed(target: &Target, w: &Workload) -> ObservedWorkload {
 #[async_trait::async_trait]
 impl Observer for Sandbox {
     async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
-        let doc = self.load(target).await?;
-        tokio::time::sleep(Duration::from_millis(doc.observe_delay_ms)).await;
-        let current = match doc.frozen_observation {
+        let mut doc = self.load(target).await?;
+        let slow = doc.observe_delay_ms > 0;
+        if slow {
+            tokio::time::sleep(Duration::from_millis(doc.observe_delay_ms)).await;
+        }
+        let current = match doc.frozen_observation.take() {
             Some(frozen) if !doc.unreachable => frozen,
-            _ => self.current(target).await?,
+            // A slow read reads what runs when it ends.
+            _ if slow => self.current(target).await?,
+            _ => running(target, doc)?,
         };
         Ok(current.iter().map(|w| observed(target, w)).collect())
     }
@@ -246,15 +251,19 @@ impl Observer for Sandbox {
 impl Sandbox {
     /// The workloads the target runs now.
     pub async fn current(&self, target: &Target) -> Result<Vec<Workload>, Error> {
-        let doc = self.load(target).await?;
-        if doc.unreachable {
-            return Err(Error::Unreachable(format!(
-                "sandbox {}",
-                target.environment_id
-            )));
-        }
-        Ok(doc.workloads)
+        running(target, self.load(target).await?)
     }
+}
+
+/// The workloads a target's document says run; an unreachable target's cannot be read.
+fn running(target: &Target, doc: SandboxDocument) -> Result<Vec<Workload>, Error> {
+    if doc.unreachable {
+        return Err(Error::Unreachable(format!(
+            "sandbox {}",
+            target.environment_id
+        )));
+    }
+    Ok(doc.workloads)
 }
 
 #[async_trait::async_trait]

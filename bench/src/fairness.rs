@@ -132,9 +132,9 @@ struct Progress {
 
 /// Tasks waiting on the stack's task queue (Temporal's approximate backlog).
 #[derive(Debug, Clone, Copy, Default)]
-struct Backlog {
-    workflow: i64,
-    activity: i64,
+pub(crate) struct Backlog {
+    pub(crate) workflow: i64,
+    pub(crate) activity: i64,
 }
 
 /// What the flood measured.
@@ -464,7 +464,7 @@ async fn last_completed(db: &DatabaseConnection, tenant: &str) -> anyhow::Result
 }
 
 /// The approximate backlog of the stack's workflow and activity task queues.
-async fn backlog(client: &Client, task_queue: &str) -> anyhow::Result<Backlog> {
+pub(crate) async fn backlog(client: &Client, task_queue: &str) -> anyhow::Result<Backlog> {
     Ok(Backlog {
         workflow: backlog_of(client, task_queue, TaskQueueType::Workflow).await?,
         activity: backlog_of(client, task_queue, TaskQueueType::Activity).await?,

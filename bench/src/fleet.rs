@@ -19,7 +19,9 @@
 //! accepted on its own), so the first sweep raises a finding per workload, a proposal per
 //! environment and their events, and starts each proposal's workflow; the second finds
 //! nothing new. The sweep's time then runs to the close of its last workflow run (the proposals'
-//! workflows are started inside it), and the rows written are counted.
+//! workflows are started inside it), and the rows written are counted. The second sweep starts
+//! once the task queue's backlog is gone (the 10,000 proposal workflows dispatched), as the next
+//! window's would, five minutes on; the wait is printed.
 //!
 //! `--target kubernetes` adds the Kubernetes observer: the same fleet again, each environment a
 //! namespace of one cluster — the stand-in API server of the tests
@@ -287,6 +289,29 @@ async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
         written.proposals,
         written.events
     );
+    if args.drifting {
+        // The next window's sweep finds the storm's proposal workflows dispatched (five
+        // minutes later); this one waits until the task queue's backlog is gone too.
+        let settled = Instant::now();
+        let queue = stack.task_queue.clone();
+        poll(
+            "the storm's proposal workflows dispatched",
+            Duration::from_secs(1),
+            Duration::from_secs(600),
+            || {
+                let (client, queue) = (&client, &queue);
+                async move {
+                    let b = crate::fairness::backlog(client, queue).await?;
+                    Ok((b.workflow + b.activity == 0).then_some(()))
+                }
+            },
+        )
+        .await?;
+        println!(
+            "  the task queue's backlog was gone {:.1} s after the first sweep",
+            settled.elapsed().as_secs_f64()
+        );
+    }
     let again = sweep_once(args, &stack, &client, &db).await?;
     let second = written_by(&stack, &db).await? - first;
     println!(

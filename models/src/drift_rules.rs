@@ -57,6 +57,15 @@ impl DriftRule {
     pub fn active(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_none_or(|at| now < at)
     }
+
+    /// Whether the rule is one of the environment's: its own, or its tenant's default.
+    pub fn applies_to(&self, tenant_id: &str, environment_id: &str) -> bool {
+        self.tenant_id == tenant_id
+            && self
+                .environment_id
+                .as_deref()
+                .is_none_or(|env| env == environment_id)
+    }
 }
 
 impl RuleMatch {
@@ -171,6 +180,20 @@ mod tests {
             created_by: "alice".into(),
             created_at: Utc::now(),
         }
+    }
+
+    #[test]
+    fn a_rule_applies_to_its_environment_or_as_a_default_to_its_tenants() {
+        let own = rule("r1", hpa(), None);
+        assert!(own.applies_to("acme", "dev"));
+        assert!(!own.applies_to("acme", "prod"));
+        assert!(!own.applies_to("globex", "dev"));
+        let default = DriftRule {
+            environment_id: None,
+            ..own
+        };
+        assert!(default.applies_to("acme", "prod"));
+        assert!(!default.applies_to("globex", "prod"));
     }
 
     fn hpa() -> RuleMatch {

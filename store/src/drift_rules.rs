@@ -122,6 +122,28 @@ pub(crate) async fn applying(
     .await
 }
 
+/// The rules that apply to any of the environments `keys` (theirs and their tenants'
+/// defaults), oldest first, in one query; [`DriftRule::applies_to`] sorts them out.
+pub(crate) async fn applying_of(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<DriftRule>, Error> {
+    use crate::scope::of_environments;
+    let tenants: std::collections::BTreeSet<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
+    let defaults = Condition::all()
+        .add(rows::Column::TenantId.is_in(tenants))
+        .add(rows::Column::EnvironmentId.is_null());
+    let theirs = of_environments(rows::Column::TenantId, rows::Column::EnvironmentId, keys);
+    rows::Entity::find()
+        .filter(Condition::any().add(defaults).add(theirs))
+        .order_by_asc(rows::Column::RuleId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read)
+        .collect()
+}
+
 /// Removes a rule of the tenant in the given scope (an environment's, or a tenant default);
 /// false when there is none by that id there.
 pub async fn delete(

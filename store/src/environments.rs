@@ -260,6 +260,25 @@ pub async fn find(
         .transpose()
 }
 
+/// Those of the environments `keys` that exist (a sweep's batch, in one query).
+pub(crate) async fn find_many(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<Environment>, Error> {
+    use crate::scope::of_environments;
+    rows::Entity::find()
+        .filter(of_environments(
+            rows::Column::TenantId,
+            rows::Column::EnvironmentId,
+            keys,
+        ))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Environment::read)
+        .collect()
+}
+
 /// A page of the tenant's environments, by id.
 pub async fn list(
     db: &impl ConnectionTrait,

@@ -93,7 +93,8 @@ pub enum Status {
     Resolved,
 }
 
-async fn open(
+/// The environment's open findings, suppressed ones too.
+pub(crate) async fn open(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
@@ -101,6 +102,26 @@ async fn open(
     rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .filter(rows::Column::ResolvedAt.is_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Finding::read)
+        .collect()
+}
+
+/// The open findings (suppressed ones too) of the environments `keys`, in one query.
+pub(crate) async fn open_of(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<Finding>, Error> {
+    use crate::scope::of_environments;
+    rows::Entity::find()
+        .filter(of_environments(
+            rows::Column::TenantId,
+            rows::Column::EnvironmentId,
+            keys,
+        ))
         .filter(rows::Column::ResolvedAt.is_null())
         .all(db)
         .await?
@@ -128,30 +149,20 @@ impl Synced {
     }
 }
 
-/// The open findings no rule suppresses.
-pub(crate) async fn open_unsuppressed(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    environment_id: &str,
-) -> Result<Vec<Finding>, Error> {
-    let mut open = open(db, tenant_id, environment_id).await?;
-    open.retain(|f| f.suppressed_by.is_none());
-    Ok(open)
-}
-
 /// Raises `found` findings not open yet (each with `RuntimeDriftDetected`) and resolves the
-/// open ones `found` no longer holds, on `db` (the caller's transaction). A finding an active
+/// `open` ones (the environment's, as [`open`] read them in this transaction) `found` no
+/// longer holds, on `db` (the caller's transaction). A finding an active
 /// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
 /// expired or went away is open again, with `RuntimeDriftDetected`.
 pub(crate) async fn sync(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
+    open: Vec<Finding>,
     found: &[drift::Finding],
     rules: &[DriftRule],
     now: DateTime<Utc>,
 ) -> Result<Synced, Error> {
-    let open = open(db, tenant_id, environment_id).await?;
     // A finding is identified by (kind, resource).
     let found_by_key: std::collections::BTreeMap<(&str, &str), &drift::Finding> = found
         .iter()
@@ -410,7 +421,7 @@ mod tests {
             observed: Some(3.into()),
             changed_by: None,
         }];
-        let synced = sync(&db, "acme", "dev", &found, &[], Utc::now())
+        let synced = sync(&db, "acme", "dev", Vec::new(), &found, &[], Utc::now())
             .await
             .unwrap();
         assert_eq!((synced.raised, synced.open.len()), (1, 1));
@@ -430,8 +441,9 @@ mod tests {
             "{err:?}"
         );
         // Nor is a bad row silently treated as another kind when an observation compares.
+        assert!(open(&db, "acme", "dev").await.is_err());
         assert!(
-            sync(&db, "acme", "dev", &found, &[], Utc::now())
+            open_of(&db, &[("acme".into(), "dev".into())])
                 .await
                 .is_err()
         );

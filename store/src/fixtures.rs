@@ -24,7 +24,10 @@ pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
 }
 
 /// SQLite's `EXPLAIN QUERY PLAN` of `query` on `db`, one step a line.
-pub(crate) async fn sqlite_plan(db: &DatabaseConnection, query: &impl sea_orm::QueryTrait) -> String {
+pub(crate) async fn sqlite_plan(
+    db: &DatabaseConnection,
+    query: &impl sea_orm::QueryTrait,
+) -> String {
     use sea_orm::{DbBackend, Statement};
     let sql = format!("EXPLAIN QUERY PLAN {}", query.build(DbBackend::Sqlite));
     db.query_all(Statement::from_string(DbBackend::Sqlite, sql))

@@ -67,6 +67,22 @@ pub(crate) async fn find_row(
         .await?)
 }
 
+/// The inventory rows of those of the environments `keys` that have one, in one query.
+pub(crate) async fn find_rows(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<rows::Model>, Error> {
+    use crate::scope::of_environments;
+    Ok(rows::Entity::find()
+        .filter(of_environments(
+            rows::Column::TenantId,
+            rows::Column::EnvironmentId,
+            keys,
+        ))
+        .all(db)
+        .await?)
+}
+
 /// The inventory of an environment, if it was ever observed (or marked stale).
 pub async fn find(
     db: &impl ConnectionTrait,

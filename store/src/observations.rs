@@ -3,12 +3,14 @@
 //! transaction. (Apart from [`crate::inventory`] so that proposals, which adopt what was
 //! observed, can read the inventory without the two modules importing each other.)
 
+mod known;
+
 use crate::decode::{At, to_json};
 use crate::entities::{observed_workloads as workload_rows, runtime_inventories as rows};
-use crate::inventory::find_row;
 use crate::proposals::{self, Acceptance};
-use crate::{Error, drift_rules, environments, findings, outbox, runs, specifications};
+use crate::{Error, findings, outbox};
 use chrono::{DateTime, Utc};
+use known::Known;
 use runtime_cloud_models::drift::{compare, resource_findings};
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::events::ObservedStateChanged;
@@ -42,39 +44,68 @@ pub async fn record(
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
     let txn = crate::begin_write(db).await?;
-    let outcome = record_in(&txn, req, acceptance).await?;
+    let known = Known::of_one(&txn, req).await?;
+    let outcome = record_in(&txn, req, acceptance, known).await?;
     txn.commit().await?;
     Ok(outcome)
 }
 
 /// Records the observations of many environments (each as [`record`] would) in one
-/// transaction: a sweep writes a batch with one commit instead of one per environment, and a
-/// batch that fails writes nothing (its retry records it again, answering the same proposals).
+/// transaction: a sweep writes a batch with one commit instead of one per environment, reads
+/// what the records need with one query per table for the whole batch, and a batch that fails
+/// writes nothing (its retry records it again, answering the same proposals).
+///
+/// The environments must be distinct (a sweep's page lists each once): one environment
+/// observed twice in a batch is recorded one observation after the other, each reading what
+/// the one before wrote.
 pub async fn record_many(
     db: &DatabaseConnection,
     reqs: &[(RecordRequest, Acceptance)],
 ) -> Result<Vec<RecordOutcome>, Error> {
     let txn = crate::begin_write(db).await?;
+    let distinct: std::collections::HashSet<(&str, &str)> = reqs
+        .iter()
+        .map(|(r, _)| (r.tenant_id.as_str(), r.environment_id.as_str()))
+        .collect();
     let mut outcomes = Vec::with_capacity(reqs.len());
-    for (req, acceptance) in reqs {
-        outcomes.push(record_in(&txn, req, *acceptance).await?);
+    if distinct.len() == reqs.len() {
+        let only: Vec<&RecordRequest> = reqs.iter().map(|(r, _)| r).collect();
+        let known = Known::of_batch(&txn, &only).await?;
+        for ((req, acceptance), known) in reqs.iter().zip(known) {
+            outcomes.push(record_in(&txn, req, *acceptance, known).await?);
+        }
+    } else {
+        for (req, acceptance) in reqs {
+            let known = Known::of_one(&txn, req).await?;
+            outcomes.push(record_in(&txn, req, *acceptance, known).await?);
+        }
     }
     txn.commit().await?;
     Ok(outcomes)
 }
 
-/// One observation's writes, in the caller's transaction.
+/// One observation's writes, in the caller's transaction, from what it read (`known`).
 async fn record_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,
+    known: Known,
 ) -> Result<RecordOutcome, Error> {
-    let Some(env) = environments::find(txn, &req.tenant_id, &req.environment_id).await? else {
+    let Known {
+        env,
+        inventory: existing,
+        spec,
+        rules,
+        applied,
+        open,
+        recorded,
+        active,
+    } = known;
+    let Some(env) = env else {
         // The environment was removed since the observation started: nothing to record.
         return Ok(RecordOutcome::default());
     };
     let now = Utc::now();
-    let existing = find_row(txn, &req.tenant_id, &req.environment_id).await?;
     // Observations of one environment run concurrently (the sweep's, an operator's, a run's
     // after its apply) and may be recorded out of order: one read before the last recorded
     // one is older news, and recording it would undo what the newer one found.
@@ -87,7 +118,7 @@ async fn record_in(
         .and_then(|i| i.observed_at)
         .is_some_and(|recorded| recorded > read_at)
     {
-        let new_proposal = proposals::raised(txn, &env, &req.proposal_id, acceptance).await?;
+        let new_proposal = proposals::raised(recorded.as_ref(), &env, acceptance);
         return Ok(RecordOutcome {
             new_proposal,
             ..Default::default()
@@ -154,15 +185,12 @@ async fn record_in(
         .json("workloads", &i.workloads)?,
         None => Vec::new(),
     };
-    let spec = specifications::latest(txn, &req.tenant_id, &req.environment_id).await?;
-    let rules = drift_rules::applying(txn, &req.tenant_id, &req.environment_id).await?;
     let key = comparison_key(
         spec.as_ref().map(|s| s.specification_id.as_str()),
         &rules,
         resources,
         now,
     );
-    let applied = runs::last_applied(txn, &req.tenant_id, &req.environment_id).await?;
     row.observed_at = Set(Some(read_at));
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
@@ -173,8 +201,8 @@ async fn record_in(
     let (changed, synced) = if unchanged {
         // The same objects against the same inputs: the same findings, already recorded.
         upsert(txn, row, false).await?;
-        let open = findings::open_unsuppressed(txn, &req.tenant_id, &req.environment_id).await?;
-        (false, findings::Synced::unchanged(open))
+        let unsuppressed = open.into_iter().filter(|f| f.suppressed_by.is_none());
+        (false, findings::Synced::unchanged(unsuppressed.collect()))
     } else {
         let diff = changes(&previous, workloads);
         let changed =
@@ -205,6 +233,7 @@ async fn record_in(
             txn,
             &req.tenant_id,
             &req.environment_id,
+            open,
             &found,
             &rules,
             now,
@@ -215,7 +244,9 @@ async fn record_in(
     // Proposals are synced either way: an accepted proposal whose run failed since no longer
     // covers its findings, whether or not the target moved. In `observe` mode there are none.
     let (new_proposal, superseded) = if env.mode.proposes() {
-        proposals::sync(txn, &env, &req.proposal_id, &synced.open, acceptance, now).await?
+        let recorded = recorded.as_ref();
+        let (id, open) = (&req.proposal_id, &synced.open);
+        proposals::sync(txn, &env, id, recorded, active, open, acceptance, now).await?
     } else {
         (None, Vec::new())
     };
@@ -323,9 +354,10 @@ mod tests {
     use super::*;
     use crate::findings::{self, Status};
     use crate::fixtures::{self, declaration, everything, observed, workload};
-    use crate::{inventory, proposals, specifications};
+    use crate::{drift_rules, inventory, proposals, specifications};
     use runtime_cloud_models::EnvironmentClass;
     use runtime_cloud_models::drift::{Direction, DriftKind, ProposalState};
+    use runtime_cloud_models::validation::Declaration;
 
     fn observation(
         env: &str,
@@ -510,6 +542,183 @@ mod tests {
             record(&db, &newer, ALLOWED).await.unwrap().new_proposal,
             raised.new_proposal
         );
+    }
+
+    /// What a batch of environments leaves behind: per environment, its inventory's versions
+    /// and its findings (kind, resource, open, suppressed), sorted.
+    async fn state(db: &DatabaseConnection, envs: &[(&str, &str)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (tenant, env) in envs {
+            let workloads = inventory::find(db, tenant, env).await.unwrap().map(|i| {
+                i.workloads
+                    .iter()
+                    .map(|w| w.version.clone())
+                    .collect::<Vec<_>>()
+            });
+            out.push(format!("{tenant}/{env} inventory {workloads:?}"));
+            let page = everything();
+            let mut shown: Vec<String> = findings::list(db, tenant, env, None, None, &page)
+                .await
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let (open, suppressed) = (f.resolved_at.is_none(), f.suppressed_by.is_some());
+                    format!(
+                        "{tenant}/{env} {} {} {open} {suppressed}",
+                        f.kind, f.resource
+                    )
+                })
+                .collect();
+            shown.sort();
+            out.extend(shown);
+        }
+        out
+    }
+
+    /// What an outcome says, without the ids the database made up.
+    fn shown(outcomes: &[RecordOutcome]) -> Vec<String> {
+        outcomes
+            .iter()
+            .map(|o| {
+                let proposal = o.new_proposal.as_ref().map(|p| {
+                    (
+                        &p.proposal_id,
+                        &p.environment_id,
+                        p.direction,
+                        p.auto_accept,
+                    )
+                });
+                format!(
+                    "{} {} +{} -{} {proposal:?} {:?}",
+                    o.changed, o.stale, o.new_findings, o.resolved_findings, o.superseded
+                )
+            })
+            .collect()
+    }
+
+    /// Environments of two tenants with the same ids, one with two specification versions, a
+    /// tenant default rule and an environment's own, and one removed: recorded as one batch
+    /// ([`record_many`], one query per table) they leave what recording them one by one
+    /// ([`record`]) leaves, through a first observation, its retry and a convergence.
+    async fn a_batch_records_what_one_by_one_records_on(
+        one: DatabaseConnection,
+        batch: DatabaseConnection,
+    ) {
+        use crate::environments::{self, NewEnvironment};
+        use runtime_cloud_models::drift_rules::RuleMatch;
+        let api = workload("api", "1.0.0", 2);
+        let worker = workload("worker", "1.0.0", 1);
+        let api2 = workload("api", "2.0.0", 2);
+        for db in [&one, &batch] {
+            for (tenant, env) in [("acme", "dev"), ("acme", "qa"), ("globex", "dev")] {
+                let new = NewEnvironment {
+                    tenant_id: tenant.into(),
+                    environment_id: env.into(),
+                    project_id: "shop".into(),
+                    class: EnvironmentClass::NonProduction,
+                    target: Default::default(),
+                    mode: None,
+                    labels: Default::default(),
+                    customer_tenant_id: None,
+                    pool_id: None,
+                };
+                environments::register(db, new).await.unwrap();
+                let declared = Declaration {
+                    tenant_id: tenant.into(),
+                    ..declaration(env, vec![api.clone(), worker.clone()])
+                };
+                specifications::declare(db, &declared).await.unwrap();
+            }
+            // acme/dev declares api 2.0.0 since: its latest version is the one compared.
+            let v2 = declaration("dev", vec![api2.clone(), worker.clone()]);
+            specifications::declare(db, &v2).await.unwrap();
+            let rule = |environment_id: Option<&str>, workload: &str| drift_rules::NewRule {
+                tenant_id: "acme".into(),
+                environment_id: environment_id.map(Into::into),
+                matcher: RuleMatch {
+                    kind: DriftKind::Missing,
+                    workload: workload.into(),
+                    field: None,
+                    manager: None,
+                },
+                owner: "platform".into(),
+                reason: "started by hand".into(),
+                expires_at: None,
+                created_by: "alice".into(),
+            };
+            drift_rules::create(db, rule(None, "worker")).await.unwrap();
+            drift_rules::create(db, rule(Some("qa"), "api"))
+                .await
+                .unwrap();
+        }
+        let envs = [
+            ("acme", "dev"),
+            ("acme", "qa"),
+            ("globex", "dev"),
+            ("acme", "gone"),
+        ];
+        let round = |n: u32, workloads: Vec<ObservedWorkload>| {
+            envs.iter()
+                .map(|(tenant, env)| RecordRequest {
+                    tenant_id: (*tenant).into(),
+                    ..observation(env, &format!("p{n}-{tenant}-{env}"), workloads.clone())
+                })
+                .collect::<Vec<_>>()
+        };
+        // Nothing runs; the retry of the same round; then what acme/dev declares runs.
+        let rounds = [
+            round(1, Vec::new()),
+            round(1, Vec::new()),
+            round(2, vec![observed(&api2), observed(&worker)]),
+        ];
+        for reqs in rounds {
+            let mut alone = Vec::new();
+            for req in &reqs {
+                alone.push(record(&one, req, ALLOWED).await.unwrap());
+            }
+            let with: Vec<_> = reqs.iter().map(|r| (r.clone(), ALLOWED)).collect();
+            let together = record_many(&batch, &with).await.unwrap();
+            assert_eq!(shown(&together), shown(&alone));
+            assert_eq!(state(&batch, &envs).await, state(&one, &envs).await);
+        }
+        // acme/dev compared with its version 2 (api 2.0.0), then converged; acme's default rule
+        // suppressed the missing worker in acme's environments only, qa's own rule its api.
+        assert_eq!(
+            state(&batch, &envs).await,
+            [
+                r#"acme/dev inventory Some(["2.0.0", "1.0.0"])"#,
+                "acme/dev missing deployment/api false false",
+                "acme/dev missing deployment/worker false true",
+                r#"acme/qa inventory Some(["2.0.0", "1.0.0"])"#,
+                "acme/qa missing deployment/api false true",
+                "acme/qa missing deployment/worker false true",
+                "acme/qa version deployment/api true false",
+                r#"globex/dev inventory Some(["2.0.0", "1.0.0"])"#,
+                "globex/dev missing deployment/api false false",
+                "globex/dev missing deployment/worker false false",
+                "globex/dev version deployment/api true false",
+                "acme/gone inventory None",
+            ]
+        );
+        assert_eq!(
+            fixtures::events(&batch, "RuntimeDriftDetected").await.len(),
+            fixtures::events(&one, "RuntimeDriftDetected").await.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_records_what_one_by_one_records_sqlite() {
+        a_batch_records_what_one_by_one_records_on(
+            fixtures::sqlite().await,
+            fixtures::sqlite().await,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_batch_records_what_one_by_one_records_postgres() {
+        let (one, batch) = (fixtures::postgres().await, fixtures::postgres().await);
+        a_batch_records_what_one_by_one_records_on(one, batch).await;
     }
 
     // The one-open-finding-per-resource index is a partial index, written in SQL.

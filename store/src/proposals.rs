@@ -130,7 +130,7 @@ fn observed_input(p: &Proposal, env: &Environment, acceptance: Acceptance) -> Pr
     p.input(production, auto_accept)
 }
 
-async fn find_by_id(
+pub(crate) async fn find_by_id(
     db: &impl ConnectionTrait,
     proposal_id: &str,
 ) -> Result<Option<Proposal>, Error> {
@@ -141,8 +141,30 @@ async fn find_by_id(
         .transpose()
 }
 
+/// Those of the proposals `ids` that exist, in one query.
+pub(crate) async fn find_many(
+    db: &impl ConnectionTrait,
+    ids: impl IntoIterator<Item = String>,
+) -> Result<Vec<Proposal>, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::ProposalId.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Proposal::read)
+        .collect()
+}
+
+/// Proposals still in play: `Proposed` or `Accepted`.
+fn in_play() -> sea_orm::sea_query::SimpleExpr {
+    rows::Column::State.is_in([
+        ProposalState::Proposed.as_str(),
+        ProposalState::Accepted.as_str(),
+    ])
+}
+
 /// The environment's proposals still in play (`Proposed` or `Accepted`), newest first.
-async fn active(
+pub(crate) async fn active(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
@@ -150,10 +172,7 @@ async fn active(
     rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
-        .filter(rows::Column::State.is_in([
-            ProposalState::Proposed.as_str(),
-            ProposalState::Accepted.as_str(),
-        ]))
+        .filter(in_play())
         .order_by_desc(rows::Column::ProposalId)
         .all(db)
         .await?
@@ -162,39 +181,62 @@ async fn active(
         .collect()
 }
 
-/// The proposal `proposal_id` when a record with that id raised it already: a retried record
-/// answers what the first one did, so that its workflow is started even if the first answer
-/// was lost.
-pub(crate) async fn raised(
+/// The proposals in play of the environments `keys`, newest first, in one query.
+pub(crate) async fn active_of(
     db: &impl ConnectionTrait,
-    env: &Environment,
-    proposal_id: &str,
-    acceptance: Acceptance,
-) -> Result<Option<ProposalInput>, Error> {
-    Ok(find_by_id(db, proposal_id)
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<Proposal>, Error> {
+    use crate::scope::of_environments;
+    rows::Entity::find()
+        .filter(of_environments(
+            rows::Column::TenantId,
+            rows::Column::EnvironmentId,
+            keys,
+        ))
+        .filter(in_play())
+        .order_by_desc(rows::Column::ProposalId)
+        .all(db)
         .await?
-        .map(|p| observed_input(&p, env, acceptance)))
+        .into_iter()
+        .map(Proposal::read)
+        .collect()
+}
+
+/// The input of `recorded`, the proposal a record with the request's `proposal_id` raised
+/// already: a retried record answers what the first one did, so that its workflow is started
+/// even if the first answer was lost.
+pub(crate) fn raised(
+    recorded: Option<&Proposal>,
+    env: &Environment,
+    acceptance: Acceptance,
+) -> Option<ProposalInput> {
+    recorded.map(|p| observed_input(p, env, acceptance))
 }
 
 /// Groups an observation's open findings into a proposal `proposal_id` when they changed since
 /// the active one, and supersedes the open proposals it replaces, on `db` (the caller's
-/// transaction). Returns the new proposal's input and the superseded ids.
+/// transaction). `recorded` is the proposal `proposal_id` if a record raised it already, and
+/// `active` the environment's proposals in play, as this transaction read them. Returns the
+/// new proposal's input and the superseded ids.
+#[allow(clippy::too_many_arguments)] // what the observation's record read, passed on
 pub(crate) async fn sync(
     db: &impl ConnectionTrait,
     env: &Environment,
     proposal_id: &str,
+    recorded: Option<&Proposal>,
+    active: Vec<Proposal>,
     open: &[Finding],
     acceptance: Acceptance,
     now: DateTime<Utc>,
 ) -> Result<(Option<ProposalInput>, Vec<String>), Error> {
     let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
-    if let Some(raised) = raised(db, env, proposal_id, acceptance).await? {
+    if let Some(raised) = raised(recorded, env, acceptance) {
         return Ok((Some(raised), Vec::new()));
     }
     // An accepted proposal whose run ended without applying (failed, rejected, cancelled) no
     // longer covers its findings: the drift needs a new proposal.
     let mut live = Vec::new();
-    for p in active(db, tenant_id, environment_id).await? {
+    for p in active {
         if p.state == ProposalState::Accepted
             && run_ended_unapplied(db, p.provisioning_run_id.as_deref()).await?
         {
@@ -323,10 +365,7 @@ pub async fn raise_for_replan(
     let in_play = rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
-        .filter(rows::Column::State.is_in([
-            ProposalState::Proposed.as_str(),
-            ProposalState::Accepted.as_str(),
-        ]))
+        .filter(in_play())
         .one(&txn)
         .await?
         .map(Proposal::read)

@@ -607,6 +607,55 @@ pub async fn last_applied(
     ))
 }
 
+/// The run that applied last to each of the environments `keys` that had one, in one query,
+/// with the environment it applied to.
+pub(crate) async fn last_applied_of(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<(crate::scope::EnvKey, Applied)>, Error> {
+    use crate::scope::of_environments;
+    use rows::Column as C;
+    let last = Expr::cust(
+        "completed_at = (SELECT MAX(r.completed_at) FROM provisioning_runs r \
+         WHERE r.tenant_id = provisioning_runs.tenant_id \
+         AND r.environment_id = provisioning_runs.environment_id AND r.state = 'Applied')",
+    );
+    let rows: Vec<(String, String, String, String, i32)> = rows::Entity::find()
+        .select_only()
+        .columns([
+            C::TenantId,
+            C::EnvironmentId,
+            C::ProvisioningRunId,
+            C::SpecificationId,
+            C::SpecificationVersion,
+        ])
+        .filter(of_environments(C::TenantId, C::EnvironmentId, keys))
+        .filter(C::State.eq(ProvisioningState::Applied.as_str()))
+        .filter(last)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(
+                tenant,
+                environment,
+                provisioning_run_id,
+                specification_id,
+                specification_version,
+            )| {
+                let applied = Applied {
+                    provisioning_run_id,
+                    specification_id,
+                    specification_version,
+                };
+                ((tenant, environment), applied)
+            },
+        )
+        .collect())
+}
+
 /// A run's state (`None`: not planned yet, or no such run).
 pub(crate) async fn state(
     db: &impl ConnectionTrait,
@@ -819,6 +868,14 @@ mod tests {
         assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 1);
         let last = last_applied(&db, "acme", "prod").await.unwrap().unwrap();
         assert_eq!(last.specification_version, spec.version);
+        // A sweep's batch reads the same, and nothing for an environment nothing applied to.
+        let keys = [
+            ("acme".to_owned(), "prod".to_owned()),
+            ("acme".to_owned(), "dev".to_owned()),
+            ("globex".to_owned(), "prod".to_owned()),
+        ];
+        let batch = last_applied_of(&db, &keys).await.unwrap();
+        assert_eq!(batch, [(keys[0].clone(), last)]);
 
         // The list reads a run exactly as `find` does.
         let listed = list(
@@ -945,10 +1002,7 @@ mod tests {
             rows: 51,
         };
         let plan = fixtures::sqlite_plan(&db, &list_query("t1", &filter, &page)).await;
-        assert!(
-            plan.contains("ix_runs_tenant_environment_newest"),
-            "{plan}"
-        );
+        assert!(plan.contains("ix_runs_tenant_environment_newest"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "sorts: {plan}");
     }
 }

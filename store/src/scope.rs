@@ -18,3 +18,18 @@ pub(crate) fn applying<C: ColumnTrait>(column: C, environment_id: &str) -> Condi
         .add(scope(column, Some(environment_id)))
         .add(scope(column, None))
 }
+
+/// An environment's key: its tenant and its id.
+pub(crate) type EnvKey = (String, String);
+
+/// The rows of the environments `keys` (one `(tenant, environment) IN (…)`), by their tenant
+/// and environment columns: what a sweep's batch reads of each table in one query.
+pub(crate) fn of_environments<C: ColumnTrait>(
+    tenant: C,
+    environment: C,
+    keys: &[EnvKey],
+) -> sea_orm::sea_query::SimpleExpr {
+    use sea_orm::sea_query::Expr;
+    Expr::tuple([tenant.into_expr().into(), environment.into_expr().into()])
+        .in_tuples(keys.iter().cloned())
+}

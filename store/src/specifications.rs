@@ -174,6 +174,34 @@ pub async fn latest(
     version(db, tenant_id, environment_id, None).await
 }
 
+/// The latest declared specification of each of the environments `keys` that has one, in one
+/// query (each environment's newest version, by its unique (tenant, environment, version)
+/// index).
+pub(crate) async fn latest_of(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<Specification>, Error> {
+    use crate::scope::of_environments;
+    use sea_orm::sea_query::Expr;
+    let newest = Expr::cust(
+        "version = (SELECT MAX(s.version) FROM deployment_specifications s \
+         WHERE s.tenant_id = deployment_specifications.tenant_id \
+         AND s.environment_id = deployment_specifications.environment_id)",
+    );
+    rows::Entity::find()
+        .filter(of_environments(
+            rows::Column::TenantId,
+            rows::Column::EnvironmentId,
+            keys,
+        ))
+        .filter(newest)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Specification::read)
+        .collect()
+}
+
 /// Version `version` of an environment's specification, or the latest when `None`.
 pub async fn version(
     db: &impl ConnectionTrait,

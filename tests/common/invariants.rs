@@ -13,8 +13,8 @@ use runtime_cloud_models::drift::{ProposalState, compare};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::{RunStatus, Workload};
 use runtime_cloud_store::entities::{
-    deployment_specifications as specs, drift_findings as findings,
-    outbox_events as outbox, provisioning_runs as runs, reconciliation_proposals as proposals,
+    deployment_specifications as specs, drift_findings as findings, outbox_events as outbox,
+    provisioning_runs as runs, reconciliation_proposals as proposals,
     runtime_inventories as inventories,
 };
 use runtime_cloud_workflows::semaphore::SemaphoreState;
@@ -230,7 +230,9 @@ impl Facts {
                         !s.holders.is_empty() && s.holders.iter().all(|h| waiting.contains(&h.id))
                     }
                     (None, "ProvisioningRun") => running.iter().any(|sem| {
-                        sem.semaphore.as_ref().is_some_and(|s| s.queue.contains(&w.id))
+                        sem.semaphore
+                            .as_ref()
+                            .is_some_and(|s| s.queue.contains(&w.id))
                             && waiting.contains(&sem.id)
                     }),
                     (None, "ReconciliationProposal") => proposal_runs
@@ -482,7 +484,10 @@ impl Facts {
             let id = format!("provisioning-run/{}", r.provisioning_run_id);
             let Some(status) = latest.get(id.as_str()).and_then(|w| w.run.as_ref()) else {
                 if !latest.contains_key(id.as_str()) {
-                    broken.push(format!("run {} has a row and no workflow", r.provisioning_run_id));
+                    broken.push(format!(
+                        "run {} has a row and no workflow",
+                        r.provisioning_run_id
+                    ));
                 }
                 continue;
             };
@@ -532,7 +537,10 @@ impl Facts {
             let id = format!("proposal/{}", p.proposal_id);
             let Some(state) = latest.get(id.as_str()).and_then(|w| w.proposal) else {
                 if !latest.contains_key(id.as_str()) {
-                    broken.push(format!("proposal {} has a row and no workflow", p.proposal_id));
+                    broken.push(format!(
+                        "proposal {} has a row and no workflow",
+                        p.proposal_id
+                    ));
                 }
                 continue;
             };
@@ -648,9 +656,13 @@ async fn workflows(stack: &Stack, results: bool) -> Vec<Workflow> {
             "ProvisioningRun" if running || completed => {
                 let h = client.get_workflow_handle::<ProvisioningRun>(w.id.clone());
                 let status = if running {
-                    h.query(ProvisioningRun::state, (), q()).await.map_err(|e| e.to_string())
+                    h.query(ProvisioningRun::state, (), q())
+                        .await
+                        .map_err(|e| e.to_string())
                 } else {
-                    h.get_result(Default::default()).await.map_err(|e| e.to_string())
+                    h.get_result(Default::default())
+                        .await
+                        .map_err(|e| e.to_string())
                 };
                 status.map(|s| w.run = Some(s))
             }
@@ -661,7 +673,9 @@ async fn workflows(stack: &Stack, results: bool) -> Vec<Workflow> {
                         .await
                         .map_err(|e| e.to_string())
                 } else {
-                    h.get_result(Default::default()).await.map_err(|e| e.to_string())
+                    h.get_result(Default::default())
+                        .await
+                        .map_err(|e| e.to_string())
                 };
                 state.map(|s| w.proposal = Some(s))
             }
@@ -715,7 +729,11 @@ mod tests {
             .insert("e1".into(), vec![entry("a", 0, 1), entry("a", 2, 3)]);
         let verdict = facts.no_run_applied_twice();
         assert!(!verdict.held);
-        assert!(verdict.detail.contains("run a applied 2 times"), "{}", verdict.detail);
+        assert!(
+            verdict.detail.contains("run a applied 2 times"),
+            "{}",
+            verdict.detail
+        );
     }
 
     #[test]

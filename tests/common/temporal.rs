@@ -90,11 +90,15 @@ impl OwnTemporal {
             p.kill();
         }
         let port = self.port;
-        eventually(30, "the killed Temporal server's port to close", || async move {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .is_err()
-                .then_some(())
-        })
+        eventually(
+            30,
+            "the killed Temporal server's port to close",
+            || async move {
+                std::net::TcpStream::connect(("127.0.0.1", port))
+                    .is_err()
+                    .then_some(())
+            },
+        )
         .await;
     }
 }

@@ -1,0 +1,129 @@
+//! What recording an observation reads before it writes: the environment, its inventory row,
+//! its latest specification, the drift rules and the run that applied last, its open findings
+//! and its proposals. One environment reads them with a query each; a sweep's batch reads each
+//! table once for all its environments (`(tenant, environment) IN (…)`), in the batch's
+//! transaction, instead of nine queries per environment.
+
+use crate::entities::runtime_inventories as rows;
+use crate::environments::{self, Environment};
+use crate::findings::{self, Finding};
+use crate::proposals::{self, Proposal};
+use crate::runs::{self, Applied};
+use crate::scope::EnvKey;
+use crate::specifications::{self, Specification};
+use crate::{Error, drift_rules, inventory};
+use runtime_cloud_models::drift_rules::DriftRule;
+use runtime_cloud_models::inventory::RecordRequest;
+use sea_orm::ConnectionTrait;
+use std::collections::HashMap;
+
+/// What one environment's record reads.
+#[derive(Debug, Default)]
+pub(super) struct Known {
+    /// None: the environment was removed since the observation started.
+    pub env: Option<Environment>,
+    pub inventory: Option<rows::Model>,
+    pub spec: Option<Specification>,
+    /// The environment's own rules and its tenant's defaults, oldest first.
+    pub rules: Vec<DriftRule>,
+    pub applied: Option<Applied>,
+    /// Its open findings, suppressed ones too.
+    pub open: Vec<Finding>,
+    /// The proposal the request names, if a record raised it already.
+    pub recorded: Option<Proposal>,
+    /// Its proposals in play, newest first.
+    pub active: Vec<Proposal>,
+}
+
+impl Known {
+    /// One environment's, a query each.
+    pub(super) async fn of_one(
+        db: &impl ConnectionTrait,
+        req: &RecordRequest,
+    ) -> Result<Self, Error> {
+        let (tenant, env) = (req.tenant_id.as_str(), req.environment_id.as_str());
+        Ok(Self {
+            env: environments::find(db, tenant, env).await?,
+            inventory: inventory::find_row(db, tenant, env).await?,
+            spec: specifications::latest(db, tenant, env).await?,
+            rules: drift_rules::applying(db, tenant, env).await?,
+            applied: runs::last_applied(db, tenant, env).await?,
+            open: findings::open(db, tenant, env).await?,
+            recorded: proposals::find_by_id(db, &req.proposal_id).await?,
+            active: proposals::active(db, tenant, env).await?,
+        })
+    }
+
+    /// The environments of `reqs`' (distinct environments), one query per table, in `reqs`'
+    /// order.
+    pub(super) async fn of_batch(
+        db: &impl ConnectionTrait,
+        reqs: &[&RecordRequest],
+    ) -> Result<Vec<Self>, Error> {
+        let keys: Vec<EnvKey> = reqs
+            .iter()
+            .map(|r| (r.tenant_id.clone(), r.environment_id.clone()))
+            .collect();
+        let mut known: HashMap<EnvKey, Known> =
+            keys.iter().map(|k| (k.clone(), Known::default())).collect();
+        fn at<'a>(
+            known: &'a mut HashMap<EnvKey, Known>,
+            t: &str,
+            e: &str,
+        ) -> Option<&'a mut Known> {
+            known.get_mut(&(t.to_owned(), e.to_owned()))
+        }
+        for e in environments::find_many(db, &keys).await? {
+            if let Some(k) = at(&mut known, &e.tenant_id, &e.environment_id) {
+                k.env = Some(e);
+            }
+        }
+        for row in inventory::find_rows(db, &keys).await? {
+            if let Some(k) = at(&mut known, &row.tenant_id, &row.environment_id) {
+                k.inventory = Some(row);
+            }
+        }
+        for spec in specifications::latest_of(db, &keys).await? {
+            let d = &spec.declaration;
+            if let Some(k) = at(&mut known, &d.tenant_id, &d.environment_id) {
+                k.spec = Some(spec);
+            }
+        }
+        let rules = drift_rules::applying_of(db, &keys).await?;
+        for ((tenant, env), applied) in runs::last_applied_of(db, &keys).await? {
+            if let Some(k) = at(&mut known, &tenant, &env) {
+                k.applied.get_or_insert(applied);
+            }
+        }
+        for f in findings::open_of(db, &keys).await? {
+            if let Some(k) = at(&mut known, &f.tenant_id, &f.environment_id) {
+                k.open.push(f);
+            }
+        }
+        for p in proposals::active_of(db, &keys).await? {
+            if let Some(k) = at(&mut known, &p.tenant_id, &p.environment_id) {
+                k.active.push(p);
+            }
+        }
+        let mut recorded: HashMap<String, Proposal> =
+            proposals::find_many(db, reqs.iter().map(|r| r.proposal_id.clone()))
+                .await?
+                .into_iter()
+                .map(|p| (p.proposal_id.clone(), p))
+                .collect();
+        Ok(reqs
+            .iter()
+            .zip(keys)
+            .map(|(req, key)| {
+                let mut k = known.remove(&key).unwrap_or_default();
+                k.rules = rules
+                    .iter()
+                    .filter(|r| r.applies_to(&key.0, &key.1))
+                    .cloned()
+                    .collect();
+                k.recorded = recorded.remove(&req.proposal_id);
+                k
+            })
+            .collect())
+    }
+}
