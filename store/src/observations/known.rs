@@ -1,7 +1,7 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
 //! its latest specification, the drift rules and the run that applied last, its open findings
 //! and its proposals. One environment reads them with a query each; a sweep's batch reads each
-//! table once for all its environments (`(tenant, environment) IN (…)`), in the batch's
+//! table once for all its environments ([`crate::scope::of_environments`]), in the batch's
 //! transaction, instead of nine queries per environment.
 
 use crate::entities::runtime_inventories as rows;
