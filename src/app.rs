@@ -242,27 +242,31 @@ pub async fn run_api(
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     on_listening(listener.local_addr()?);
-    // The inbound events consumer runs beside the API when NATS is configured, and stops with
-    // it.
-    let (stop_inbound, inbound_stopped) = tokio::sync::watch::channel(false);
-    let inbound = config.nats_url.clone().map(|url| {
-        let mut rx = inbound_stopped;
-        let stop = async move {
+    // Beside the API, and stopping with it: the starter (runs whose request ended before their
+    // workflow started) and, when NATS is configured, the inbound events consumer.
+    let (stop_beside, beside_stopped) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = beside_stopped.clone();
+        async move {
             let _ = rx.wait_for(|s| *s).await;
-        };
+        }
+    };
+    let starter = tokio::spawn(runtime_cloud_api::starter::run(state.clone(), stopped()));
+    let inbound = config.nats_url.clone().map(|url| {
         let lag = state.inbox_lag.clone();
         tokio::spawn(runtime_cloud_api::inbound::run(
             state.clone(),
             url,
             lag,
-            stop,
+            stopped(),
         ))
     });
     let shutdown = async move {
         shutdown.await;
-        let _ = stop_inbound.send(true);
+        let _ = stop_beside.send(true);
     };
     runtime_cloud_api::serve(listener, state, shutdown).await?;
+    let _ = starter.await;
     if let Some(inbound) = inbound {
         let _ = inbound.await;
     }

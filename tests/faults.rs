@@ -338,3 +338,186 @@ async fn worker_killed_mid_sweep_page_observes_every_environment_once() {
         );
     }
 }
+
+/// Writes a run and its start the way a request does before it starts the workflow, and stops
+/// there: what an API process SIGKILLed between the two leaves behind. `key` is its
+/// Idempotency-Key, `request_hash` the hash the API keeps of the request's body.
+async fn run_left_unstarted(
+    stack: &Stack,
+    env: &str,
+    key: &str,
+    request_hash: Option<String>,
+) -> String {
+    use runtime_cloud_store::{environments, run_starts, runs::NewRun, specifications};
+    let db = stack.db().await;
+    let tenant = stack.tenant("acme");
+    let environment = environments::find(&db, &tenant, env)
+        .await
+        .expect("environment")
+        .expect("registered");
+    let specification = specifications::version(&db, &tenant, env, None)
+        .await
+        .expect("specification")
+        .expect("declared");
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let new = NewRun {
+        run_id: &run_id,
+        environment: &environment,
+        specification: &specification,
+        kind: runtime_cloud_models::ProvisioningKind::Baseline,
+        promotion_id: None,
+        approval_id: None,
+        idempotency_key: Some(key.to_owned()),
+        request_hash,
+    };
+    run_starts::accept(&db, &new, &Default::default())
+        .await
+        .expect("run written");
+    run_id
+}
+
+/// 6. An API process dies after writing a run and before starting its workflow: the row is
+///    there, the workflow is not. Another API process's starter starts it once the request's
+///    grace has passed, and the run applies.
+#[tokio::test]
+async fn a_run_whose_api_died_before_starting_it_is_started_by_the_starter() {
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Provisioning__UnstartedRunGraceSeconds",
+        "1",
+    ))
+    .await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    let id = run_left_unstarted(&stack, "dev", "left-behind", None).await;
+
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["kind"], "baseline");
+    assert_eq!(stack.count("run_starts").await, 0, "nothing left to start");
+    assert_eq!(apply_log(&stack, "acme", "dev").len(), 1);
+    assert!(
+        stack
+            .logs()
+            .contains("started a run whose request ended before its workflow started"),
+        "the starter says what it did"
+    );
+}
+
+/// 7. The client of a request whose API died before starting the run sends it again with the
+///    same Idempotency-Key: the answer is the run (200), and the run is started now, not after
+///    the grace.
+#[tokio::test]
+async fn a_request_sent_again_starts_the_run_its_first_attempt_left_unstarted() {
+    // The starter waits an hour: only the repeated request can start the run.
+    let stack = Stack::with(StackOptions::with_env(
+        "RuntimeCloud__Provisioning__UnstartedRunGraceSeconds",
+        "3600",
+    ))
+    .await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    let body = json!({ "environmentId": "dev", "kind": "baseline" });
+    let send = |key: &'static str| {
+        let api = api.clone();
+        let body = body.clone();
+        async move {
+            api.send(
+                reqwest::Method::POST,
+                "/factory/provisioning/runs",
+                Some(body),
+                &[("Idempotency-Key", key)],
+            )
+            .await
+        }
+    };
+    let first = send("first").await.expect(202);
+    api.wait_state(first["provisioningRunId"].as_str().expect("id"), "Applied")
+        .await;
+    // The same body under another key: the hash the API would keep for it.
+    let hash = request_hash(&stack, "first").await;
+    let id = run_left_unstarted(&stack, "dev", "second", Some(hash)).await;
+
+    let again = send("second").await.expect(200);
+    assert_eq!(again["provisioningRunId"], id.as_str(), "the same run");
+    api.wait_state(&id, "Applied").await;
+    assert_eq!(stack.count("run_starts").await, 0);
+    assert_eq!(
+        apply_log(&stack, "acme", "dev").len(),
+        2,
+        "each run applied once"
+    );
+
+    // A body that differs is still refused, started run or not.
+    let other = api
+        .send(
+            reqwest::Method::POST,
+            "/factory/provisioning/runs",
+            Some(json!({ "environmentId": "dev", "kind": "reconciliation" })),
+            &[("Idempotency-Key", "second")],
+        )
+        .await;
+    other.expect_problem(422);
+}
+
+/// The request hash the API kept for the run requested with `key`.
+async fn request_hash(stack: &Stack, key: &str) -> String {
+    use runtime_cloud_store::runs;
+    let db = stack.db().await;
+    runs::by_idempotency_key(&db, &stack.tenant("acme"), key)
+        .await
+        .expect("read")
+        .expect("the run")
+        .request_hash
+        .expect("a hash")
+}
+
+/// 8. Temporal is unreachable when a run is requested: the answer is 503 problem JSON, and
+///    nothing is left behind (no run, nothing to start); the same request once Temporal is
+///    back starts the run.
+// Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_temporal_could_not_start_is_taken_back() {
+    let temporal = Proxy::start(&crate::common::temporal_address()).await;
+    let stack = Stack::with(StackOptions {
+        temporal: Some(temporal.addr.clone()),
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 2)]).await;
+    let request = || {
+        api.send(
+            reqwest::Method::POST,
+            "/factory/provisioning/runs",
+            Some(json!({ "environmentId": "dev", "kind": "baseline" })),
+            &[("Idempotency-Key", "during-outage")],
+        )
+    };
+
+    temporal.cut();
+    let refused = request().await.expect_problem(503);
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("nothing was started")),
+        "{refused}"
+    );
+    assert_eq!(stack.count("provisioning_runs").await, 0, "no run");
+    assert_eq!(stack.count("run_starts").await, 0, "nothing to start");
+
+    temporal.restore();
+    let run = eventually(
+        60,
+        "the run to be accepted once Temporal is back",
+        || async {
+            let res = request().await;
+            (res.status.as_u16() == 202).then(|| res.expect(202))
+        },
+    )
+    .await;
+    api.wait_state(run["provisioningRunId"].as_str().expect("id"), "Applied")
+        .await;
+    assert_eq!(stack.count("run_starts").await, 0);
+}

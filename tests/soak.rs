@@ -485,24 +485,25 @@ impl Load {
         }
     }
 
+    /// One item, at random, of the first page a list answers; None when it is empty or
+    /// refused.
+    async fn any_of(&mut self, list: &str) -> Option<Value> {
+        let page = self.send(Method::GET, list, None, &[]).await?;
+        let items = page.body["items"].as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            return None;
+        }
+        Some(items[self.rng.below(items.len() as u64) as usize].clone())
+    }
+
     /// An operator approves a production run awaiting approval (the plan it shows).
     async fn approve(&mut self) {
-        let Some(page) = self
-            .send(
-                Method::GET,
-                "/factory/provisioning/runs?state=AwaitingApproval&limit=50",
-                None,
-                &[],
-            )
+        let Some(run) = self
+            .any_of("/factory/provisioning/runs?state=AwaitingApproval&limit=50")
             .await
         else {
             return;
         };
-        let items = page.body["items"].as_array().cloned().unwrap_or_default();
-        if items.is_empty() {
-            return;
-        }
-        let run = &items[self.rng.below(items.len() as u64) as usize];
         let path = format!(
             "/factory/provisioning/runs/{}/approval",
             run["provisioningRunId"].as_str().unwrap_or_default()
@@ -520,22 +521,12 @@ impl Load {
 
     /// An operator accepts (mostly) or rejects a proposal waiting for a decision.
     async fn decide_proposal(&mut self) {
-        let Some(page) = self
-            .send(
-                Method::GET,
-                "/factory/reconciliation/proposals?state=Proposed&limit=50",
-                None,
-                &[],
-            )
+        let Some(proposal) = self
+            .any_of("/factory/reconciliation/proposals?state=Proposed&limit=50")
             .await
         else {
             return;
         };
-        let items = page.body["items"].as_array().cloned().unwrap_or_default();
-        if items.is_empty() {
-            return;
-        }
-        let proposal = &items[self.rng.below(items.len() as u64) as usize];
         let decision = if self.rng.chance(70) {
             "accept"
         } else {
@@ -628,9 +619,9 @@ fn trigger_sweep(stack: &Stack) -> bool {
     })
 }
 
-/// Waits until the product has settled (every running workflow legitimately waiting, the
-/// outbox published), reading the facts every 2 s; returns how long it took, or None when it
-/// did not settle within [`SETTLE`].
+/// Waits until the product has settled (every running workflow legitimately waiting, every
+/// run written started, the outbox published), reading the facts every 2 s; returns how long
+/// it took, or None when it did not settle within [`SETTLE`].
 async fn settle(stack: &Stack, tenant: &str) -> Option<Duration> {
     let started = Instant::now();
     let mut told = Instant::now();

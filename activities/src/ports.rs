@@ -47,6 +47,12 @@ pub trait Runner: Send + Sync + 'static {
     }
 }
 
+/// One observation's reading of a target: what runs, and what drifted in its cloud.
+pub type Observed = (
+    Vec<runtime_cloud_models::observation::ObservedWorkload>,
+    Vec<DriftedResource>,
+);
+
 /// Reads what an environment actually runs (sandbox; later Kubernetes).
 #[async_trait::async_trait]
 pub trait Observer: Send + Sync + 'static {
@@ -63,16 +69,7 @@ pub trait Observer: Send + Sync + 'static {
     }
 
     /// Both, as one observation reads them: what runs, and what drifted in its cloud.
-    async fn read(
-        &self,
-        target: &Target,
-    ) -> Result<
-        (
-            Vec<runtime_cloud_models::observation::ObservedWorkload>,
-            Vec<DriftedResource>,
-        ),
-        Error,
-    > {
+    async fn read(&self, target: &Target) -> Result<Observed, Error> {
         Ok((self.observe(target).await?, self.drifted(target).await?))
     }
 }
@@ -233,16 +230,7 @@ impl Observer for TargetObservers {
     }
 
     /// The environment's target read once for both (a sweep reads thousands).
-    async fn read(
-        &self,
-        target: &Target,
-    ) -> Result<
-        (
-            Vec<runtime_cloud_models::observation::ObservedWorkload>,
-            Vec<DriftedResource>,
-        ),
-        Error,
-    > {
+    async fn read(&self, target: &Target) -> Result<Observed, Error> {
         let of = target_of(&self.db, target).await?;
         let workloads = self.observer(&of).observe(target).await?;
         Ok((workloads, self.drifted_in(&of, target).await?))

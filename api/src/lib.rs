@@ -11,6 +11,7 @@
 //! - [`http`]: one module per resource, each with its own `router()`.
 //! - [`grpc`]: the tonic services, served on the same port.
 //! - [`inbound`]: inbound events from NATS JetStream (inbox, dead letters, lag).
+//! - [`starter`]: starts the workflows of runs whose request ended before it started them.
 //! - [`openapi`]: the OpenAPI 3.1 document's frame, and the routes that serve the document
 //!   [`http`] builds (`/openapi.json`) and its page (`/docs`).
 
@@ -22,6 +23,7 @@ pub mod inbound;
 pub mod json;
 pub mod openapi;
 pub mod query;
+pub mod starter;
 pub mod tenancy;
 
 pub use error::Error;

@@ -25,6 +25,11 @@ pub struct ProvisioningOptions {
     /// allowed so tests can use a short window.
     #[serde(default = "default_approval_validity_hours")]
     pub approval_validity_hours: f64,
+    /// How long after its request the API's starter starts a run whose workflow did not start
+    /// (the API stopped between writing the run and starting it). Fractional seconds are
+    /// allowed so tests can use a short grace.
+    #[serde(default = "default_unstarted_run_grace_seconds")]
+    pub unstarted_run_grace_seconds: f64,
 }
 
 fn default_apply_timeout_minutes() -> f64 {
@@ -39,6 +44,9 @@ fn default_approval_validity_hours() -> f64 {
 fn default_lock_holder_check_minutes() -> f64 {
     10.0
 }
+fn default_unstarted_run_grace_seconds() -> f64 {
+    30.0
+}
 fn default_true() -> bool {
     true
 }
@@ -51,6 +59,7 @@ impl Default for ProvisioningOptions {
             approval_timeout_hours: default_approval_timeout_hours(),
             lock_holder_check_minutes: default_lock_holder_check_minutes(),
             approval_validity_hours: default_approval_validity_hours(),
+            unstarted_run_grace_seconds: default_unstarted_run_grace_seconds(),
         }
     }
 }
@@ -69,6 +78,11 @@ impl ProvisioningOptions {
     /// How long a recorded approval stays valid (at least a second).
     pub fn approval_validity(&self) -> chrono::Duration {
         chrono::Duration::seconds(((self.approval_validity_hours * 3600.0).ceil() as i64).max(1))
+    }
+
+    /// How long after its request an unstarted run is started by the starter (at least 10 ms).
+    pub fn unstarted_run_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.unstarted_run_grace_seconds.max(0.01))
     }
 
     /// The approval timeout in whole seconds (at least one).

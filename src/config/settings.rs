@@ -462,6 +462,17 @@ pub const SETTINGS: &[Setting] = &[
               Not a spec option.",
     },
     Setting {
+        source: Source::File("RuntimeCloud.Provisioning.UnstartedRunGraceSeconds"),
+        env: "RuntimeCloud__Provisioning__UnstartedRunGraceSeconds",
+        kind: Kind::Positive,
+        default: Some("30"),
+        doc: "A run the API wrote but whose workflow did not start (the process stopped in \
+              between, or Temporal refused and the database would not take the run back) is \
+              started by the API's starter this many seconds after its request; the starter \
+              looks every third of it. Keep it above the 10 s a request waits for Temporal. \
+              Not a spec option.",
+    },
+    Setting {
         source: Source::File("RuntimeCloud.Inventory.StalenessMinutes"),
         env: "RuntimeCloud__Inventory__StalenessMinutes",
         kind: Kind::Positive,

@@ -5,7 +5,7 @@
 
 use crate::decode::At;
 use crate::entities::drift_rules as rows;
-use crate::scope::{self, scope};
+use crate::scope::scope;
 use crate::{Error, Page};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift_rules::{DriftRule, RuleMatch};
@@ -103,21 +103,6 @@ pub async fn list(
         tenant_id,
         scope(rows::Column::EnvironmentId, environment_id),
         Some(page),
-    )
-    .await
-}
-
-/// The rules that apply to an environment: its own and its tenant's defaults, oldest first.
-pub(crate) async fn applying(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    environment_id: &str,
-) -> Result<Vec<DriftRule>, Error> {
-    find(
-        db,
-        tenant_id,
-        scope::applying(rows::Column::EnvironmentId, environment_id),
-        None,
     )
     .await
 }

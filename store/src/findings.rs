@@ -93,23 +93,6 @@ pub enum Status {
     Resolved,
 }
 
-/// The environment's open findings, suppressed ones too.
-pub(crate) async fn open(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    environment_id: &str,
-) -> Result<Vec<Finding>, Error> {
-    rows::Entity::find()
-        .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(rows::Column::EnvironmentId.eq(environment_id))
-        .filter(rows::Column::ResolvedAt.is_null())
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Finding::read)
-        .collect()
-}
-
 /// The open findings (suppressed ones too) of the environments `keys`, in one query.
 pub(crate) async fn open_of(
     db: &impl ConnectionTrait,
@@ -150,7 +133,7 @@ impl Synced {
 }
 
 /// Raises `found` findings not open yet (each with `RuntimeDriftDetected`) and resolves the
-/// `open` ones (the environment's, as [`open`] read them in this transaction) `found` no
+/// `open` ones (the environment's, as [`open_of`] read them in this transaction) `found` no
 /// longer holds, on `db` (the caller's transaction). A finding an active
 /// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
 /// expired or went away is open again, with `RuntimeDriftDetected`.
@@ -441,7 +424,6 @@ mod tests {
             "{err:?}"
         );
         // Nor is a bad row silently treated as another kind when an observation compares.
-        assert!(open(&db, "acme", "dev").await.is_err());
         assert!(
             open_of(&db, &[("acme".into(), "dev".into())])
                 .await

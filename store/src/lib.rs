@@ -15,6 +15,7 @@
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
 //! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
+//! - [`run_starts`]: runs written whose workflow may not have started yet, for the starter.
 //! - [`fleet`]: the fleet as observed: a tenant's instances with their observed state.
 //! - [`incidents`]: incidents: opened, listed, resolved.
 //! - [`rollouts`]: fleet rollouts: created with their waves, projected by their workflow.
@@ -54,6 +55,7 @@ pub mod outbox;
 pub mod page;
 pub mod proposals;
 pub mod rollouts;
+pub mod run_starts;
 pub mod runs;
 pub mod specifications;
 pub mod windows;

@@ -130,17 +130,6 @@ fn observed_input(p: &Proposal, env: &Environment, acceptance: Acceptance) -> Pr
     p.input(production, auto_accept)
 }
 
-pub(crate) async fn find_by_id(
-    db: &impl ConnectionTrait,
-    proposal_id: &str,
-) -> Result<Option<Proposal>, Error> {
-    rows::Entity::find_by_id(proposal_id.to_owned())
-        .one(db)
-        .await?
-        .map(Proposal::read)
-        .transpose()
-}
-
 /// Those of the proposals `ids` that exist, in one query.
 pub(crate) async fn find_many(
     db: &impl ConnectionTrait,
@@ -161,24 +150,6 @@ fn in_play() -> sea_orm::sea_query::SimpleExpr {
         ProposalState::Proposed.as_str(),
         ProposalState::Accepted.as_str(),
     ])
-}
-
-/// The environment's proposals still in play (`Proposed` or `Accepted`), newest first.
-pub(crate) async fn active(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    environment_id: &str,
-) -> Result<Vec<Proposal>, Error> {
-    rows::Entity::find()
-        .filter(rows::Column::TenantId.eq(tenant_id))
-        .filter(rows::Column::EnvironmentId.eq(environment_id))
-        .filter(in_play())
-        .order_by_desc(rows::Column::ProposalId)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(Proposal::read)
-        .collect()
 }
 
 /// The proposals in play of the environments `keys`, newest first, in one query.

@@ -514,8 +514,12 @@ pub async fn by_idempotency_key(
         .transpose()
 }
 
-/// Removes a run that never started (its workflow could not be started).
-pub async fn delete(db: &impl ConnectionTrait, tenant_id: &str, run_id: &str) -> Result<(), Error> {
+/// Removes a run that never started (`run_starts::withdraw`).
+pub(crate) async fn delete(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    run_id: &str,
+) -> Result<(), Error> {
     rows::Entity::delete_many()
         .filter(rows::Column::ProvisioningRunId.eq(run_id))
         .filter(rows::Column::TenantId.eq(tenant_id))

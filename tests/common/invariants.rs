@@ -14,12 +14,13 @@ use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::{RunStatus, Workload};
 use runtime_cloud_store::entities::{
     deployment_specifications as specs, drift_findings as findings, outbox_events as outbox,
-    provisioning_runs as runs, reconciliation_proposals as proposals,
+    provisioning_runs as runs, reconciliation_proposals as proposals, run_starts,
     runtime_inventories as inventories,
 };
 use runtime_cloud_workflows::semaphore::SemaphoreState;
 use runtime_cloud_workflows::{ProvisioningRun, ReconciliationProposal, Semaphore};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use temporalio_client::{WorkflowExecutionStatus, WorkflowQueryOptions};
 
@@ -90,6 +91,8 @@ pub struct Facts {
     pub declared: BTreeMap<String, Vec<Workload>>,
     /// Every outbox row: event id, published.
     pub outbox: Vec<(String, bool)>,
+    /// Runs written whose workflow may not have started yet (`run_starts`), by run id.
+    pub unstarted: Vec<String>,
     /// The `Nats-Msg-Id` of every message a consumer of the stream receives.
     pub delivered: Vec<String>,
     /// Each environment's sandbox apply log.
@@ -163,6 +166,14 @@ impl Facts {
             .expect("outbox")
             .into_iter()
             .map(|e| (e.event_id, e.published_at.is_some()))
+            .collect();
+        self.unstarted = run_starts::Entity::find()
+            .filter(run_starts::Column::TenantId.eq(tenant))
+            .all(&db)
+            .await
+            .expect("run starts")
+            .into_iter()
+            .map(|s| s.provisioning_run_id)
             .collect();
     }
 
@@ -250,8 +261,8 @@ impl Facts {
         }
     }
 
-    /// Every running workflow waits legitimately, and every outbox row is published: the
-    /// product has finished what it was doing.
+    /// Every running workflow waits legitimately, every outbox row is published and every run
+    /// written has its workflow started: the product has finished what it was doing.
     pub fn settled(&self) -> bool {
         let waiting = self.legitimately_waiting();
         self.workflows
@@ -259,6 +270,7 @@ impl Facts {
             .filter(|w| w.status == WorkflowExecutionStatus::Running)
             .all(|w| waiting.contains(&w.id))
             && self.outbox.iter().all(|(_, published)| *published)
+            && self.unstarted.is_empty()
     }
 
     /// What keeps the product from having settled: running workflows that do not
@@ -280,6 +292,7 @@ impl Facts {
             })
             .collect();
         parts.push(format!("{unpublished} outbox rows unpublished"));
+        parts.push(format!("{} runs not started yet", self.unstarted.len()));
         parts.join("; ")
     }
 
@@ -499,34 +512,33 @@ impl Facts {
                     r.provisioning_run_id, r.state
                 ));
             }
-            let result = |v: Option<serde_json::Value>| v.map(|v| v["result"].clone());
-            let table_receipt = result(r.apply_receipt.clone());
-            let temporal_receipt = result(
-                status
-                    .apply_receipt
-                    .as_ref()
-                    .map(|a| serde_json::to_value(a).unwrap_or_default()),
+            // A receipt's field as the table keeps it and as the workflow's result says it.
+            let mut compare =
+                |what: &str, field: &str, table: &Option<Value>, temporal: Option<Value>| {
+                    let (table, temporal) = (
+                        table.as_ref().map(|v| v[field].clone()),
+                        temporal.map(|v| v[field].clone()),
+                    );
+                    if table != temporal {
+                        broken.push(format!(
+                            "run {}: {what} in the table {table:?}, in Temporal {temporal:?}",
+                            r.provisioning_run_id
+                        ));
+                    }
+                };
+            let json = |v: Option<Value>| v.filter(|v| !v.is_null());
+            compare(
+                "apply receipt",
+                "result",
+                &r.apply_receipt,
+                json(serde_json::to_value(&status.apply_receipt).ok()),
             );
-            if table_receipt != temporal_receipt {
-                broken.push(format!(
-                    "run {}: apply receipt in the table {table_receipt:?}, in Temporal {temporal_receipt:?}",
-                    r.provisioning_run_id
-                ));
-            }
-            let hash = |v: Option<serde_json::Value>| v.map(|v| v["inputsHash"].clone());
-            let table_plan = hash(r.plan_receipt.clone());
-            let temporal_plan = hash(
-                status
-                    .plan_receipt
-                    .as_ref()
-                    .map(|p| serde_json::to_value(p).unwrap_or_default()),
+            compare(
+                "plan",
+                "inputsHash",
+                &r.plan_receipt,
+                json(serde_json::to_value(&status.plan_receipt).ok()),
             );
-            if table_plan != temporal_plan {
-                broken.push(format!(
-                    "run {}: plan in the table {table_plan:?}, in Temporal {temporal_plan:?}",
-                    r.provisioning_run_id
-                ));
-            }
         }
         let proposal_rows: BTreeSet<String> = self
             .proposals

@@ -34,7 +34,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) use runs::{signal_approval, start as start_run};
+pub(crate) use runs::{forget_start, signal_approval, start as start_run};
 
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

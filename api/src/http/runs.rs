@@ -21,6 +21,7 @@ use runtime_cloud_models::{
 };
 use runtime_cloud_store::approvals::{self, NewApproval};
 use runtime_cloud_store::artifacts;
+use runtime_cloud_store::run_starts;
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
 use runtime_cloud_store::specifications;
 use runtime_cloud_workflows::ProvisioningRun;
@@ -29,6 +30,7 @@ use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use runtime_cloud_workflows::search_attributes::run_attributes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{
     WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
     WorkflowStartOptions,
@@ -155,7 +157,7 @@ async fn plan(
     if let Some(key) = &key
         && let Some(existing) = find_by_key(&state, auth.tenant(), key).await?
     {
-        return replay(existing, &hash);
+        return replay(&state, existing, &hash).await;
     }
 
     let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
@@ -215,7 +217,7 @@ async fn plan(
         idempotency_key: key.clone(),
         request_hash: Some(hash.clone()),
     };
-    let input = match runs::create(&state.db, &new, &state.options).await {
+    let input = match run_starts::accept(&state.db, &new, &state.options).await {
         Ok(input) => input,
         // Another request with the same key won the race: answer as it did.
         Err(runtime_cloud_store::Error::Duplicate { .. }) if key.is_some() => {
@@ -223,15 +225,28 @@ async fn plan(
             let existing = find_by_key(&state, auth.tenant(), key)
                 .await?
                 .ok_or_else(|| Error::internal(anyhow::anyhow!("run with key {key} vanished")))?;
-            return replay(existing, &hash);
+            return replay(&state, existing, &hash).await;
         }
         Err(e) => return Err(e.into()),
     };
     if let Err(e) = start(&state, input).await {
-        // Nothing half-written: without its workflow the run must not exist.
-        let _ = runs::delete(&state.db, auth.tenant(), &run_id).await;
-        return Err(e);
+        // Nothing half-written: without its workflow the run must not exist. Should the
+        // database refuse too, the start stays accepted and the starter makes it later.
+        return Err(
+            match run_starts::withdraw(&state.db, auth.tenant(), &run_id).await {
+                Ok(()) => e,
+                Err(withdraw) => {
+                    tracing::error!(error = %withdraw, "cannot withdraw run {run_id}");
+                    Error::Unavailable(
+                        "the workflow service is unavailable and the run could not be taken back: \
+                     it starts once both are back; send the same Idempotency-Key to see it"
+                            .into(),
+                    )
+                }
+            },
+        );
     }
+    forget_start(&state, &run_id).await;
     tracing::info!(run_id = %run_id, environment_id = %body.environment_id, "provisioning run started");
     let view = find_view(&state, auth.tenant(), &run_id).await?;
     Ok(accepted(view, StatusCode::ACCEPTED))
@@ -241,19 +256,36 @@ async fn find_by_key(state: &AppState, tenant: &str, key: &str) -> Result<Option
     Ok(runs::by_idempotency_key(&state.db, tenant, key).await?)
 }
 
-/// The same key again: the same run for the same body, 422 for another body.
-fn replay(existing: Run, hash: &str) -> Result<Response, Error> {
+/// The same key again: the same run for the same body, 422 for another body. A run whose
+/// first request ended before its workflow started (the process stopped in between) has it
+/// started now.
+async fn replay(state: &AppState, existing: Run, hash: &str) -> Result<Response, Error> {
     if existing.request_hash.as_deref() != Some(hash) {
         return Err(Error::Unprocessable(
             "this Idempotency-Key was used with a different request body".into(),
         ));
     }
+    let run_id = &existing.provisioning_run_id;
+    if let Some(input) = run_starts::pending(&state.db, &existing.tenant_id, run_id).await? {
+        start(state, input).await?;
+        forget_start(state, run_id).await;
+    }
     Ok(accepted(existing.into(), StatusCode::OK))
+}
+
+/// The run's workflow started: its start is no longer pending. Should the database refuse,
+/// the starter starts it again later, which changes nothing.
+pub(crate) async fn forget_start(state: &AppState, run_id: &str) {
+    if let Err(e) = run_starts::started(&state.db, run_id).await {
+        tracing::warn!(error = %e, "run {run_id} started; its start stays pending");
+    }
 }
 
 /// Starts the run's workflow (an inbound event's run too). The id is the idempotency key on
 /// the Temporal side: a start for an id that exists (running or closed) never creates a
-/// second execution.
+/// second execution, and is answered as a start. Temporal's answer is awaited for
+/// [`START_TIMEOUT`] at most, well within the starter's grace (`UnstartedRunGraceSeconds`), so
+/// a request that could not start its run has taken it back before the starter looks.
 pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
     let attributes = SearchAttributes::new(run_attributes(&input));
     let opts = WorkflowStartOptions::new(state.task_queue.clone(), run_workflow_id(&input.run_id))
@@ -264,20 +296,34 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
             &input.tenant_id,
         ))
         .build();
-    runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
-        ProvisioningRun::run,
-        input,
-        opts,
-    ))
-    .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "cannot start provisioning run");
-        Error::Unavailable(
-            "the workflow service is unavailable; nothing was started, retry later".into(),
-        )
-    })?;
-    Ok(())
+    let started = tokio::time::timeout(
+        START_TIMEOUT,
+        runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
+            ProvisioningRun::run,
+            input,
+            opts,
+        )),
+    )
+    .await;
+    match started {
+        Ok(Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. })) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot start provisioning run");
+            Err(Error::Unavailable(
+                "the workflow service is unavailable; nothing was started, retry later".into(),
+            ))
+        }
+        Err(_) => {
+            tracing::error!("no answer from the workflow service within {START_TIMEOUT:?}");
+            Err(Error::Unavailable(
+                "the workflow service did not answer; nothing was started, retry later".into(),
+            ))
+        }
+    }
 }
+
+/// How long a request waits for Temporal to start its run.
+pub(crate) const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `?environmentId=&kind=&state=&cursor=&limit=`.
 #[derive(Debug, Deserialize, IntoParams)]

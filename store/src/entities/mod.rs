@@ -16,5 +16,6 @@ pub mod prelude;
 pub mod provisioning_runs;
 pub mod quotas;
 pub mod reconciliation_proposals;
+pub mod run_starts;
 pub mod runtime_inventories;
 pub mod worker_pools;

@@ -1,8 +1,8 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
 //! its latest specification, the drift rules and the run that applied last, its open findings
-//! and its proposals. One environment reads them with a query each; a sweep's batch reads each
-//! table once for all its environments ([`crate::scope::of_environments`]), in the batch's
-//! transaction, instead of nine queries per environment.
+//! and its proposals. A sweep's batch reads each table once for all its environments
+//! ([`crate::scope::of_environments`]), in the batch's transaction, instead of nine queries per
+//! environment; one environment is a batch of one.
 
 use crate::entities::runtime_inventories as rows;
 use crate::environments::{self, Environment};
@@ -36,22 +36,12 @@ pub(super) struct Known {
 }
 
 impl Known {
-    /// One environment's, a query each.
+    /// One environment's: a batch of one.
     pub(super) async fn of_one(
         db: &impl ConnectionTrait,
         req: &RecordRequest,
     ) -> Result<Self, Error> {
-        let (tenant, env) = (req.tenant_id.as_str(), req.environment_id.as_str());
-        Ok(Self {
-            env: environments::find(db, tenant, env).await?,
-            inventory: inventory::find_row(db, tenant, env).await?,
-            spec: specifications::latest(db, tenant, env).await?,
-            rules: drift_rules::applying(db, tenant, env).await?,
-            applied: runs::last_applied(db, tenant, env).await?,
-            open: findings::open(db, tenant, env).await?,
-            recorded: proposals::find_by_id(db, &req.proposal_id).await?,
-            active: proposals::active(db, tenant, env).await?,
-        })
+        Ok(Self::of_batch(db, &[req]).await?.pop().unwrap_or_default())
     }
 
     /// The environments of `reqs`' (distinct environments), one query per table, in `reqs`'
