@@ -199,14 +199,19 @@ async fn two_apis_and_two_workers_never_apply_an_environment_twice_at_once() {
                 let env = format!("env-{e}");
                 let key = format!("run-{e}-{r}");
                 requests.push(async move {
-                    let res = api
-                        .send(
-                            reqwest::Method::POST,
-                            "/factory/provisioning/runs",
-                            Some(json!({ "environmentId": env, "kind": "baseline" })),
-                            &[("Idempotency-Key", &key)],
-                        )
-                        .await;
+                    // 409 while the other API is still starting the key's run: sent again.
+                    let res = eventually(30, "an answer that is not 409", || async {
+                        let res = api
+                            .send(
+                                reqwest::Method::POST,
+                                "/factory/provisioning/runs",
+                                Some(json!({ "environmentId": env, "kind": "baseline" })),
+                                &[("Idempotency-Key", &key)],
+                            )
+                            .await;
+                        (res.status.as_u16() != 409).then_some(res)
+                    })
+                    .await;
                     assert!(
                         matches!(res.status.as_u16(), 200 | 202),
                         "{}: {}",
@@ -340,8 +345,9 @@ async fn worker_killed_mid_sweep_page_observes_every_environment_once() {
 }
 
 /// Writes a run and its start the way a request does before it starts the workflow, and stops
-/// there: what an API process SIGKILLed between the two leaves behind. `key` is its
-/// Idempotency-Key, `request_hash` the hash the API keeps of the request's body.
+/// there: what an API process SIGKILLed between the two leaves behind (or one still waiting
+/// for Temporal). `key` is its Idempotency-Key, `request_hash` the hash the API keeps of the
+/// request's body.
 async fn run_left_unstarted(
     stack: &Stack,
     env: &str,
@@ -376,6 +382,21 @@ async fn run_left_unstarted(
     run_id
 }
 
+/// Moves the start of `run_id` a minute into the past: its request is long over.
+async fn written_a_minute_ago(stack: &Stack, run_id: &str) {
+    use runtime_cloud_store::entities::run_starts;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let db = stack.db().await;
+    let then = chrono::Utc::now() - chrono::Duration::seconds(60);
+    let moved = run_starts::Entity::update_many()
+        .col_expr(run_starts::Column::AcceptedAt, Expr::value(then))
+        .filter(run_starts::Column::ProvisioningRunId.eq(run_id))
+        .exec(&db)
+        .await
+        .expect("start moved");
+    assert_eq!(moved.rows_affected, 1);
+}
+
 /// 6. An API process dies after writing a run and before starting its workflow: the row is
 ///    there, the workflow is not. Another API process's starter starts it once the request's
 ///    grace has passed, and the run applies.
@@ -390,6 +411,7 @@ async fn a_run_whose_api_died_before_starting_it_is_started_by_the_starter() {
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 2)]).await;
     let id = run_left_unstarted(&stack, "dev", "left-behind", None).await;
+    written_a_minute_ago(&stack, &id).await;
 
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["kind"], "baseline");
@@ -405,7 +427,8 @@ async fn a_run_whose_api_died_before_starting_it_is_started_by_the_starter() {
 
 /// 7. The client of a request whose API died before starting the run sends it again with the
 ///    same Idempotency-Key: the answer is the run (200), and the run is started now, not after
-///    the grace.
+///    the grace. While the first request may still be starting it (or taking it back), the
+///    same key is answered 409 and starts nothing.
 #[tokio::test]
 async fn a_request_sent_again_starts_the_run_its_first_attempt_left_unstarted() {
     // The starter waits an hour: only the repeated request can start the run.
@@ -437,7 +460,11 @@ async fn a_request_sent_again_starts_the_run_its_first_attempt_left_unstarted() 
     // The same body under another key: the hash the API would keep for it.
     let hash = request_hash(&stack, "first").await;
     let id = run_left_unstarted(&stack, "dev", "second", Some(hash)).await;
+    let in_flight = send("second").await;
+    in_flight.expect_problem(409);
+    assert_eq!(stack.count("run_starts").await, 1, "still the first request's to start");
 
+    written_a_minute_ago(&stack, &id).await;
     let again = send("second").await.expect(200);
     assert_eq!(again["provisioningRunId"], id.as_str(), "the same run");
     api.wait_state(&id, "Applied").await;

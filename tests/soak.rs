@@ -413,6 +413,11 @@ impl Load {
         match res.status.as_u16() {
             202 => self.count("runs started"),
             200 => self.count("runs answered again by key"),
+            // Its first attempt may still be starting the run: asked again later.
+            409 if res.body.to_string().contains("still starting") => {
+                self.count("run requests still in flight");
+                return false;
+            }
             other => {
                 *self
                     .tally

@@ -5,9 +5,10 @@
 //! and forgets the start. A process killed in between leaves the start behind; so does a
 //! request whose start Temporal refused when the database would not take the run back. Once a
 //! start is older than `UnstartedRunGraceSeconds` its request is over (a request waits at
-//! most 10 s for Temporal, `http::runs::START_TIMEOUT`), and every API
-//! process's starter may start it: a start is idempotent by the workflow's id, so two starters
-//! or a start that had in fact reached Temporal change nothing.
+//! most 10 s for Temporal, `RUN_START_TIMEOUT`, and the grace is never shorter than
+//! `RUN_START_IN_FLIGHT`), and every API process's starter may start it: a start is idempotent
+//! by the workflow's id, so two starters or a start that had in fact reached Temporal change
+//! nothing.
 
 use crate::AppState;
 use runtime_cloud_store::run_starts;

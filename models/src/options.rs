@@ -26,11 +26,20 @@ pub struct ProvisioningOptions {
     #[serde(default = "default_approval_validity_hours")]
     pub approval_validity_hours: f64,
     /// How long after its request the API's starter starts a run whose workflow did not start
-    /// (the API stopped between writing the run and starting it). Fractional seconds are
-    /// allowed so tests can use a short grace.
+    /// (the API stopped between writing the run and starting it). At least 11 s: a request
+    /// waits up to 10 s for Temporal to start its run, and a start taken from a request still
+    /// waiting could start a run the request is about to take back.
     #[serde(default = "default_unstarted_run_grace_seconds")]
     pub unstarted_run_grace_seconds: f64,
 }
+
+/// How long a request waits for Temporal to start its run's workflow before it takes the run
+/// back.
+pub const RUN_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long after a run was written its request may still be starting it (the start's timeout
+/// and a second to take the run back): until then nobody else starts it.
+pub const RUN_START_IN_FLIGHT: std::time::Duration = std::time::Duration::from_secs(11);
 
 fn default_apply_timeout_minutes() -> f64 {
     45.0
@@ -80,9 +89,12 @@ impl ProvisioningOptions {
         chrono::Duration::seconds(((self.approval_validity_hours * 3600.0).ceil() as i64).max(1))
     }
 
-    /// How long after its request an unstarted run is started by the starter (at least 10 ms).
+    /// How long after its request an unstarted run is started by the starter (at least
+    /// [`RUN_START_IN_FLIGHT`]).
     pub fn unstarted_run_grace(&self) -> std::time::Duration {
-        std::time::Duration::from_secs_f64(self.unstarted_run_grace_seconds.max(0.01))
+        std::time::Duration::try_from_secs_f64(self.unstarted_run_grace_seconds)
+            .unwrap_or_default()
+            .max(RUN_START_IN_FLIGHT)
     }
 
     /// The approval timeout in whole seconds (at least one).
@@ -136,5 +148,26 @@ impl InventoryOptions {
     ) -> bool {
         let window = chrono::Duration::seconds(self.staleness_secs() as i64);
         flagged || observed_at.is_none_or(|t| now - t > window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_starter_never_takes_a_start_its_request_may_still_be_making() {
+        let grace = |seconds| {
+            ProvisioningOptions {
+                unstarted_run_grace_seconds: seconds,
+                ..Default::default()
+            }
+            .unstarted_run_grace()
+        };
+        assert_eq!(grace(30.0), std::time::Duration::from_secs(30));
+        assert_eq!(grace(1.0), RUN_START_IN_FLIGHT);
+        assert_eq!(grace(-5.0), RUN_START_IN_FLIGHT);
+        assert_eq!(grace(f64::NAN), RUN_START_IN_FLIGHT);
+        assert!(RUN_START_IN_FLIGHT > RUN_START_TIMEOUT);
     }
 }

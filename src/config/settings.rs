@@ -469,7 +469,8 @@ pub const SETTINGS: &[Setting] = &[
         doc: "A run the API wrote but whose workflow did not start (the process stopped in \
               between, or Temporal refused and the database would not take the run back) is \
               started by the API's starter this many seconds after its request; the starter \
-              looks every third of it. Keep it above the 10 s a request waits for Temporal. \
+              looks every third of it. At least 11 s (shorter counts as 11): a request waits up to \
+              10 s for Temporal and may then take its run back. \
               Not a spec option.",
     },
     Setting {

@@ -66,18 +66,36 @@ pub async fn withdraw(
     Ok(())
 }
 
-/// The tenant's run `run_id`'s input, when its workflow may not have started.
+/// A run whose workflow may not have started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// The workflow's input.
+    pub input: RunInput,
+    /// When the request wrote the run: until [`RUN_START_IN_FLIGHT`] after, it may still be
+    /// starting it, or about to take it back.
+    ///
+    /// [`RUN_START_IN_FLIGHT`]: runtime_cloud_models::options::RUN_START_IN_FLIGHT
+    pub accepted_at: DateTime<Utc>,
+}
+
+/// The tenant's run `run_id`, when its workflow may not have started.
 pub async fn pending(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     run_id: &str,
-) -> Result<Option<RunInput>, Error> {
-    rows::Entity::find_by_id(run_id.to_owned())
+) -> Result<Option<Pending>, Error> {
+    let Some(row) = rows::Entity::find_by_id(run_id.to_owned())
         .filter(rows::Column::TenantId.eq(tenant_id))
         .one(db)
         .await?
-        .map(read)
-        .transpose()
+    else {
+        return Ok(None);
+    };
+    let accepted_at = row.accepted_at;
+    Ok(Some(Pending {
+        input: read(row)?,
+        accepted_at,
+    }))
 }
 
 /// Up to `limit` starts accepted before `before`, oldest first: their requests are over, so
@@ -137,7 +155,9 @@ mod tests {
         let err = accept(&db, &new("r1"), &options).await.unwrap_err();
         assert!(matches!(err, Error::Duplicate { .. }), "{err:?}");
 
-        assert_eq!(pending(&db, "acme", "r1").await.unwrap(), Some(input));
+        let found = pending(&db, "acme", "r1").await.unwrap().expect("pending");
+        assert_eq!(found.input, input);
+        assert!(found.accepted_at <= Utc::now());
         assert_eq!(
             pending(&db, "other", "r1").await.unwrap(),
             None,

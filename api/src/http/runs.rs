@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource};
 use runtime_cloud_models::cancellable;
+use runtime_cloud_models::options::{RUN_START_IN_FLIGHT, RUN_START_TIMEOUT};
 use runtime_cloud_models::{
     Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
 };
@@ -32,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{
-    WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
-    WorkflowStartOptions,
+    WorkflowDescribeOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy,
+    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
 };
 use temporalio_common::search_attributes::SearchAttributes;
 use utoipa::{IntoParams, ToSchema};
@@ -229,7 +230,9 @@ async fn plan(
         }
         Err(e) => return Err(e.into()),
     };
-    if let Err(e) = start(&state, input).await {
+    if let Err(e) = start(&state, input).await
+        && !started_after_all(&state, &run_id).await
+    {
         // Nothing half-written: without its workflow the run must not exist. Should the
         // database refuse too, the start stays accepted and the starter makes it later.
         return Err(
@@ -266,11 +269,40 @@ async fn replay(state: &AppState, existing: Run, hash: &str) -> Result<Response,
         ));
     }
     let run_id = &existing.provisioning_run_id;
-    if let Some(input) = run_starts::pending(&state.db, &existing.tenant_id, run_id).await? {
-        start(state, input).await?;
+    if let Some(pending) = run_starts::pending(&state.db, &existing.tenant_id, run_id).await? {
+        // The first request may still be starting the run, or about to take it back: starting
+        // it from here too could leave a workflow whose run was taken back.
+        if chrono::Utc::now() - pending.accepted_at < in_flight() {
+            return Err(Error::Conflict(format!(
+                "the first request with this Idempotency-Key is still starting run `{run_id}`; \
+                 send it again in a few seconds"
+            )));
+        }
+        start(state, pending.input).await?;
         forget_start(state, run_id).await;
     }
     Ok(accepted(existing.into(), StatusCode::OK))
+}
+
+/// [`RUN_START_IN_FLIGHT`], to compare with the database's timestamps.
+fn in_flight() -> chrono::Duration {
+    chrono::Duration::from_std(RUN_START_IN_FLIGHT).unwrap_or_default()
+}
+
+/// Whether the run's workflow exists although its start failed: a start that timed out may
+/// have reached Temporal all the same. Asked once and briefly; no answer counts as no (the
+/// run is taken back, and a workflow that did start writes its row again when it first
+/// projects).
+async fn started_after_all(state: &AppState, run_id: &str) -> bool {
+    let handle = state
+        .temporal
+        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(run_id));
+    let described = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        handle.describe(WorkflowDescribeOptions::default()),
+    )
+    .await;
+    matches!(described, Ok(Ok(_)))
 }
 
 /// The run's workflow started: its start is no longer pending. Should the database refuse,
@@ -284,7 +316,7 @@ pub(crate) async fn forget_start(state: &AppState, run_id: &str) {
 /// Starts the run's workflow (an inbound event's run too). The id is the idempotency key on
 /// the Temporal side: a start for an id that exists (running or closed) never creates a
 /// second execution, and is answered as a start. Temporal's answer is awaited for
-/// [`START_TIMEOUT`] at most, well within the starter's grace (`UnstartedRunGraceSeconds`), so
+/// [`RUN_START_TIMEOUT`] at most, within the starter's grace (`UnstartedRunGraceSeconds`), so
 /// a request that could not start its run has taken it back before the starter looks.
 pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
     let attributes = SearchAttributes::new(run_attributes(&input));
@@ -297,7 +329,7 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
         ))
         .build();
     let started = tokio::time::timeout(
-        START_TIMEOUT,
+        RUN_START_TIMEOUT,
         runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
             ProvisioningRun::run,
             input,
@@ -314,7 +346,7 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
             ))
         }
         Err(_) => {
-            tracing::error!("no answer from the workflow service within {START_TIMEOUT:?}");
+            tracing::error!("no answer from the workflow service within {RUN_START_TIMEOUT:?}");
             Err(Error::Unavailable(
                 "the workflow service did not answer; nothing was started, retry later".into(),
             ))
@@ -322,8 +354,6 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
     }
 }
 
-/// How long a request waits for Temporal to start its run.
-pub(crate) const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `?environmentId=&kind=&state=&cursor=&limit=`.
 #[derive(Debug, Deserialize, IntoParams)]
