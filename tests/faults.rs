@@ -462,7 +462,11 @@ async fn a_request_sent_again_starts_the_run_its_first_attempt_left_unstarted() 
     let id = run_left_unstarted(&stack, "dev", "second", Some(hash)).await;
     let in_flight = send("second").await;
     in_flight.expect_problem(409);
-    assert_eq!(stack.count("run_starts").await, 1, "still the first request's to start");
+    assert_eq!(
+        stack.count("run_starts").await,
+        1,
+        "still the first request's to start"
+    );
 
     written_a_minute_ago(&stack, &id).await;
     let again = send("second").await.expect(200);

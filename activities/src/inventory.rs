@@ -162,6 +162,12 @@ impl InventoryActivitiesImpl {
             })
             .collect();
         let recorded = observations::record_many(&self.db, &records).await?;
+        // A drift storm grows the findings from nothing to hundreds of thousands within a
+        // sweep: the database's plans must keep up (store::statistics). Plans only get slower
+        // without it, so a failure is no reason to record the batch again.
+        if let Err(e) = runtime_cloud_store::statistics::refresh(&self.db).await {
+            tracing::warn!(error = %e, "planner statistics not refreshed");
+        }
         let mut outcomes = Vec::with_capacity(recorded.len());
         for ((record, _), outcome) in records.iter().zip(recorded) {
             outcomes.push(self.settle_auto_accept(record, outcome).await?);

@@ -30,6 +30,7 @@
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
+//! - [`statistics`]: the planner's statistics, refreshed by the writers that grow tables fast.
 //! - [`error`]: this crate's error type.
 //! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
 //! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
@@ -58,6 +59,7 @@ pub mod rollouts;
 pub mod run_starts;
 pub mod runs;
 pub mod specifications;
+pub mod statistics;
 pub mod windows;
 mod write;
 

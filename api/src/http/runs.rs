@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{
-    WorkflowDescribeOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy,
-    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
+    WorkflowDescribeOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions,
+    WorkflowSignalOptions, WorkflowStartOptions,
 };
 use temporalio_common::search_attributes::SearchAttributes;
 use utoipa::{IntoParams, ToSchema};
@@ -353,7 +353,6 @@ pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error
         }
     }
 }
-
 
 /// `?environmentId=&kind=&state=&cursor=&limit=`.
 #[derive(Debug, Deserialize, IntoParams)]
