@@ -100,12 +100,7 @@ fn policy(config: &Config, auto_accept: bool) -> anyhow::Result<Arc<dyn Policy>>
 /// What a worker's activities need, from the configuration.
 async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
     let db = connect_db(config).await?;
-    let client = runtime_cloud_temporal::connect_with(
-        &config.temporal_address,
-        &config.temporal_namespace,
-        config.otlp_endpoint.is_some(),
-    )
-    .await?;
+    let client = connect_temporal_patiently(config).await?;
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
     let artifacts = artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?;
     let inventory = config.runtime_cloud.inventory.clone();
@@ -164,6 +159,32 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
     })
 }
 
+/// Connects a worker to Temporal, trying again while it is unreachable (the pause doubles up
+/// to `worker::RESTART_MAX`): a worker started during an outage of Temporal serves once it
+/// is back, as one that was running does. A bad address is an error at once.
+async fn connect_temporal_patiently(
+    config: &Config,
+) -> anyhow::Result<runtime_cloud_temporal::Client> {
+    let mut pause = std::time::Duration::from_secs(1);
+    loop {
+        let connected = runtime_cloud_temporal::connect_with(
+            &config.temporal_address,
+            &config.temporal_namespace,
+            config.otlp_endpoint.is_some(),
+        )
+        .await;
+        match connected {
+            Ok(client) => return Ok(client),
+            Err(e @ runtime_cloud_temporal::Error::Connect { .. }) => {
+                tracing::warn!(error = %e, "Temporal unreachable; the worker tries again in {pause:?}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(runtime_cloud_temporal::worker::RESTART_MAX);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Runs a worker of pool `pool_id` until `shutdown`: it serves only the plans and applies of
 /// the environments bound to the pool (no workflows, no relay).
 pub async fn run_pool_worker(
@@ -171,7 +192,11 @@ pub async fn run_pool_worker(
     pool_id: &str,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let deps = worker_deps(config).await?;
+    tokio::pin!(shutdown);
+    let deps = tokio::select! {
+        deps = worker_deps(config) => deps?,
+        () = &mut shutdown => return Ok(()),
+    };
     runtime_cloud_temporal::worker::run_pool(deps, pool_id, shutdown).await?;
     Ok(())
 }
@@ -179,7 +204,11 @@ pub async fn run_pool_worker(
 /// Runs the worker (every workflow and activity) until `shutdown`, with the outbox relay beside
 /// it when NATS is configured.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let deps = worker_deps(config).await?;
+    tokio::pin!(shutdown);
+    let deps = tokio::select! {
+        deps = worker_deps(config) => deps?,
+        () = &mut shutdown => return Ok(()),
+    };
     // The outbox relay runs beside the worker when NATS is configured; without it events stay
     // readable in the outbox table.
     let (stop_relay, relay_stopped) = tokio::sync::watch::channel(false);

@@ -552,3 +552,35 @@ async fn a_run_temporal_could_not_start_is_taken_back() {
         .await;
     assert_eq!(stack.count("run_starts").await, 0);
 }
+
+/// 9. A worker process that starts while Temporal is unreachable keeps trying to connect
+///    instead of exiting: once Temporal is back, runs apply, without anyone restarting the
+///    process.
+// Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_during_a_temporal_outage_serves_once_it_is_back() {
+    let temporal = Proxy::start(&crate::common::temporal_address()).await;
+    let mut stack = Stack::with(StackOptions {
+        temporal: Some(temporal.addr.clone()),
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 1)]).await;
+
+    stack.kill_worker();
+    temporal.cut();
+    stack.start_worker();
+    eventually(60, "the worker to find Temporal unreachable", || async {
+        stack
+            .logs()
+            .contains("Temporal unreachable; the worker tries again")
+            .then_some(())
+    })
+    .await;
+    temporal.restore();
+
+    let id = api.plan_run("dev", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+}

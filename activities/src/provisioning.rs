@@ -12,6 +12,7 @@ use runtime_cloud_workflows::contracts::{
     ApplyRequest, Gate, LockRequest, PlanRequest, PolicyDecision, PolicyInput, RunProjection,
     WindowQuery, provisioning_markers as markers,
 };
+use runtime_cloud_workflows::ids::semaphore_task_queue;
 use runtime_cloud_workflows::semaphore::{Acquire, SemaphoreState};
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
 use temporalio_client::{
     Client, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+    WorkflowUpdateWithStartOptions,
 };
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -36,9 +38,9 @@ pub struct ProvisioningActivitiesImpl {
     pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
     pub artifacts: Arc<dyn ArtifactStore>,
-    /// Used to signal-with-start semaphores (environment locks, project capacity).
+    /// Used to start and ask semaphores (environment locks, project capacity).
     pub client: Client,
-    /// The task queue the semaphores run on.
+    /// The workers' task queue (the semaphores run on its `/semaphores` queue).
     pub task_queue: String,
     /// How often a lock with a waiting run checks that its holder still exists.
     pub lock_holder_check_secs: u64,
@@ -77,22 +79,32 @@ impl ProvisioningActivitiesImpl {
             .map_err(|e| activity_error(e.into()))
     }
 
-    /// Signal-with-start: queue `req`'s requester on the semaphore, starting it if it is idle.
-    async fn ask_for_lock(&self, req: LockRequest) -> Result<(), ActivityError> {
+    /// Update-with-start: asks the semaphore for a slot for `req`'s requester, starting it if
+    /// it is idle (it ended since the caller found it running). True: the requester holds a
+    /// slot now; false: it waits in the queue and is signalled `granted` when its turn comes.
+    async fn ask_for_lock(&self, req: LockRequest) -> Result<bool, ActivityError> {
         let idle = SemaphoreState::idle(&req, self.lock_holder_check_secs);
-        let opts = WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id)
-            .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-            .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
-            .build();
+        let opts = WorkflowUpdateWithStartOptions::new(
+            semaphore_task_queue(&self.task_queue),
+            req.lock_workflow_id,
+            WorkflowIdConflictPolicy::UseExisting,
+        )
+        .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
+        .build();
         let acquire = Acquire {
             requester: req.requester_workflow_id,
             slots: req.slots,
         };
         self.client
-            .signal_with_start_workflow(Semaphore::run, idle, Semaphore::acquire, acquire, opts)
+            .execute_update_with_start_workflow(
+                Semaphore::run,
+                idle,
+                Semaphore::acquire,
+                acquire,
+                opts,
+            )
             .await
-            .map_err(temporal_unavailable)?;
-        Ok(())
+            .map_err(temporal_unavailable)
     }
 }
 
@@ -131,12 +143,12 @@ fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
 #[activities]
 impl ProvisioningActivitiesImpl {
     /// Takes a slot of a semaphore that is not running by starting it with the caller as its
-    /// holder (true); otherwise asks for one with signal-with-start (false: the semaphore will
-    /// signal `granted`).
+    /// holder (true); otherwise asks for one with update-with-start, whose answer says whether
+    /// the caller holds a slot now (true) or waits for the semaphore's `granted` (false).
     ///
     /// The semaphore's workflow id is unique, so of two callers starting it at once only one
     /// succeeds. If this start succeeded in an earlier attempt whose answer was lost, the retry
-    /// finds it running and asks; the semaphore sees its own holder asking and grants again.
+    /// finds it running and asks; the semaphore sees its own holder asking and answers true.
     #[activity(definition = markers::AcquireLock)]
     pub async fn acquire_lock(
         self: Arc<Self>,
@@ -145,11 +157,13 @@ impl ProvisioningActivitiesImpl {
     ) -> Result<bool, ActivityError> {
         let span = tracing::info_span!("acquire_lock", workflow_id = %req.requester_workflow_id);
         async move {
-            let opts =
-                WorkflowStartOptions::new(self.task_queue.clone(), req.lock_workflow_id.clone())
-                    .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
-                    .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
-                    .build();
+            let opts = WorkflowStartOptions::new(
+                semaphore_task_queue(&self.task_queue),
+                req.lock_workflow_id.clone(),
+            )
+            .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+            .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
+            .build();
             let state = SemaphoreState::held_by(&req, self.lock_holder_check_secs);
             match self
                 .client
@@ -157,10 +171,7 @@ impl ProvisioningActivitiesImpl {
                 .await
             {
                 Ok(_) => Ok(true),
-                Err(WorkflowStartError::AlreadyStarted { .. }) => {
-                    self.ask_for_lock(req).await?;
-                    Ok(false)
-                }
+                Err(WorkflowStartError::AlreadyStarted { .. }) => self.ask_for_lock(req).await,
                 Err(e) => Err(temporal_unavailable(e)),
             }
         }

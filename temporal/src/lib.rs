@@ -19,6 +19,7 @@ pub use connection::{connect, connect_with, in_current_span};
 pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
 /// A worker pool's task queue.
 pub use runtime_cloud_workflows::ids::pool_task_queue;
+pub use temporalio_client::Client;
 /// What a tracer provider needs for replay-safe workflow spans.
 pub use temporalio_sdk::opentelemetry::{WorkflowIdGenerator, WorkflowSpanProcessor};
 

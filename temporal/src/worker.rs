@@ -1,5 +1,5 @@
-//! The workers: every workflow and activity of Runtime Cloud on one task queue ([`run`]), and
-//! a worker pool's worker, which serves only the plans and applies of the environments bound
+//! The workers: every workflow and activity of Runtime Cloud on one task queue ([`run`]), the
+//! semaphores on one of their own beside it, and a worker pool's worker, which serves only the plans and applies of the environments bound
 //! to its pool, on the pool's own task queue ([`run_pool`]).
 
 use crate::Error;
@@ -9,7 +9,7 @@ use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use runtime_cloud_workflows::ids::pool_task_queue;
+use runtime_cloud_workflows::ids::{pool_task_queue, semaphore_task_queue};
 use runtime_cloud_workflows::{
     FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
     ReconciliationProposal, Semaphore,
@@ -48,12 +48,45 @@ pub struct WorkerDeps {
     pub slo: Option<Arc<dyn runtime_cloud_activities::slo::SloGuard>>,
 }
 
-/// Runs the worker until `shutdown` resolves, then drains it.
+/// Runs the worker until `shutdown` resolves, then drains it. A worker that stops on its own
+/// (Temporal unreachable while it starts: the SDK gives up checking the namespace after about
+/// ten seconds) is started again, after a pause that doubles up to [`RESTART_MAX`]: a worker
+/// process outlives an outage of Temporal, as its API does.
 ///
 /// The worker's future is not `Send` (workflows run on a local set), so call this on the task
 /// that owns it (`tokio::select!` / `join!` from `main`), never through `tokio::spawn`.
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())?;
+    let shutdown = futures::FutureExt::shared(shutdown);
+    let mut pause = RESTART_FIRST;
+    loop {
+        let Err(e) = serve(&runtime, &deps, shutdown.clone()).await else {
+            return Ok(());
+        };
+        if shutdown.peek().is_some() {
+            return Err(e);
+        }
+        tracing::warn!(error = %e, "worker stopped; starting it again in {pause:?}");
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.clone() => return Ok(()),
+        }
+        pause = (pause * 2).min(RESTART_MAX);
+    }
+}
+
+/// The first pause before a stopped worker is started again.
+const RESTART_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest pause before a stopped worker is started again.
+pub const RESTART_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Ensures the schedules, then serves every workflow and activity until `shutdown` resolves
+/// or a worker stops.
+async fn serve(
+    runtime: &Runtime,
+    deps: &WorkerDeps,
+    shutdown: impl Future<Output = ()> + Clone,
+) -> Result<(), Error> {
     crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
     let fleet = runtime_cloud_activities::fleet::FleetActivitiesImpl {
         db: deps.db.clone(),
@@ -81,10 +114,16 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         db: deps.db.clone(),
         client: deps.client.clone(),
     };
-    let activities = provisioning_activities(&deps);
+    let activities = provisioning_activities(deps);
+    let semaphores = WorkerOptions::new(semaphore_task_queue(&deps.task_queue))
+        .register_workflow::<Semaphore>()?
+        .register_activities(CapacityActivitiesImpl {
+            db: deps.db.clone(),
+            client: deps.client.clone(),
+        })
+        .build();
     let options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
-        .register_workflow::<Semaphore>()?
         .register_workflow::<ObserveEnvironment>()?
         .register_workflow::<ReconciliationProposal>()?
         .register_workflow::<ObservationSweep>()?
@@ -97,7 +136,11 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         .register_activities(capacity)
         .build();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
-    poll(Worker::new(&runtime, deps.client, options)?, shutdown).await
+    // The semaphores get a worker of their own, with its own workflow-task slots
+    // (`ids::semaphore_task_queue` says why); one shutdown drains both.
+    let semaphores = Worker::new(runtime, deps.client.clone(), semaphores)?;
+    let main = Worker::new(runtime, deps.client.clone(), options)?;
+    poll_both(main, semaphores, shutdown).await
 }
 
 /// Runs a worker of pool `pool_id` until `shutdown` resolves: it polls only the pool's task
@@ -129,6 +172,33 @@ fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
         task_queue: deps.task_queue.clone(),
         lock_holder_check_secs: deps.provisioning.lock_holder_check_secs(),
     }
+}
+
+/// Polls with both workers until `shutdown` resolves or one of them stops, then drains both.
+async fn poll_both(
+    mut first: Worker,
+    mut second: Worker,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let (stop_first, stop_second) = (first.shutdown_handle(), second.shutdown_handle());
+    let (first, second) = (first.run(), second.run());
+    tokio::pin!(first, second);
+    let (a, b) = tokio::select! {
+        a = &mut first => {
+            stop_second();
+            (a, second.await)
+        }
+        b = &mut second => {
+            stop_first();
+            (first.await, b)
+        }
+        () = shutdown => {
+            stop_first();
+            stop_second();
+            tokio::join!(first, second)
+        }
+    };
+    Ok(a.and(b)?)
 }
 
 /// Polls with `worker` until `shutdown` resolves, then drains it.

@@ -627,7 +627,7 @@ impl Stack {
             "--type",
             "Semaphore",
             "--task-queue",
-            &self.task_queue,
+            &runtime_cloud_workflows::ids::semaphore_task_queue(&self.task_queue),
             "--workflow-id",
             &lock,
             "--input",

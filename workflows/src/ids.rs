@@ -28,6 +28,15 @@ pub fn pool_task_queue(task_queue: &str, pool_id: &str) -> String {
     format!("{task_queue}/pool/{pool_id}")
 }
 
+/// `{taskQueue}/semaphores`: the task queue of the semaphores (environment locks, project
+/// capacity). Their workflow tasks must never wait behind the runs that ask them: a run's
+/// local activity waits for a semaphore's answer while the run's own workflow task is open, so
+/// were the semaphores served by the runs' workflow-task slots, a flood of runs asking could
+/// hold every slot and leave none for the semaphore that answers them.
+pub fn semaphore_task_queue(task_queue: &str) -> String {
+    format!("{task_queue}/semaphores")
+}
+
 /// `observe/{tenant}/{env}/{window}`: an observation started as its own workflow; the API
 /// starts an operator's as `manual-{id}`, one per request.
 pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) -> String {

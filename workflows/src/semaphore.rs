@@ -10,13 +10,17 @@
 //! `unlock := mutex.Lock(…)` in Temporal's mutex sample. A semaphore that is not running is
 //! taken by starting it with the caller as holder (activity `provisioning.acquire-lock`): the
 //! workflow id is unique, so only one start can succeed, and the caller learns from the
-//! start's answer that it holds a slot, without a signal back. When the semaphore already
-//! runs, the caller asks with signal-with-start (`acquire`); the semaphore grants free slots to
-//! the oldest waiters by signalling `granted` (with its own workflow id, so a workflow that
-//! holds two semaphores knows which one answered), and waits for their `release`. A caller
-//! that gives up before its turn releases too, which only drops it from the queue. The
-//! semaphore ends when nobody holds or waits for it, and continues as new to keep its history
-//! short under a steady stream of callers.
+//! start's answer that it holds a slot. When the semaphore already runs, the caller asks with
+//! update-with-start (`acquire`), whose answer says whether it holds a slot now: a slot is
+//! free and nobody waits before it (the common case, answered without a signal back and
+//! without a workflow task of the caller's), or it waits in the queue. The semaphore grants
+//! the slots freed later to the oldest waiters by signalling `granted` (with its own workflow
+//! id, so a workflow that holds two semaphores knows which one answered), and waits for their
+//! `release`. A caller that gives up before its turn releases too, which only drops it from
+//! the queue. The semaphore ends when nobody holds or waits for it, and continues as new to
+//! keep its history short under a steady stream of callers. Semaphores run on their own task
+//! queue ([`crate::ids::semaphore_task_queue`]): a caller's local activity waits for the
+//! answer while the caller's workflow task is open.
 
 use crate::contracts::{CapacityActivities, LeaseExpiry, LockRequest, ProvisioningActivities};
 use crate::messages::Granted;
@@ -82,8 +86,9 @@ pub async fn lock<W: LockHolder>(
     Ok((unlock, turn))
 }
 
-/// Asks for a slot: true when the caller took it at once (it started the semaphore), false
-/// when it waits in the queue (see [`wait_for_turn`]). `records_leases`: the semaphore records
+/// Asks for a slot: true when the caller holds it at once (it started the semaphore, or a
+/// slot was free and nobody waited), false when it waits in the queue (see
+/// [`wait_for_turn`]). `records_leases`: the semaphore records
 /// a vanished holder's capacity lease as expired. `tenant_id` is the semaphore's tenant, its
 /// fairness key.
 pub async fn ask<W: LockHolder>(
@@ -144,8 +149,9 @@ impl Unlock {
 pub struct Holder {
     /// Its workflow id.
     pub id: String,
-    /// It knows it holds the slot: it started the semaphore as its holder, or was granted it.
-    /// False again when the holder asks again (its start's answer was lost).
+    /// It knows it holds the slot: it started the semaphore as its holder, was answered so
+    /// when it asked, or was signalled its grant. False for a waiter the loop just made a
+    /// holder, until its grant is delivered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub knows: bool,
 }
@@ -197,6 +203,29 @@ impl SemaphoreState {
         }
     }
 
+    /// `acquire`'s answer (see [`Semaphore::acquire`]): true when the requester holds a slot
+    /// now, false when it waits in the queue.
+    pub fn ask(&mut self, request: Acquire) -> bool {
+        self.slots = request.slots.max(1);
+        let requester = request.requester;
+        if let Some(holder) = self.holders.iter_mut().find(|h| h.id == requester) {
+            holder.knows = true;
+            return true;
+        }
+        let free = self.holders.len() < self.slots as usize;
+        if free && self.queue.is_empty() {
+            self.holders.push(Holder {
+                id: requester,
+                knows: true,
+            });
+            return true;
+        }
+        if !self.queue.contains(&requester) {
+            self.queue.push_back(requester);
+        }
+        false
+    }
+
     /// Whether `id` holds a slot.
     fn holds(&self, id: &str) -> bool {
         self.holders.iter().any(|h| h.id == id)
@@ -237,8 +266,8 @@ impl Semaphore {
 
     /// Grants free slots in arrival order until nobody holds or wants one.
     ///
-    /// Only this loop makes holders; signals only queue and release. That keeps a release and
-    /// an acquire arriving in the same workflow task from skipping a grant.
+    /// Only this loop and `acquire` make holders, and `acquire` only when nobody waits: a
+    /// waiter is always granted by this loop, in arrival order.
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         // Signals that came with the start are handled before this runs. A semaphore started
@@ -266,8 +295,8 @@ impl Semaphore {
             if ctx.state(|s| s.state.holders.is_empty()) {
                 return Ok(());
             }
-            // A holder carried over by continue-as-new, or that asked again, is granted again
-            // (a caller ignores a second grant); a new holder is granted its slot. All at once:
+            // A waiter that became a holder is granted its slot (a caller ignores a second
+            // grant, should it have asked again meanwhile). All at once:
             // a semaphore freeing ten slots does not make the tenth wait for nine round trips.
             let untold: Vec<String> = ctx.state(|s| {
                 let untold = s.state.holders.iter().filter(|h| !h.knows);
@@ -367,20 +396,15 @@ impl Semaphore {
         }
     }
 
-    /// A workflow wants a slot; `slots` is the limit as it reads it now. Asking twice keeps
-    /// one place in the queue; a holder asking means it does not know it holds a slot (the
-    /// answer to its start was lost), so the semaphore tells it again.
-    #[signal]
-    pub fn acquire(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: Acquire) {
-        self.state.slots = request.slots.max(1);
-        let requester = request.requester;
-        if let Some(holder) = self.state.holders.iter_mut().find(|h| h.id == requester) {
-            holder.knows = false;
-            return;
-        }
-        if !self.state.queue.contains(&requester) {
-            self.state.queue.push_back(requester);
-        }
+    /// A workflow wants a slot; `slots` is the limit as it reads it now. True: it holds one
+    /// now, because a slot is free and nobody waits before it, or because it already held one
+    /// (the answer to its start or to an earlier ask was lost). False: it waits in the queue,
+    /// and is signalled `granted` when its turn comes; asking twice keeps one place.
+    #[update]
+    pub fn acquire(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: Acquire) -> bool {
+        let granted = self.state.ask(request);
+        self.grants += u32::from(granted);
+        granted
     }
 
     /// A workflow is done with its slot, or no longer wants one.
@@ -397,7 +421,7 @@ impl Semaphore {
     }
 }
 
-/// Payload of the `acquire` signal.
+/// Payload of the `acquire` update.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Acquire {
@@ -435,9 +459,45 @@ mod tests {
         state.queue.push_back("provisioning-run/r3".into());
         assert!(!state.has_work(), "full: the third waits");
         state.holders[0].knows = false;
-        assert!(state.has_work(), "a holder asked again");
+        assert!(state.has_work(), "a holder not told yet");
         state.holders.clear();
         assert!(state.has_work(), "nobody holds");
         assert_eq!(SemaphoreState::idle(&request(0), 60).slots, 1);
+    }
+
+    fn acquire(requester: &str, slots: u32) -> Acquire {
+        Acquire {
+            requester: format!("provisioning-run/{requester}"),
+            slots,
+        }
+    }
+
+    #[test]
+    fn an_ask_holds_a_free_slot_at_once_unless_someone_waits_before_it() {
+        let mut state = SemaphoreState::held_by(&request(2), 60);
+        assert!(state.ask(acquire("r2", 2)), "a free slot, nobody waiting");
+        assert!(!state.ask(acquire("r3", 2)), "full: r3 waits");
+        assert!(state.ask(acquire("r2", 2)), "asking again: still held");
+        assert!(!state.ask(acquire("r3", 2)), "asking again: still waiting");
+        assert_eq!(
+            state.queue,
+            ["provisioning-run/r3"],
+            "one place in the queue"
+        );
+
+        // r1 leaves: its slot is r3's, not a newcomer's, though the loop has not granted it.
+        state.holders.retain(|h| h.id != "provisioning-run/r1");
+        assert!(!state.ask(acquire("r4", 2)), "r3 waited first");
+        assert_eq!(state.queue, ["provisioning-run/r3", "provisioning-run/r4"]);
+
+        // A quota raised takes effect for the next asks; still behind the waiters.
+        assert!(!state.ask(acquire("r5", 10)));
+        assert_eq!(state.slots, 10);
+        state.queue.clear();
+        assert!(state.ask(acquire("r6", 10)), "nobody waits any more");
+        assert!(
+            state.holders.iter().all(|h| h.knows),
+            "answered holders know"
+        );
     }
 }
