@@ -340,7 +340,8 @@ async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
         worker_peak_mib + api_peak_mib
     );
     // Both sweeps' actions (and the proposals' workflows they started), per sweep.
-    let tally = actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
+    let tally =
+        actions::tally(&client, &crate::stack::product_workflows(&stack.task_queue)).await?;
     stack.stop().await;
     Ok(Measured {
         wall,

@@ -206,7 +206,7 @@ async fn wait_applied(api: &Api, n: usize) -> anyhow::Result<()> {
 async fn tally(stack: &Stack) -> anyhow::Result<Tally> {
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     wait_idle(&client, &stack.task_queue).await?;
-    actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await
+    actions::tally(&client, &crate::stack::product_workflows(&stack.task_queue)).await
 }
 
 fn report(args: &Args, rollout: &Measured, bare: &Measured) {

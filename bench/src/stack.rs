@@ -346,9 +346,16 @@ where
     }
 }
 
+/// The visibility query of every workflow of a stack on `task_queue`: its own and the
+/// semaphores it runs beside them (`{task_queue}/semaphores`).
+pub fn product_workflows(task_queue: &str) -> String {
+    let semaphores = runtime_cloud_temporal::semaphore_task_queue(task_queue);
+    format!("(TaskQueue='{task_queue}' OR TaskQueue='{semaphores}')")
+}
+
 /// Waits until no workflow on the task queue is running (a sweep finished, a worker idle).
 pub async fn wait_idle(client: &temporalio_client::Client, task_queue: &str) -> anyhow::Result<()> {
-    wait_none_running(client, &format!("TaskQueue='{task_queue}'")).await
+    wait_none_running(client, &product_workflows(task_queue)).await
 }
 
 /// Waits until no workflow that `query` selects is running.

@@ -175,7 +175,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     stack::wait_idle(&client, &stack.task_queue).await?;
     let tally =
-        crate::actions::tally(&client, &format!("TaskQueue='{}'", stack.task_queue)).await?;
+        crate::actions::tally(&client, &crate::stack::product_workflows(&stack.task_queue)).await?;
     stack.stop().await;
     let elapsed = since(start, last);
     Ok(Measured {
