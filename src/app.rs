@@ -160,12 +160,12 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
 }
 
 /// Connects a worker to Temporal, trying again while it is unreachable (the pause doubles up
-/// to `worker::RESTART_MAX`): a worker started during an outage of Temporal serves once it
+/// to `worker::RestartPauses::MAX`): a worker started during an outage of Temporal serves once it
 /// is back, as one that was running does. A bad address is an error at once.
 async fn connect_temporal_patiently(
     config: &Config,
 ) -> anyhow::Result<runtime_cloud_temporal::Client> {
-    let mut pause = std::time::Duration::from_secs(1);
+    let mut pauses = runtime_cloud_temporal::worker::RestartPauses::default();
     loop {
         let connected = runtime_cloud_temporal::connect_with(
             &config.temporal_address,
@@ -176,9 +176,9 @@ async fn connect_temporal_patiently(
         match connected {
             Ok(client) => return Ok(client),
             Err(e @ runtime_cloud_temporal::Error::Connect { .. }) => {
+                let pause = pauses.next_pause();
                 tracing::warn!(error = %e, "Temporal unreachable; the worker tries again in {pause:?}");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(runtime_cloud_temporal::worker::RESTART_MAX);
             }
             Err(e) => return Err(e.into()),
         }

@@ -509,12 +509,7 @@ async fn request_hash(stack: &Stack, key: &str) -> String {
 // Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_temporal_could_not_start_is_taken_back() {
-    let temporal = Proxy::start(&crate::common::temporal_address()).await;
-    let stack = Stack::with(StackOptions {
-        temporal: Some(temporal.addr.clone()),
-        ..Default::default()
-    })
-    .await;
+    let (temporal, stack) = behind_a_temporal_proxy().await;
     let api = stack.operator("acme");
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 2)]).await;
@@ -559,12 +554,7 @@ async fn a_run_temporal_could_not_start_is_taken_back() {
 // Multi-threaded: the proxy must keep forwarding while the harness blocks on a process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_started_during_a_temporal_outage_serves_once_it_is_back() {
-    let temporal = Proxy::start(&crate::common::temporal_address()).await;
-    let mut stack = Stack::with(StackOptions {
-        temporal: Some(temporal.addr.clone()),
-        ..Default::default()
-    })
-    .await;
+    let (temporal, mut stack) = behind_a_temporal_proxy().await;
     let api = stack.operator("acme");
     api.environment("dev", "non-production").await;
     api.declare("dev", &[("api", "1.0.0", 1)]).await;
@@ -583,4 +573,16 @@ async fn a_worker_started_during_a_temporal_outage_serves_once_it_is_back() {
 
     let id = api.plan_run("dev", "baseline").await;
     api.wait_state(&id, "Applied").await;
+}
+
+/// A stack whose processes reach the suite's Temporal through a proxy the test can cut (the
+/// test's runtime must be multi-threaded so the proxy forwards while the harness waits).
+async fn behind_a_temporal_proxy() -> (Proxy, Stack) {
+    let temporal = Proxy::start(&crate::common::temporal_address()).await;
+    let stack = Stack::with(StackOptions {
+        temporal: Some(temporal.addr.clone()),
+        ..Default::default()
+    })
+    .await;
+    (temporal, stack)
 }

@@ -18,6 +18,24 @@ pub(crate) async fn sqlite() -> DatabaseConnection {
     db
 }
 
+/// A baseline run of `specification` on `environment`, requested with nothing else.
+pub(crate) fn new_run<'a>(
+    run_id: &'a str,
+    environment: &'a Environment,
+    specification: &'a crate::specifications::Specification,
+) -> crate::runs::NewRun<'a> {
+    crate::runs::NewRun {
+        run_id,
+        environment,
+        specification,
+        kind: runtime_cloud_models::ProvisioningKind::Baseline,
+        promotion_id: None,
+        approval_id: None,
+        idempotency_key: None,
+        request_hash: None,
+    }
+}
+
 /// An in-memory SQLite database with no tables yet.
 pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
     Database::connect("sqlite::memory:").await.unwrap()

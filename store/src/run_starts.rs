@@ -129,7 +129,7 @@ mod tests {
     use super::*;
     use crate::fixtures::{self, declaration, workload};
     use crate::specifications;
-    use runtime_cloud_models::{EnvironmentClass, ProvisioningKind};
+    use runtime_cloud_models::EnvironmentClass;
 
     #[tokio::test]
     async fn a_start_is_pending_until_started_and_withdrawn_with_its_run() {
@@ -140,16 +140,7 @@ mod tests {
                 .await
                 .unwrap();
         let options = ProvisioningOptions::default();
-        let new = |id: &'static str| NewRun {
-            run_id: id,
-            environment: &env,
-            specification: &spec,
-            kind: ProvisioningKind::Baseline,
-            promotion_id: None,
-            approval_id: None,
-            idempotency_key: None,
-            request_hash: None,
-        };
+        let new = |id: &'static str| fixtures::new_run(id, &env, &spec);
         let input = accept(&db, &new("r1"), &options).await.unwrap();
         accept(&db, &new("r2"), &options).await.unwrap();
         let err = accept(&db, &new("r1"), &options).await.unwrap_err();

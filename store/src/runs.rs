@@ -785,14 +785,9 @@ mod tests {
                 .await
                 .unwrap();
         let new = NewRun {
-            run_id: "0190f000-0000-7000-8000-000000000001",
-            environment: &env,
-            specification: &spec,
-            kind: ProvisioningKind::Baseline,
-            promotion_id: None,
-            approval_id: None,
             idempotency_key: Some("deploy-1".into()),
             request_hash: Some("hash-1".into()),
+            ..fixtures::new_run("0190f000-0000-7000-8000-000000000001", &env, &spec)
         };
         let options = ProvisioningOptions::default();
         let input = create(&db, &new, &options).await.unwrap();
@@ -937,16 +932,7 @@ mod tests {
         let spec = specifications::declare(&db, &declaration("dev", vec![]))
             .await
             .unwrap();
-        let new = NewRun {
-            run_id: "r1",
-            environment: &env,
-            specification: &spec,
-            kind: ProvisioningKind::Baseline,
-            promotion_id: None,
-            approval_id: None,
-            idempotency_key: None,
-            request_hash: None,
-        };
+        let new = fixtures::new_run("r1", &env, &spec);
         create(&db, &new, &ProvisioningOptions::default())
             .await
             .unwrap();

@@ -50,7 +50,7 @@ pub struct WorkerDeps {
 
 /// Runs the worker until `shutdown` resolves, then drains it. A worker that stops on its own
 /// (Temporal unreachable while it starts: the SDK gives up checking the namespace after about
-/// ten seconds) is started again, after a pause that doubles up to [`RESTART_MAX`]: a worker
+/// ten seconds) is started again after one of [`RestartPauses`]: a worker
 /// process outlives an outage of Temporal, as its API does.
 ///
 /// The worker's future is not `Send` (workflows run on a local set), so call this on the task
@@ -58,7 +58,7 @@ pub struct WorkerDeps {
 pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let runtime = Runtime::from_current_tokio(Default::default())?;
     let shutdown = futures::FutureExt::shared(shutdown);
-    let mut pause = RESTART_FIRST;
+    let mut pauses = RestartPauses::default();
     loop {
         let Err(e) = serve(&runtime, &deps, shutdown.clone()).await else {
             return Ok(());
@@ -66,19 +66,41 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
         if shutdown.peek().is_some() {
             return Err(e);
         }
+        let pause = pauses.next_pause();
         tracing::warn!(error = %e, "worker stopped; starting it again in {pause:?}");
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             () = shutdown.clone() => return Ok(()),
         }
-        pause = (pause * 2).min(RESTART_MAX);
     }
 }
 
-/// The first pause before a stopped worker is started again.
-const RESTART_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
-/// The longest pause before a stopped worker is started again.
-pub const RESTART_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+/// The pauses before a worker that could not reach Temporal tries again: 1 s, doubling, at most
+/// 30 s (an outage of minutes is retried twice a minute, a blip at once).
+#[derive(Debug)]
+pub struct RestartPauses {
+    next: std::time::Duration,
+}
+
+impl Default for RestartPauses {
+    fn default() -> Self {
+        Self {
+            next: std::time::Duration::from_secs(1),
+        }
+    }
+}
+
+impl RestartPauses {
+    /// The longest pause.
+    pub const MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// The pause before the next attempt.
+    pub fn next_pause(&mut self) -> std::time::Duration {
+        let pause = self.next;
+        self.next = (pause * 2).min(Self::MAX);
+        pause
+    }
+}
 
 /// Ensures the schedules, then serves every workflow and activity until `shutdown` resolves
 /// or a worker stops.
@@ -211,4 +233,18 @@ async fn poll(mut worker: Worker, shutdown: impl Future<Output = ()>) -> Result<
         _ = shutdown => stop(),
     }
     Ok(run.await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RestartPauses;
+    use std::time::Duration;
+
+    #[test]
+    fn restart_pauses_double_from_a_second_up_to_half_a_minute() {
+        let mut pauses = RestartPauses::default();
+        let seen: Vec<Duration> = (0..7).map(|_| pauses.next_pause()).collect();
+        let secs: Vec<u64> = seen.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30]);
+    }
 }
