@@ -5,9 +5,7 @@ use crate::Error;
 use crate::entities::outbox_events;
 use chrono::Utc;
 use runtime_cloud_models::events::OutboxEvent;
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 /// Namespace of the deterministic event ids: a retried projection writes the same id.
@@ -56,8 +54,9 @@ pub async fn append(
     {
         return Ok(());
     }
-    row(tenant_id, event, event_id, Utc::now())
-        .insert(db)
+    // Not read back: the payload is the caller's own.
+    outbox_events::Entity::insert(row(tenant_id, event, event_id, Utc::now()))
+        .exec_without_returning(db)
         .await?;
     Ok(())
 }

@@ -279,11 +279,7 @@ pub async fn project(
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
     // `save` would update a new row (its primary key is set), so say which.
-    if new {
-        row.insert(&txn).await?;
-    } else {
-        row.update(&txn).await?;
-    }
+    crate::write::put(&txn, row, new).await?;
     if let Some(event) = event(run, status) {
         let id = outbox::event_id(&run.run_id, event.event_type);
         outbox::append(&txn, &run.tenant_id, event, id).await?;

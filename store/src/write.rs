@@ -10,7 +10,8 @@
 
 use crate::Error;
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, TransactionTrait,
+    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend,
+    EntityTrait, IntoActiveModel, QueryTrait, TransactionTrait,
 };
 
 /// Begins a transaction that will write, holding SQLite's write lock from its first statement.
@@ -23,6 +24,24 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
             .await?;
     }
     Ok(txn)
+}
+
+/// Writes `row`: inserts it when `new`, else updates its changed columns by primary key.
+/// Unlike sea-orm's `insert` and `update`, it does not read the row back: on SQLite without
+/// RETURNING that is a second statement, and either way every column is decoded again, receipts
+/// and workload lists included, for callers that already have what they wrote.
+pub(crate) async fn put<A>(db: &impl ConnectionTrait, row: A, new: bool) -> Result<(), Error>
+where
+    A: ActiveModelTrait + Send,
+    <A::Entity as EntityTrait>::Model: IntoActiveModel<A>,
+{
+    if new {
+        A::Entity::insert(row).exec_without_returning(db).await?;
+    } else {
+        let update = A::Entity::update(row).build(db.get_database_backend());
+        db.execute(update).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
