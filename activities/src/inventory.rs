@@ -14,7 +14,7 @@ use runtime_cloud_workflows::contracts::{
     RecordOutcome, RecordRequest,
 };
 use runtime_cloud_workflows::ids::derived_time_ordered_id;
-use sea_orm::DatabaseConnection;
+use sea_orm::{ConnectionTrait as _, DatabaseConnection};
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -37,6 +37,8 @@ pub struct InventoryActivitiesImpl {
 const READ_ATTEMPTS: u32 = 3;
 /// A sweep's page records this many environments per transaction (one commit each).
 const RECORD_BATCH: usize = 50;
+/// Batches a sweep's page records at once on PostgreSQL.
+const RECORDS_IN_FLIGHT: usize = 2;
 /// Targets a sweep's page reads at once.
 const READS_IN_FLIGHT: usize = 16;
 /// Proposal workflows a sweep's page starts (or tells they are superseded) at once.
@@ -316,9 +318,10 @@ impl InventoryActivitiesImpl {
     }
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
-    /// time, records them [`RECORD_BATCH`] per transaction, starts the workflows of the
-    /// proposals each batch raised, and heartbeats after each batch. While a batch is recorded
-    /// the next one's targets are read: the database and the targets are busy at once.
+    /// time, records them [`RECORD_BATCH`] per transaction ([`RECORDS_IN_FLIGHT`] batches at
+    /// once on PostgreSQL), starts the workflows of the proposals each batch raised, and
+    /// heartbeats after each batch. While batches are recorded the next one's targets are
+    /// read: the database and the targets are busy at once.
     ///
     /// A target that keeps failing is recorded as unreachable (stale) after a few quick tries,
     /// as `ObserveEnvironment` does; a recording failure fails the page, whose retry repeats it
@@ -340,21 +343,41 @@ impl InventoryActivitiesImpl {
                 next: page.next.clone(),
                 ..Default::default()
             };
-            let batches: Vec<&[EnvironmentKey]> = page.environments.chunks(RECORD_BATCH).collect();
-            let mut read = match batches.first() {
-                Some(first) => self.read_batch(first).await,
-                None => Vec::new(),
+            use futures::StreamExt as _;
+            // PostgreSQL records batches side by side (a batch is mostly round trips, and one
+            // at a time left both cores half idle); SQLite has one writer, and a second batch
+            // would only wait for its lock. One batch's targets are read at a time, ahead of
+            // the records: reads take pool connections too, and more of them at once starved
+            // the recording transactions' own (measured: pool timeouts with four batches read
+            // at once).
+            let in_flight = match self.db.get_database_backend() {
+                sea_orm::DbBackend::Sqlite => 1,
+                _ => RECORDS_IN_FLIGHT,
             };
-            for (i, batch) in batches.iter().enumerate() {
-                let next = async {
-                    match batches.get(i + 1) {
-                        Some(next) => self.read_batch(next).await,
-                        None => Vec::new(),
+            // Owned batches and handles: the stream's futures must be `Send` for any lifetime.
+            let batches: Vec<Vec<EnvironmentKey>> = page
+                .environments
+                .chunks(RECORD_BATCH)
+                .map(<[EnvironmentKey]>::to_vec)
+                .collect();
+            let req = Arc::new(req);
+            let reader = self.clone();
+            let recorder = self.clone();
+            let mut recorded = futures::stream::iter(batches)
+                .map(move |batch| {
+                    let this = reader.clone();
+                    async move {
+                        let read = this.read_batch(&batch).await;
+                        (batch, read)
                     }
-                };
-                let this = self.record_batch(batch, std::mem::take(&mut read), &req);
-                let (recorded, next) = tokio::join!(this, next);
-                read = next;
+                })
+                .buffered(1)
+                .map(move |(batch, read)| {
+                    let (this, req) = (recorder.clone(), req.clone());
+                    async move { this.record_batch(&batch, read, &req).await }
+                })
+                .buffered(in_flight);
+            while let Some(recorded) = recorded.next().await {
                 for r in recorded.map_err(activity_error)? {
                     outcome.observed += 1;
                     outcome.unreachable += u32::from(r.stale);
