@@ -14,7 +14,7 @@ use runtime_cloud_workflows::contracts::{
     RecordOutcome, RecordRequest,
 };
 use runtime_cloud_workflows::ids::derived_time_ordered_id;
-use sea_orm::{ConnectionTrait as _, DatabaseConnection};
+use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -37,8 +37,6 @@ pub struct InventoryActivitiesImpl {
 const READ_ATTEMPTS: u32 = 3;
 /// A sweep's page records this many environments per transaction (one commit each).
 const RECORD_BATCH: usize = 50;
-/// Batches a sweep's page records at once on PostgreSQL.
-const RECORDS_IN_FLIGHT: usize = 2;
 /// Targets a sweep's page reads at once.
 const READS_IN_FLIGHT: usize = 16;
 /// Proposal workflows a sweep's page starts (or tells they are superseded) at once.
@@ -318,8 +316,8 @@ impl InventoryActivitiesImpl {
     }
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
-    /// time, records them [`RECORD_BATCH`] per transaction ([`RECORDS_IN_FLIGHT`] batches at
-    /// once on PostgreSQL), starts the workflows of the proposals each batch raised, and
+    /// time, records them [`RECORD_BATCH`] per transaction (as many batches at once as
+    /// `observations::batches_at_once` says the database takes), starts the workflows of the proposals each batch raised, and
     /// heartbeats after each batch. While batches are recorded the next one's targets are
     /// read: the database and the targets are busy at once.
     ///
@@ -344,16 +342,10 @@ impl InventoryActivitiesImpl {
                 ..Default::default()
             };
             use futures::StreamExt as _;
-            // PostgreSQL records batches side by side (a batch is mostly round trips, and one
-            // at a time left both cores half idle); SQLite has one writer, and a second batch
-            // would only wait for its lock. One batch's targets are read at a time, ahead of
-            // the records: reads take pool connections too, and more of them at once starved
-            // the recording transactions' own (measured: pool timeouts with four batches read
-            // at once).
-            let in_flight = match self.db.get_database_backend() {
-                sea_orm::DbBackend::Sqlite => 1,
-                _ => RECORDS_IN_FLIGHT,
-            };
+            // One batch's targets are read at a time, ahead of the records: reads take pool
+            // connections too, and more of them at once starved the recording transactions'
+            // own (measured: pool timeouts with four batches read at once).
+            let in_flight = runtime_cloud_store::observations::batches_at_once(&self.db);
             // Owned batches and handles: the stream's futures must be `Send` for any lifetime.
             let batches: Vec<Vec<EnvironmentKey>> = page
                 .environments

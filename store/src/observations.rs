@@ -18,8 +18,8 @@ use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
-    QueryFilter,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
+    EntityTrait, QueryFilter,
 };
 use uuid::Uuid;
 
@@ -88,6 +88,17 @@ pub async fn record_many(
     new_rows.insert(&txn).await?;
     txn.commit().await?;
     Ok(outcomes)
+}
+
+/// How many [`record_many`] batches to record at once on `db`. PostgreSQL: two (a batch is
+/// mostly round trips, and one at a time left both of a small machine's cores half idle; more
+/// starve the connection pool the batches' reads share). SQLite: one (it has one writer; a
+/// second batch would only wait for the first one's lock).
+pub fn batches_at_once(db: &DatabaseConnection) -> usize {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => 1,
+        _ => 2,
+    }
 }
 
 /// Rows the records of a transaction insert together at its end, one multi-row insert per
@@ -768,6 +779,68 @@ mod tests {
     async fn a_batch_records_what_one_by_one_records_postgres() {
         let (one, batch) = (fixtures::postgres().await, fixtures::postgres().await);
         a_batch_records_what_one_by_one_records_on(one, batch).await;
+    }
+
+    /// Two batches of a sweep's page recorded at once, as PostgreSQL does
+    /// ([`batches_at_once`]), then their retries at once: every environment's inventory,
+    /// workload, finding, proposal and events are written once, as one batch after the other
+    /// would write them, and the retries answer the same proposals and write nothing more.
+    #[tokio::test]
+    async fn two_batches_at_once_record_each_environment_once_postgres() {
+        let db = fixtures::postgres().await;
+        assert_eq!(batches_at_once(&db), 2);
+        assert_eq!(batches_at_once(&fixtures::sqlite().await), 1);
+        let api = workload("api", "1.0.0", 2);
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let envs: Vec<String> = (0..40).map(|i| format!("env-{i:02}")).collect();
+        for env in &envs {
+            fixtures::environment(&db, env, EnvironmentClass::NonProduction).await;
+            specifications::declare(&db, &declaration(env, vec![api.clone()]))
+                .await
+                .unwrap();
+        }
+        let batch = |envs: &[String]| {
+            envs.iter()
+                .map(|env| {
+                    let req = observation(env, &format!("p-{env}"), vec![drifted.clone()]);
+                    (req, ALLOWED)
+                })
+                .collect::<Vec<_>>()
+        };
+        let (first, second) = envs.split_at(envs.len() / 2);
+        let (first, second) = (batch(first), batch(second));
+        for _try in ["first", "retry"] {
+            let (a, b) = tokio::join!(record_many(&db, &first), record_many(&db, &second));
+            let outcomes: Vec<RecordOutcome> = [a.unwrap(), b.unwrap()].concat();
+            let proposals: Vec<String> = outcomes
+                .iter()
+                .map(|o| {
+                    o.new_proposal
+                        .as_ref()
+                        .expect("a proposal")
+                        .proposal_id
+                        .clone()
+                })
+                .collect();
+            let expected: Vec<String> = envs.iter().map(|e| format!("p-{e}")).collect();
+            assert_eq!(proposals, expected, "the retry answers the same proposals");
+        }
+        for env in &envs {
+            let inventory = inventory::find(&db, "acme", env).await.unwrap().unwrap();
+            assert_eq!(inventory.workloads, [drifted.clone()], "{env}");
+            let open = findings::list(&db, "acme", env, Some(Status::Open), None, &everything())
+                .await
+                .unwrap();
+            assert_eq!(open.len(), 1, "{env}: one open finding");
+        }
+        for event in ["RuntimeDriftDetected", "ObservedStateChanged"] {
+            assert_eq!(
+                fixtures::events(&db, event).await.len(),
+                envs.len(),
+                "{event}"
+            );
+        }
     }
 
     // The one-open-finding-per-resource index is a partial index, written in SQL.

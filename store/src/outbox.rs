@@ -34,7 +34,9 @@ pub async fn append_new(
     let rows = events
         .into_iter()
         .map(|(event, event_id)| row(tenant_id, event, event_id, now));
-    outbox_events::Entity::insert_many(rows).exec(db).await?;
+    outbox_events::Entity::insert_many(rows)
+        .exec_without_returning(db)
+        .await?;
     Ok(())
 }
 
@@ -55,10 +57,7 @@ pub async fn append(
         return Ok(());
     }
     // Not read back: the payload is the caller's own.
-    outbox_events::Entity::insert(row(tenant_id, event, event_id, Utc::now()))
-        .exec_without_returning(db)
-        .await?;
-    Ok(())
+    crate::write::put(db, row(tenant_id, event, event_id, Utc::now()), true).await
 }
 
 /// The row of an event not yet published; `seq` comes from the database.

@@ -1,4 +1,5 @@
-//! Write transactions that wait for each other on SQLite instead of failing.
+//! Write transactions that wait for each other on SQLite instead of failing ([`begin_write`]),
+//! and writes that do not read back what they wrote ([`put`]).
 //!
 //! A SQLite transaction begins deferred: its first read takes a snapshot, and its first write
 //! must then upgrade to the write lock. If another connection (the worker's, while the API
@@ -30,6 +31,9 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
 /// Unlike sea-orm's `insert` and `update`, it does not read the row back: on SQLite without
 /// RETURNING that is a second statement, and either way every column is decoded again, receipts
 /// and workload lists included, for callers that already have what they wrote.
+///
+/// Unlike sea-orm's `update` too, an update that matches no row is not an error: callers read
+/// the row in the same transaction first (so it exists), which is what makes `new` right.
 pub(crate) async fn put<A>(db: &impl ConnectionTrait, row: A, new: bool) -> Result<(), Error>
 where
     A: ActiveModelTrait + Send,

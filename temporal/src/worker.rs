@@ -50,8 +50,10 @@ pub struct WorkerDeps {
 
 /// Runs the worker until `shutdown` resolves, then drains it. A worker that stops on its own
 /// (Temporal unreachable while it starts: the SDK gives up checking the namespace after about
-/// ten seconds) is started again after one of [`RestartPauses`]: a worker
-/// process outlives an outage of Temporal, as its API does.
+/// ten seconds; the SDK shuts a worker down after a network error while polling) is started
+/// again after one of [`RestartPauses`], and so is one that stops without an error nobody
+/// asked for: a worker process outlives an outage of Temporal, as its API does, and never
+/// quietly stops serving.
 ///
 /// The worker's future is not `Send` (workflows run on a local set), so call this on the task
 /// that owns it (`tokio::select!` / `join!` from `main`), never through `tokio::spawn`.
@@ -60,14 +62,16 @@ pub async fn run(deps: WorkerDeps, shutdown: impl Future<Output = ()>) -> Result
     let shutdown = futures::FutureExt::shared(shutdown);
     let mut pauses = RestartPauses::default();
     loop {
-        let Err(e) = serve(&runtime, &deps, shutdown.clone()).await else {
-            return Ok(());
-        };
+        let began = std::time::Instant::now();
+        let stopped = serve(&runtime, &deps, shutdown.clone()).await;
         if shutdown.peek().is_some() {
-            return Err(e);
+            return stopped;
         }
-        let pause = pauses.next_pause();
-        tracing::warn!(error = %e, "worker stopped; starting it again in {pause:?}");
+        let pause = pauses.after_serving(began.elapsed());
+        match stopped {
+            Ok(()) => tracing::warn!("worker stopped on its own; starting it again in {pause:?}"),
+            Err(e) => tracing::warn!(error = %e, "worker stopped; starting it again in {pause:?}"),
+        }
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             () = shutdown.clone() => return Ok(()),
@@ -99,6 +103,15 @@ impl RestartPauses {
         let pause = self.next;
         self.next = (pause * 2).min(Self::MAX);
         pause
+    }
+
+    /// The pause before starting again a worker that served for `served`: one that ran longer
+    /// than [`Self::MAX`] was healthy, so its stop is a new blip and the pauses start over.
+    pub fn after_serving(&mut self, served: std::time::Duration) -> std::time::Duration {
+        if served > Self::MAX {
+            *self = Self::default();
+        }
+        self.next_pause()
     }
 }
 
@@ -246,5 +259,17 @@ mod tests {
         let seen: Vec<Duration> = (0..7).map(|_| pauses.next_pause()).collect();
         let secs: Vec<u64> = seen.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn a_worker_that_served_a_while_starts_again_after_a_second() {
+        let mut pauses = RestartPauses::default();
+        let quick = Duration::from_millis(10);
+        assert_eq!(pauses.after_serving(quick), Duration::from_secs(1));
+        assert_eq!(pauses.after_serving(quick), Duration::from_secs(2));
+        assert_eq!(pauses.after_serving(quick), Duration::from_secs(4));
+        let healthy = RestartPauses::MAX + Duration::from_secs(1);
+        assert_eq!(pauses.after_serving(healthy), Duration::from_secs(1));
+        assert_eq!(pauses.after_serving(quick), Duration::from_secs(2));
     }
 }

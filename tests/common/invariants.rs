@@ -550,8 +550,8 @@ impl Facts {
             let Some(state) = latest.get(id.as_str()).and_then(|w| w.proposal) else {
                 if !latest.contains_key(id.as_str()) {
                     broken.push(format!(
-                        "proposal {} has a row and no workflow",
-                        p.proposal_id
+                        "proposal {} ({}) has a row and no workflow",
+                        p.proposal_id, p.state
                     ));
                 }
                 continue;

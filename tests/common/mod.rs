@@ -96,14 +96,13 @@ impl Drop for Stack {
             return;
         }
         for name in ["worker", "api"] {
-            let path = self.data_dir.path().join(format!("{name}.log"));
-            let log = std::fs::read_to_string(&path).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            eprintln!(
-                "--- last lines of the {name} log ({}) ---\n{tail}",
-                path.display()
-            );
+            eprintln!("{}", self.tail(name));
+        }
+        // A process that exited on its own is the likeliest reason nothing moved.
+        for proc in [&mut self.worker, &mut self.api].into_iter().flatten() {
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                eprintln!("--- the {} process had exited: {status} ---", proc.name);
+            }
         }
     }
 }
@@ -216,8 +215,18 @@ impl Stack {
             keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
             data_dir,
         };
-        let status = stack.command("migrate").status().expect("run migrate");
-        assert!(status.success(), "migrate failed");
+        // Its log goes to a file: a failing test's output then shows the worker's and the API's
+        // last lines (printed on drop), not every migration.
+        let status = stack
+            .command("migrate")
+            .stderr(stack.log_file("migrate"))
+            .status()
+            .expect("run migrate");
+        assert!(
+            status.success(),
+            "migrate failed: {}",
+            stack.tail("migrate")
+        );
         stack.start_worker();
         stack.start_api();
         stack
@@ -248,6 +257,18 @@ impl Stack {
             Some(addr) => self.database_url.replacen("127.0.0.1:5432", addr, 1),
             None => self.database_url.clone(),
         }
+    }
+
+    /// The last 60 lines of process `name`'s log, headed by its path.
+    fn tail(&self, name: &str) -> String {
+        let path = self.data_dir.path().join(format!("{name}.log"));
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+        format!(
+            "--- last lines of the {name} log ({}) ---\n{tail}",
+            path.display()
+        )
     }
 
     fn log_file(&self, name: &str) -> std::fs::File {
