@@ -214,6 +214,7 @@ impl InventoryActivitiesImpl {
             .buffer_unordered(STARTS_IN_FLIGHT)
             .collect::<Vec<()>>();
         told.await;
+        let ids: Vec<String> = new.iter().map(|p| p.proposal_id.clone()).collect();
         let started: Vec<Result<(), Error>> = futures::stream::iter(new)
             .map(|proposal| async move {
                 let opts = WorkflowStartOptions::new(
@@ -238,7 +239,10 @@ impl InventoryActivitiesImpl {
             .buffer_unordered(STARTS_IN_FLIGHT)
             .collect()
             .await;
-        started.into_iter().collect()
+        started.into_iter().collect::<Result<(), Error>>()?;
+        // Until marked, the next observation of each environment answers its proposal again.
+        proposals::mark_started(&self.db, &ids).await?;
+        Ok(())
     }
 
     /// Asks the policies whether a proposal the rules would accept on its own may be; the

@@ -517,7 +517,7 @@ mod tests {
 
     async fn proposal(db: &DatabaseConnection, id: &str, state: &str, destructive: bool) {
         let now = Utc::now();
-        proposal_rows::ActiveModel {
+        let row = proposal_rows::ActiveModel {
             proposal_id: Set(id.into()),
             tenant_id: Set("acme".into()),
             environment_id: Set("dev".into()),
@@ -530,10 +530,12 @@ mod tests {
             created_at: Set(now),
             updated_at: Set(now),
             ..Default::default()
-        }
-        .insert(db)
-        .await
-        .unwrap();
+        };
+        // Not read back: the migration test writes rows before later columns exist.
+        proposal_rows::Entity::insert(row)
+            .exec_without_returning(db)
+            .await
+            .unwrap();
     }
 
     /// How a run ended: its state, completion, apply duration (ms) and minutes.

@@ -57,6 +57,9 @@ pub async fn record(
 /// what the records need with one query per table for the whole batch, and a batch that fails
 /// writes nothing (its retry records it again, answering the same proposals).
 ///
+/// The proposals raised are left pending ([`proposals::mark_pending`]): the caller starts their
+/// workflows after the commit and marks them started.
+///
 /// The environments must be distinct (a sweep's page lists each once): one environment
 /// observed twice in a batch is recorded one observation after the other, each reading what
 /// the one before wrote.
@@ -86,6 +89,12 @@ pub async fn record_many(
         }
     }
     new_rows.insert(&txn).await?;
+    // The page starts their workflows after the commit, not durably: pending until it has.
+    let raised: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| o.new_proposal.as_ref().map(|p| p.proposal_id.clone()))
+        .collect();
+    proposals::mark_pending(&txn, &raised).await?;
     txn.commit().await?;
     Ok(outcomes)
 }
@@ -841,6 +850,41 @@ mod tests {
                 "{event}"
             );
         }
+    }
+
+    /// A proposal recorded by a sweep's page ([`record_many`]) that failed before starting its
+    /// workflow is answered again by the environment's next observation (another proposal
+    /// id, the same drift), until its start is marked; then nothing is answered.
+    #[tokio::test]
+    async fn a_proposal_whose_start_was_not_marked_is_answered_again() {
+        let db = fixtures::sqlite().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let first = [(observation("dev", "p1", vec![drifted.clone()]), ALLOWED)];
+        let raised = record_many(&db, &first).await.unwrap();
+        assert_eq!(raised[0].new_proposal.as_ref().unwrap().proposal_id, "p1");
+
+        let next = || observation("dev", "p2", vec![drifted.clone()]);
+        let again = record(&db, &next(), ALLOWED).await.unwrap();
+        let answered = again.new_proposal.expect("p1 answered again");
+        assert_eq!(
+            (answered.proposal_id.as_str(), again.new_findings),
+            ("p1", 0)
+        );
+        assert!(proposals::find(&db, "acme", "p2").await.unwrap().is_none());
+
+        proposals::mark_started(&db, &["p1".to_owned()])
+            .await
+            .unwrap();
+        let settled = record(&db, &next(), ALLOWED).await.unwrap();
+        assert_eq!(settled.new_proposal, None);
+        let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
+        assert_eq!(p1.state, ProposalState::Proposed);
     }
 
     // The one-open-finding-per-resource index is a partial index, written in SQL.

@@ -57,6 +57,9 @@ pub struct Proposal {
     /// What the policies answered before it would have been accepted on its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<runtime_cloud_models::policy::PolicyDecision>,
+    /// Its workflow is known to have started ([`mark_started`]); not shown to clients.
+    #[serde(skip)]
+    pub workflow_started: bool,
 }
 
 impl Proposal {
@@ -84,6 +87,7 @@ impl Proposal {
             provisioning_run_id: m.provisioning_run_id,
             raised_at: m.raised_at,
             decided_at: m.decided_at,
+            workflow_started: m.workflow_started,
         })
     }
 
@@ -217,8 +221,13 @@ pub(crate) async fn sync(
     }
     let open_ids: BTreeSet<String> = open.iter().map(|f| f.finding_id.clone()).collect();
     let covers = |p: &Proposal| p.finding_ids.iter().cloned().collect::<BTreeSet<_>>() == open_ids;
-    if live.first().is_some_and(covers) {
-        return Ok((None, Vec::new()));
+    if let Some(first) = live.first().filter(|p| covers(p)) {
+        // Still the right proposal. One whose workflow may never have started (the sweep's
+        // page that raised it failed before starting it) is answered again, so the hand-over
+        // starts it (a start of one that exists starts nothing) and marks it started.
+        let again = (first.state == ProposalState::Proposed && !first.workflow_started)
+            .then(|| observed_input(first, env, acceptance));
+        return Ok((again, Vec::new()));
     }
     // Open proposals that no longer match what is observed are superseded.
     let mut superseded = Vec::new();
@@ -245,6 +254,37 @@ pub(crate) async fn sync(
     )
     .await?;
     Ok((Some(observed_input(&row, env, acceptance)), superseded))
+}
+
+/// The workflows of `proposal_ids` are to be started by a sweep's page after its batch
+/// commits, not durably by a workflow: until [`mark_started`], later observations answer them
+/// again ([`sync`]), so a page that failed in between leaves none without its workflow. One
+/// statement for a batch, in its transaction.
+pub async fn mark_pending(db: &impl ConnectionTrait, proposal_ids: &[String]) -> Result<(), Error> {
+    set_started(db, proposal_ids, false).await
+}
+
+/// The workflows of `proposal_ids` started (or had already): later observations no longer
+/// answer them again. One statement for a sweep's batch.
+pub async fn mark_started(db: &impl ConnectionTrait, proposal_ids: &[String]) -> Result<(), Error> {
+    set_started(db, proposal_ids, true).await
+}
+
+async fn set_started(
+    db: &impl ConnectionTrait,
+    ids: &[String],
+    started: bool,
+) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    rows::Entity::update_many()
+        .col_expr(rows::Column::WorkflowStarted, Expr::value(started))
+        .filter(rows::Column::ProposalId.is_in(ids.iter().cloned()))
+        .filter(rows::Column::WorkflowStarted.eq(!started))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 async fn set_state(
@@ -303,6 +343,9 @@ async fn insert(
         policy: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        // Its caller starts its workflow durably (a workflow's child), but for a sweep's page,
+        // which marks its own proposals pending ([`mark_pending`]) until it started them.
+        workflow_started: Set(true),
     }
     .insert(db)
     .await?;

@@ -548,7 +548,10 @@ impl Facts {
         for p in &self.proposals {
             let id = format!("proposal/{}", p.proposal_id);
             let Some(state) = latest.get(id.as_str()).and_then(|w| w.proposal) else {
-                if !latest.contains_key(id.as_str()) {
+                // A proposal a failed sweep page recorded but did not start is started by the
+                // environment's next observation, unless that one replaced it: superseded
+                // before anyone could decide, it needs no workflow.
+                if !latest.contains_key(id.as_str()) && p.state != "Superseded" {
                     broken.push(format!(
                         "proposal {} ({}) has a row and no workflow",
                         p.proposal_id, p.state

@@ -27,6 +27,8 @@ pub struct Model {
     pub policy: Option<Json>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// Its workflow is known to have started (see `store::proposals::mark_started`).
+    pub workflow_started: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

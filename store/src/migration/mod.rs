@@ -24,6 +24,7 @@ mod m20261201_000019_capacity_on_runs;
 pub(crate) mod m20261202_000020_metric_counts;
 mod m20261202_000021_lists_by_environment;
 mod m20261202_000022_create_run_starts;
+mod m20261203_000023_proposal_workflow_started;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000020_metric_counts::Migration),
             Box::new(m20261202_000021_lists_by_environment::Migration),
             Box::new(m20261202_000022_create_run_starts::Migration),
+            Box::new(m20261203_000023_proposal_workflow_started::Migration),
         ]
     }
 }
