@@ -321,9 +321,10 @@ impl InventoryActivitiesImpl {
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
     /// time, records them [`RECORD_BATCH`] per transaction (as many batches at once as
-    /// `observations::batches_at_once` says the database takes), starts the workflows of the proposals each batch raised, and
-    /// heartbeats after each batch. While batches are recorded the next one's targets are
-    /// read: the database and the targets are busy at once.
+    /// `observations::batches_at_once` says the database takes), starts the workflows of
+    /// the proposals each batch raised (and marks them started), and heartbeats after each
+    /// batch. While batches are recorded the next one's targets are read: the database and
+    /// the targets are busy at once.
     ///
     /// A target that keeps failing is recorded as unreachable (stale) after a few quick tries,
     /// as `ObserveEnvironment` does; a recording failure fails the page, whose retry repeats it
