@@ -260,18 +260,30 @@ pub async fn find(
         .transpose()
 }
 
-/// Those of the environments `keys` that exist (a sweep's batch, in one query).
-pub(crate) async fn find_many(
+/// Those of the environments `keys` that exist (a sweep's batch, in one query), for a
+/// transaction that records their observations: on PostgreSQL each row stays
+/// locked until the transaction ends (taken in key order, so two batches never wait on each
+/// other in a cycle). Two records of one environment (a sweep's batch and a run's
+/// after-apply observation) then follow one another, the second reading what the first
+/// wrote; read at once, each would write beside the other's findings without seeing them.
+/// SQLite's write lock, taken by `begin_write`, already serialises them.
+pub(crate) async fn lock_many(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Environment>, Error> {
     use crate::scope::of_environments;
-    rows::Entity::find()
+    let mut select = rows::Entity::find()
         .filter(of_environments(
             rows::Column::TenantId,
             rows::Column::EnvironmentId,
             keys,
         ))
+        .order_by_asc(rows::Column::TenantId)
+        .order_by_asc(rows::Column::EnvironmentId);
+    if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+        select = select.lock_exclusive();
+    }
+    select
         .all(db)
         .await?
         .into_iter()

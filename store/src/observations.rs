@@ -887,6 +887,44 @@ mod tests {
         assert_eq!(p1.state, ProposalState::Proposed);
     }
 
+    /// Two observations of one environment recorded at once on PostgreSQL (a sweep's and a
+    /// run's after-apply one), the older showing drift and the newer none: whichever commits
+    /// first, the environment ends as the newer one shows, with no finding left open.
+    #[tokio::test]
+    async fn two_records_of_one_environment_at_once_end_as_the_newer_shows_postgres() {
+        let db = fixtures::postgres().await;
+        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        let start = Utc::now() - chrono::Duration::minutes(1);
+        let at = |req: &mut RecordRequest, secs: i64| {
+            if let Observation::Observed { observed_at, .. } = &mut req.observation {
+                *observed_at = Some(start + chrono::Duration::seconds(secs));
+            }
+        };
+        let mut first = observation("dev", "first", vec![observed(&api)]);
+        at(&mut first, -1);
+        record(&db, &first, ALLOWED).await.unwrap();
+        for round in 0..10 {
+            let mut older = observation("dev", &format!("older-{round}"), vec![drifted.clone()]);
+            at(&mut older, 2 * round);
+            let mut newer = observation("dev", &format!("newer-{round}"), vec![observed(&api)]);
+            at(&mut newer, 2 * round + 1);
+            let (a, b) = tokio::join!(record(&db, &older, ALLOWED), record(&db, &newer, ALLOWED));
+            (a.unwrap(), b.unwrap());
+            let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
+            assert_eq!(inventory.workloads[0].version, "1.0.0", "round {round}");
+            let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
+                .await
+                .unwrap();
+            assert!(open.is_empty(), "round {round}: {open:?}");
+        }
+    }
+
     // The one-open-finding-per-resource index is a partial index, written in SQL.
     crate::fixtures::on_both_databases!(
         an_observation_raises_and_resolves_findings_and_a_proposal_sqlite,

@@ -63,7 +63,9 @@ impl Known {
         ) -> Option<&'a mut Known> {
             known.get_mut(&(t.to_owned(), e.to_owned()))
         }
-        for e in environments::find_many(db, &keys).await? {
+        // First, and locking: what follows reads what an earlier record of the same
+        // environments committed.
+        for e in environments::lock_many(db, &keys).await? {
             if let Some(k) = at(&mut known, &e.tenant_id, &e.environment_id) {
                 k.env = Some(e);
             }
