@@ -915,7 +915,8 @@ mod tests {
             let mut newer = observation("dev", &format!("newer-{round}"), vec![observed(&api)]);
             at(&mut newer, 2 * round + 1);
             let (a, b) = tokio::join!(record(&db, &older, ALLOWED), record(&db, &newer, ALLOWED));
-            (a.unwrap(), b.unwrap());
+            a.unwrap();
+            b.unwrap();
             let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
             assert_eq!(inventory.workloads[0].version, "1.0.0", "round {round}");
             let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
