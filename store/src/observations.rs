@@ -852,19 +852,28 @@ mod tests {
         }
     }
 
+    /// Registers `dev` declaring `api` 1.0.0; returns it and an observation of it drifted to
+    /// 1.1.0.
+    async fn dev_declaring_api(
+        db: &DatabaseConnection,
+    ) -> (runtime_cloud_models::Workload, ObservedWorkload) {
+        fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
+        let api = workload("api", "1.0.0", 2);
+        specifications::declare(db, &declaration("dev", vec![api.clone()]))
+            .await
+            .unwrap();
+        let mut drifted = observed(&api);
+        drifted.version = "1.1.0".into();
+        (api, drifted)
+    }
+
     /// A proposal recorded by a sweep's page ([`record_many`]) that failed before starting its
     /// workflow is answered again by the environment's next observation (another proposal
     /// id, the same drift), until its start is marked; then nothing is answered.
     #[tokio::test]
     async fn a_proposal_whose_start_was_not_marked_is_answered_again() {
         let db = fixtures::sqlite().await;
-        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        let api = workload("api", "1.0.0", 2);
-        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
-            .await
-            .unwrap();
-        let mut drifted = observed(&api);
-        drifted.version = "1.1.0".into();
+        let (_, drifted) = dev_declaring_api(&db).await;
         let first = [(observation("dev", "p1", vec![drifted.clone()]), ALLOWED)];
         let raised = record_many(&db, &first).await.unwrap();
         assert_eq!(raised[0].new_proposal.as_ref().unwrap().proposal_id, "p1");
@@ -893,13 +902,7 @@ mod tests {
     #[tokio::test]
     async fn two_records_of_one_environment_at_once_end_as_the_newer_shows_postgres() {
         let db = fixtures::postgres().await;
-        fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        let api = workload("api", "1.0.0", 2);
-        specifications::declare(&db, &declaration("dev", vec![api.clone()]))
-            .await
-            .unwrap();
-        let mut drifted = observed(&api);
-        drifted.version = "1.1.0".into();
+        let (api, drifted) = dev_declaring_api(&db).await;
         let start = Utc::now() - chrono::Duration::minutes(1);
         let at = |req: &mut RecordRequest, secs: i64| {
             if let Observation::Observed { observed_at, .. } = &mut req.observation {
