@@ -185,7 +185,10 @@ pub(crate) fn raised(
     env: &Environment,
     acceptance: Acceptance,
 ) -> Option<ProposalInput> {
-    recorded.map(|p| observed_input(p, env, acceptance))
+    // Only one still open: a superseded one must not get a workflow that waits for a decision.
+    recorded
+        .filter(|p| p.state == ProposalState::Proposed)
+        .map(|p| observed_input(p, env, acceptance))
 }
 
 /// Groups an observation's open findings into a proposal `proposal_id` when they changed since
