@@ -705,3 +705,91 @@ async fn a_proposal_decided_before_its_workflow_started_is_decided() {
     .await
     .expect_problem(409);
 }
+
+/// A sweep's page records its batch, then starts the batch's proposals' workflows; an
+/// observation that supersedes one of them in between cannot tell a workflow that does not
+/// exist yet. The workflow, once started, reads its row first and ends `Superseded`: it neither
+/// waits for a decision nobody can give nor, auto-accepted, plans a run for stale drift.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proposal_superseded_before_its_workflow_started_ends_superseded() {
+    use runtime_cloud_models::inventory::RecordRequest;
+    use runtime_cloud_models::observation::{Observation, ObservedWorkload};
+    use runtime_cloud_workflows::ReconciliationProposal;
+    use runtime_cloud_workflows::ids::proposal_workflow_id;
+    use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
+    let stack = Stack::start().await;
+    let api = applied_environment(&stack, "non-production").await;
+    let inventory = api
+        .get("/factory/environments/env/inventory")
+        .await
+        .expect(200);
+    let applied: Vec<ObservedWorkload> =
+        serde_json::from_value(inventory["workloads"].clone()).expect("workloads");
+    let db = stack.db().await;
+    // Two observations recorded the way a page records them: the first raises a proposal,
+    // the second (more drift) supersedes it. Neither starts a workflow.
+    let record = |api_replicas: u32| {
+        let mut workloads = applied.clone();
+        workloads[0].replicas_desired = api_replicas;
+        workloads[0].replicas_ready = api_replicas;
+        workloads[1].version = "2.0.1".into();
+        RecordRequest {
+            tenant_id: stack.tenant("acme"),
+            environment_id: "env".into(),
+            observation: Observation::Observed {
+                workloads,
+                resources: Vec::new(),
+                observed_at: Some(chrono::Utc::now()),
+            },
+            proposal_id: uuid::Uuid::now_v7().to_string(),
+        }
+    };
+    // What the page knows of a fresh observation the policy allows, with the option on.
+    let acceptance = runtime_cloud_store::proposals::Acceptance {
+        option: true,
+        policy_allows: true,
+        fresh: true,
+    };
+    let first = runtime_cloud_store::observations::record(&db, &record(2), acceptance)
+        .await
+        .expect("record")
+        .new_proposal
+        .expect("a proposal");
+    assert!(first.auto_accept, "outside production, non-destructive");
+    let second = runtime_cloud_store::observations::record(&db, &record(5), acceptance)
+        .await
+        .expect("record again");
+    assert_eq!(second.superseded, vec![first.proposal_id.clone()]);
+
+    // Now the first page's hand-over starts the superseded proposal's workflow.
+    let client = stack.temporal_client().await;
+    let id = proposal_workflow_id(&first.proposal_id);
+    let opts = WorkflowStartOptions::new(stack.task_queue.clone(), id.clone()).build();
+    let handle = client
+        .start_workflow(ReconciliationProposal::run, first.clone(), opts)
+        .await
+        .expect("start");
+    let ended = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        handle.get_result(WorkflowGetResultOptions::default()),
+    )
+    .await
+    .expect("the workflow ends")
+    .expect("its result");
+    assert_eq!(
+        ended,
+        runtime_cloud_models::drift::ProposalState::Superseded
+    );
+    let row = api
+        .proposals("env")
+        .await
+        .into_iter()
+        .find(|p| p["proposalId"] == first.proposal_id.as_str())
+        .expect("the proposal is listed");
+    assert_eq!(row["state"], "Superseded", "{row}");
+    assert_eq!(
+        row["provisioningRunId"],
+        Value::Null,
+        "no run for stale drift"
+    );
+}

@@ -4,6 +4,7 @@ use crate::Error;
 use crate::error::activity_error;
 use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
+use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
@@ -405,6 +406,18 @@ impl InventoryActivitiesImpl {
         }
         .instrument(span)
         .await
+    }
+
+    /// The state the read table shows for a proposal.
+    #[activity(definition = markers::ReadProposalState)]
+    pub async fn read_proposal_state(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        proposal_id: String,
+    ) -> Result<Option<ProposalState>, ActivityError> {
+        proposals::state_of(&self.db, &proposal_id)
+            .await
+            .map_err(|e| activity_error(e.into()))
     }
 
     /// Prepares the reconciliation run of an accepted proposal.

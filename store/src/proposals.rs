@@ -556,6 +556,26 @@ fn adopt(w: &ObservedWorkload) -> Workload {
     }
 }
 
+/// The state the read table shows for a proposal (`None`: it has no row). A proposal's
+/// workflow reads it when it starts and while it waits: an observation may have superseded
+/// the proposal before its workflow existed to be told.
+pub async fn state_of(
+    db: &impl ConnectionTrait,
+    proposal_id: &str,
+) -> Result<Option<ProposalState>, Error> {
+    let state: Option<String> = rows::Entity::find_by_id(proposal_id.to_owned())
+        .select_only()
+        .column(rows::Column::State)
+        .into_tuple()
+        .one(db)
+        .await?;
+    let at = At {
+        table: TABLE,
+        row: proposal_id,
+    };
+    at.wire_opt("state", state.as_deref())
+}
+
 /// The tenant's proposal.
 pub async fn find(
     db: &impl ConnectionTrait,

@@ -339,6 +339,14 @@ impl InventoryActivities {
         unimplemented!()
     }
 
+    /// The state the read table shows for proposal `proposal_id` (`None`: no row).
+    #[activity(name = "inventory.proposal-state")]
+    pub fn read_proposal_state(
+        proposal_id: String,
+    ) -> Result<Option<runtime_cloud_models::drift::ProposalState>, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`PrepareRunRequest`].
     #[activity(name = "inventory.prepare-run")]
     pub fn prepare_run(req: PrepareRunRequest) -> Result<RunInput, ActivityError> {
@@ -349,7 +357,7 @@ impl InventoryActivities {
 /// Marker types of the inventory activities.
 pub mod inventory_markers {
     pub use super::inventory_activities::{
-        Observe, ObservePage, PrepareRun, ProjectProposal, Record,
+        Observe, ObservePage, PrepareRun, ProjectProposal, ReadProposalState, Record,
     };
 }
 

@@ -18,8 +18,10 @@ use temporalio_sdk::{
     ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
-/// Each attempt of the proposal's writes (its run's row, its projections).
+/// Each attempt of the proposal's reads and writes (its row, its run's row, its projections).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A proposal waiting for a decision reads its row again this often.
+const TABLE_RECHECK: Duration = Duration::from_secs(3600);
 
 /// An operator's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -77,6 +79,12 @@ impl ReconciliationProposal {
             PROPOSAL_STATE.value_set(ProposalState::Proposed.as_str().to_owned()),
         ]);
 
+        // The table first: an observation may have superseded this proposal before its
+        // workflow existed to be told (a sweep's page starts its proposals after its batch
+        // commits, and a signal to a workflow not yet started is lost).
+        if !Self::still_proposed(ctx).await? {
+            return Self::settle(ctx, ProposalState::Superseded, None).await;
+        }
         let decision = if input.auto_accept {
             Decision {
                 decision: Verdict::Accept,
@@ -85,11 +93,9 @@ impl ReconciliationProposal {
                 roles: Vec::new(),
             }
         } else {
-            ctx.wait_condition(|s| s.decision.is_some() || s.superseded)
-                .await?;
-            match ctx.state(|s| s.decision.clone()) {
-                Some(d) if !ctx.state(|s| s.superseded) => d,
-                _ => return Self::settle(ctx, ProposalState::Superseded, None).await,
+            match Self::wait_for_decision(ctx).await? {
+                Some(d) => d,
+                None => return Self::settle(ctx, ProposalState::Superseded, None).await,
             }
         };
         if decision.decision == Verdict::Reject {
@@ -131,6 +137,38 @@ impl ReconciliationProposal {
         // The run failed or was rejected: the proposal stays Accepted with its run; the next
         // observation raises what is still open.
         Ok(ProposalState::Accepted)
+    }
+
+    /// Waits for the operator's decision; `None` when the proposal is superseded first. It
+    /// reads its row again every [`TABLE_RECHECK`]: a `supersede` signal sent by a sweep's
+    /// page is not durable (a worker killed between the page's commit and its signals loses
+    /// them), the row is.
+    async fn wait_for_decision(
+        ctx: &mut WorkflowContext<Self>,
+    ) -> WorkflowResult<Option<Decision>> {
+        loop {
+            let woke = temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(|s| s.decision.is_some() || s.superseded) => { r?; true }
+                _ = ctx.timer(TABLE_RECHECK) => false,
+            };
+            if woke {
+                return Ok(ctx.state(|s| s.decision.clone().filter(|_| !s.superseded)));
+            }
+            if !Self::still_proposed(ctx).await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Whether the read table still shows the proposal `Proposed` (or has no row to say
+    /// otherwise: every hand-over records the row before it starts the workflow).
+    async fn still_proposed(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<bool> {
+        let proposal_id = ctx.state(|s| s.input.proposal_id.clone());
+        let opts = crate::options::must_succeed_locally(WRITE_TIMEOUT);
+        let state = ctx
+            .execute_local_activity(InventoryActivities::read_proposal_state, proposal_id, opts)
+            .await?;
+        Ok(state.is_none_or(|state| state == ProposalState::Proposed))
     }
 
     async fn settle(

@@ -316,7 +316,11 @@ impl Semaphore {
                 }
             }
             Self::wait_for_work(ctx).await?;
-            if ctx.state(|s| s.grants >= GRANTS_PER_HISTORY) || ctx.continue_as_new_suggested() {
+            // An idle semaphore ends at the loop's top instead: one that continued as new
+            // with nobody holding or waiting would wait for an acquire that may never come.
+            let idle = ctx.state(|s| s.state.holders.is_empty() && s.state.queue.is_empty());
+            let long = ctx.state(|s| s.grants >= GRANTS_PER_HISTORY);
+            if !idle && (long || ctx.continue_as_new_suggested()) {
                 let state = ctx.state(|s| s.state.clone());
                 ctx.continue_as_new(state, ContinueAsNewOptions::default())?;
             }
