@@ -41,7 +41,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use temporalio_client::Client;
-use temporalio_common::protos::temporal::api::enums::v1::{EventType, TaskQueueType};
+use temporalio_common::protos::temporal::api::enums::v1::{
+    EventType, TaskQueueKind, TaskQueueType,
+};
 use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 
@@ -511,6 +513,11 @@ struct Parts {
     /// The rest: waiting for a signal (a lock's or the capacity's grant).
     signal_wait: f64,
     total: f64,
+    /// Workflow tasks, and those of them scheduled on the task queue every worker polls
+    /// rather than on the worker's sticky queue: a run's first, and any after its workflow
+    /// was evicted from the worker's cache (which replays its whole history).
+    workflow_tasks: f64,
+    unsticky_tasks: f64,
 }
 
 impl Parts {
@@ -522,6 +529,8 @@ impl Parts {
         self.activity_work += o.activity_work;
         self.signal_wait += o.signal_wait;
         self.total += o.total;
+        self.workflow_tasks += o.workflow_tasks;
+        self.unsticky_tasks += o.unsticky_tasks;
     }
 
     fn scaled(mut self, by: f64) -> Parts {
@@ -533,6 +542,8 @@ impl Parts {
             &mut self.activity_work,
             &mut self.signal_wait,
             &mut self.total,
+            &mut self.workflow_tasks,
+            &mut self.unsticky_tasks,
         ] {
             *v *= by;
         }
@@ -579,6 +590,13 @@ fn parts_of(s: &Sample, events: &[HistoryEvent]) -> Parts {
     };
     for e in events {
         let at = event_time(e);
+        if let Some(Attributes::WorkflowTaskScheduledEventAttributes(a)) = &e.attributes {
+            p.workflow_tasks += 1.0;
+            let kind = a.task_queue.as_ref().map(|q| q.kind());
+            if kind != Some(TaskQueueKind::Sticky) {
+                p.unsticky_tasks += 1.0;
+            }
+        }
         match (e.event_type(), &e.attributes) {
             (EventType::WorkflowTaskScheduled | EventType::ActivityTaskScheduled, _) => {
                 scheduled.insert(e.event_id, at);
@@ -746,6 +764,8 @@ fn report(args: &Args, idle: &Burst, flood: &Flood, idle_parts: &Parts, flood_pa
             "activities running",
             "waiting for a grant",
             "total",
+            "workflow tasks",
+            "of them not sticky",
         ],
     );
     let parts_row = |name: &str, p: &Parts| {
@@ -758,6 +778,8 @@ fn report(args: &Args, idle: &Burst, flood: &Flood, idle_parts: &Parts, flood_pa
             format!("{:.3}", p.activity_work),
             format!("{:.3}", p.signal_wait),
             format!("{:.3}", p.total),
+            format!("{:.1}", p.workflow_tasks),
+            format!("{:.1}", p.unsticky_tasks),
         ]
     };
     w.row(parts_row("idle", idle_parts));
