@@ -653,13 +653,30 @@ async fn an_observe_environment_finds_drift_but_proposes_nothing_until_it_may() 
     );
 }
 
+/// What an observation's first step records: acme's `env` seen running `workloads` now.
+fn observed_now(
+    stack: &Stack,
+    workloads: Vec<runtime_cloud_models::observation::ObservedWorkload>,
+) -> runtime_cloud_models::inventory::RecordRequest {
+    use runtime_cloud_models::observation::Observation;
+    runtime_cloud_models::inventory::RecordRequest {
+        tenant_id: stack.tenant("acme"),
+        environment_id: "env".into(),
+        observation: Observation::Observed {
+            workloads,
+            resources: Vec::new(),
+            observed_at: Some(chrono::Utc::now()),
+        },
+        proposal_id: uuid::Uuid::now_v7().to_string(),
+    }
+}
+
 /// An observation records its proposal and then starts the proposal's workflow; an operator
 /// who decides in between (the proposal is listed already) is not refused: the decision starts
 /// the workflow itself, with the decision, and the observation's own start finds it running.
 #[tokio::test]
 async fn a_proposal_decided_before_its_workflow_started_is_decided() {
-    use runtime_cloud_models::inventory::RecordRequest;
-    use runtime_cloud_models::observation::{Observation, ObservedWorkload};
+    use runtime_cloud_models::observation::ObservedWorkload;
     let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let api = applied_environment(&stack, "non-production").await;
     // Record an observation of drift the way the observation's first step does, and stop
@@ -674,16 +691,7 @@ async fn a_proposal_decided_before_its_workflow_started_is_decided() {
     let db = stack.db().await;
     let recorded = runtime_cloud_store::observations::record(
         &db,
-        &RecordRequest {
-            tenant_id: stack.tenant("acme"),
-            environment_id: "env".into(),
-            observation: Observation::Observed {
-                workloads,
-                resources: Vec::new(),
-                observed_at: Some(chrono::Utc::now()),
-            },
-            proposal_id: uuid::Uuid::now_v7().to_string(),
-        },
+        &observed_now(&stack, workloads),
         runtime_cloud_store::proposals::Acceptance::default(),
     )
     .await
@@ -712,8 +720,7 @@ async fn a_proposal_decided_before_its_workflow_started_is_decided() {
 /// waits for a decision nobody can give nor, auto-accepted, plans a run for stale drift.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_proposal_superseded_before_its_workflow_started_ends_superseded() {
-    use runtime_cloud_models::inventory::RecordRequest;
-    use runtime_cloud_models::observation::{Observation, ObservedWorkload};
+    use runtime_cloud_models::observation::ObservedWorkload;
     use runtime_cloud_workflows::ReconciliationProposal;
     use runtime_cloud_workflows::ids::proposal_workflow_id;
     use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
@@ -733,16 +740,7 @@ async fn a_proposal_superseded_before_its_workflow_started_ends_superseded() {
         workloads[0].replicas_desired = api_replicas;
         workloads[0].replicas_ready = api_replicas;
         workloads[1].version = "2.0.1".into();
-        RecordRequest {
-            tenant_id: stack.tenant("acme"),
-            environment_id: "env".into(),
-            observation: Observation::Observed {
-                workloads,
-                resources: Vec::new(),
-                observed_at: Some(chrono::Utc::now()),
-            },
-            proposal_id: uuid::Uuid::now_v7().to_string(),
-        }
+        observed_now(&stack, workloads)
     };
     // What the page knows of a fresh observation the policy allows, with the option on.
     let acceptance = runtime_cloud_store::proposals::Acceptance {
