@@ -219,6 +219,35 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
         assert!(lease["grantedAt"].is_string(), "{lease}");
     }
     wait_lease(&stack, "acme", &third, "waiting").await;
+    // A fourth finds both slots held and the third waiting: the API defers it, with a waiting
+    // lease and no workflow, which costs the workflow service nothing until a slot frees.
+    api.environment("prod-d", "production").await;
+    api.declare("prod-d", &[("api", "1.0.0", 1)]).await;
+    let fourth = api.plan_run("prod-d", "baseline").await;
+    let deferred = api.run(&fourth).await;
+    assert_eq!(
+        deferred["waitingForCapacity"]["heldBy"], "quota",
+        "{deferred}"
+    );
+    assert_eq!(
+        deferred["waitingForCapacity"]["concurrentRuns"], 2,
+        "{deferred}"
+    );
+    let has_workflow = |run: &str| {
+        stack
+            .temporal_cli(&[
+                "workflow",
+                "describe",
+                "--workflow-id",
+                &format!("provisioning-run/{run}"),
+            ])
+            .status
+            .success()
+    };
+    assert!(!has_workflow(&fourth), "no workflow while deferred");
+    assert!(has_workflow(&third));
+    let lease = wait_lease(&stack, "acme", &fourth, "waiting").await;
+    assert_eq!(lease["holderId"], format!("provisioning-run/{fourth}"));
     // The gauges say the same, exactly.
     let t = api.tenant.clone();
     let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
@@ -238,7 +267,7 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
             format!(
                 "connectsoft_factory_capacity_leases{{tenant=\"{t}\",pool=\"default\",state=\"waiting\"}}"
             ),
-            1,
+            2,
         ),
         (
             format!(
@@ -263,7 +292,7 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
         .expect(200);
     assert_eq!(
         waiting["items"].as_array().map(Vec::len),
-        Some(1),
+        Some(2),
         "{waiting}"
     );
     assert_eq!(
@@ -276,7 +305,7 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
         "another tenant sees none"
     );
 
-    // One ends: the third takes its lease and plans.
+    // One ends: the third takes its lease and plans, the fourth is admitted and waits in turn.
     api.decide(&first, "reject").await.expect(202);
     api.wait_state(&first, "Rejected").await;
     let released = wait_lease(&stack, "acme", &first, "released").await;
@@ -289,11 +318,32 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
         "AwaitingApproval",
         "the second kept its lease"
     );
+    eventually(60, "the fourth run to be admitted", || async {
+        (stack.count("run_starts").await == 0).then_some(())
+    })
+    .await;
+    assert!(has_workflow(&fourth), "admitted: it waits in the semaphore");
+    assert_eq!(
+        api.run(&fourth).await["waitingForCapacity"]["heldBy"],
+        "quota"
+    );
+    let lease = wait_lease(&stack, "acme", &fourth, "waiting").await;
+    assert!(
+        !lease["attemptId"].as_str().unwrap_or_default().is_empty(),
+        "its workflow asked for the lease recorded with it: {lease}"
+    );
+    assert_eq!(
+        leases_of(&stack, "acme", &fourth).await.len(),
+        1,
+        "one lease"
+    );
 }
 
-/// A semaphore whose quota grows while 31 runs wait grants them all in one workflow task (a
-/// join of 32 signals: past 30, a join that is not the SDK's fails the task as
-/// nondeterministic, and the semaphore would grant nothing ever again).
+/// A quota raised while 31 runs wait lets them all go: the first waits in the semaphore, the
+/// API deferred the other 30 (their project's one slot is held and one run waits for it);
+/// the quota's PUT admits them at once and they ask the semaphore with the new limit. (Before
+/// admission all 31 waited in the semaphore, which then granted them in one workflow task: a
+/// join of 32 signals, which past 30 must be the SDK's.)
 #[tokio::test]
 async fn a_raised_quota_grants_every_waiting_run_at_once() {
     let stack = Stack::start().await;
@@ -310,7 +360,12 @@ async fn a_raised_quota_grants_every_waiting_run_at_once() {
     for run in &waiting {
         wait_lease(&stack, "acme", run, "waiting").await;
     }
-    // The next run to ask brings the new limit; the holder's release is not needed.
+    assert_eq!(
+        stack.count_where("run_starts", "deferred").await,
+        30,
+        "all deferred but the one that waits in the semaphore"
+    );
+    // The holder's release is not needed.
     set_quota(&stack, "acme", 40, 1440).await;
     let last = &envs[31];
     api.environment(last, "non-production").await;

@@ -376,7 +376,7 @@ async fn run_left_unstarted(
         idempotency_key: Some(key.to_owned()),
         request_hash,
     };
-    run_starts::accept(&db, &new, &Default::default())
+    run_starts::accept(&db, &new, &Default::default(), None)
         .await
         .expect("run written");
     run_id

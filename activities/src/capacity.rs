@@ -31,8 +31,28 @@ const POLLER_SEEN_WITHIN: Duration = Duration::from_secs(90);
 pub struct CapacityActivitiesImpl {
     /// The read DB: quotas, leases, the day's apply minutes.
     pub db: DatabaseConnection,
-    /// Reads pools' task queues.
+    /// Reads pools' task queues; starts deferred runs.
     pub client: Client,
+    /// The task queue runs are started on (deferred runs, once admitted).
+    pub task_queue: String,
+}
+
+impl CapacityActivitiesImpl {
+    /// Starts the deferred runs of `tenant_id`'s project that fit its free slots. Best effort:
+    /// a release never fails for another run's start, the API's starter admits it later.
+    async fn admit(&self, tenant_id: &str, project_id: &str) {
+        let admitted = crate::admission::admit(
+            &self.db,
+            &self.client,
+            &self.task_queue,
+            tenant_id,
+            project_id,
+        )
+        .await;
+        if let Err(e) = admitted {
+            tracing::warn!(error = %e, tenant_id, project_id, "deferred runs not admitted yet");
+        }
+    }
 }
 
 /// How many workers poll `task_queue` for activities now, and how many activity tasks wait
@@ -77,6 +97,32 @@ pub async fn pool_load(client: &Client, task_queue: &str) -> Result<PoolLoad, Er
     })
 }
 
+/// The lease `lease_id` of run `run_id` (its workflow `holder_id`, execution `attempt_id`;
+/// empty for a run the API deferred, until it asks) in the environment's pool, with the
+/// quota's per-attempt CPU and memory.
+pub fn run_lease(
+    lease_id: String,
+    run_id: &str,
+    attempt_id: String,
+    holder_id: String,
+    (tenant_id, project_id): (String, String),
+    pool_id: Option<String>,
+    limits: &runtime_cloud_models::capacity::QuotaLimits,
+) -> NewLease {
+    NewLease {
+        lease_id,
+        tenant_id,
+        project_id,
+        run_id: run_id.to_owned(),
+        attempt_id,
+        holder_kind: "provisioning-run".into(),
+        holder_id,
+        pool_id: pool_id.unwrap_or_else(|| DEFAULT_POOL.into()),
+        cpu: limits.cpu_per_attempt,
+        memory_gb: limits.memory_gb_per_attempt,
+    }
+}
+
 /// What Temporal says about a pool's task queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolLoad {
@@ -110,18 +156,15 @@ impl CapacityActivitiesImpl {
             .await
             .map_err(|e| activity_error(e.into()))?
             .and_then(|env| env.pool_id);
-        let lease = NewLease {
-            lease_id: req.lease_id,
-            tenant_id: req.tenant_id,
-            project_id: req.project_id,
-            run_id: req.run_id,
-            attempt_id: req.attempt_id,
-            holder_kind: "provisioning-run".into(),
-            holder_id: req.holder_workflow_id,
-            pool_id: pool_id.clone().unwrap_or_else(|| DEFAULT_POOL.into()),
-            cpu: quota.limits.cpu_per_attempt,
-            memory_gb: quota.limits.memory_gb_per_attempt,
-        };
+        let lease = run_lease(
+            req.lease_id,
+            &req.run_id,
+            req.attempt_id,
+            req.holder_workflow_id,
+            (req.tenant_id, req.project_id),
+            pool_id.clone(),
+            &quota.limits,
+        );
         capacity::request_lease(&self.db, lease, now)
             .await
             .map_err(|e| activity_error(e.into()))?;
@@ -143,7 +186,15 @@ impl CapacityActivitiesImpl {
     ) -> Result<(), ActivityError> {
         capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(|e| activity_error(e.into()))?;
+        if req.to == runtime_cloud_models::capacity::LeaseState::Released
+            && let Some((tenant_id, project_id)) = capacity::lease_project(&self.db, &req.lease_id)
+                .await
+                .map_err(|e| activity_error(e.into()))?
+        {
+            self.admit(&tenant_id, &project_id).await;
+        }
+        Ok(())
     }
 
     /// Records the leases of a holder its semaphore found gone as expired.
@@ -162,6 +213,12 @@ impl CapacityActivitiesImpl {
             expired,
             "holder gone: its capacity lease expired"
         );
+        if expired > 0
+            && let Err(e) =
+                crate::admission::admit_all(&self.db, &self.client, &self.task_queue).await
+        {
+            tracing::warn!(error = %e, "deferred runs not admitted yet");
+        }
         Ok(())
     }
 

@@ -34,32 +34,9 @@ impl FleetActivitiesImpl {
     /// Starts the workflow of run `input` (a retry finds it started, running or closed, and
     /// starts nothing).
     async fn start_run(&self, input: RunInput) -> Result<(), ActivityError> {
-        use temporalio_client::errors::WorkflowStartError;
-        use temporalio_client::{
-            WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
-        };
-        use temporalio_common::search_attributes::SearchAttributes;
-        let opts = WorkflowStartOptions::new(
-            self.task_queue.clone(),
-            runtime_cloud_workflows::ids::run_workflow_id(&input.run_id),
-        )
-        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-        .search_attributes(SearchAttributes::new(
-            runtime_cloud_workflows::search_attributes::run_attributes(&input),
-        ))
-        .priority(runtime_cloud_workflows::fairness::of_tenant(
-            &input.tenant_id,
-        ))
-        .build();
-        match self
-            .client
-            .start_workflow(runtime_cloud_workflows::ProvisioningRun::run, input, opts)
+        crate::admission::start_run(&self.client, &self.task_queue, input)
             .await
-        {
-            Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(()),
-            Err(e) => Err(activity_error(crate::Error::Temporal(e.to_string()))),
-        }
+            .map_err(|e| activity_error(crate::Error::Temporal(e.to_string())))
     }
 }
 

@@ -25,6 +25,7 @@
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
 //! - [`error`]: this crate's error type.
 
+pub mod admission;
 pub mod capacity;
 pub mod error;
 pub mod fleet;

@@ -9,6 +9,11 @@
 //! `RUN_START_IN_FLIGHT`), and every API process's starter may start it: a start is idempotent
 //! by the workflow's id, so two starters or a start that had in fact reached Temporal change
 //! nothing.
+//!
+//! Each round also admits the runs deferred for capacity that fit their project's free slots
+//! (`activities::admission`): a release admits them as it happens, this catches the rest (a
+//! release whose admission failed, a start deferred just after a release looked, a holder
+//! that vanished without its lease being expired yet).
 
 use crate::AppState;
 use runtime_cloud_store::run_starts;
@@ -35,9 +40,17 @@ pub async fn run(state: AppState, shutdown: impl std::future::Future<Output = ()
     }
 }
 
-/// One round: starts every run due now, oldest first; stops at the first start Temporal
-/// refuses (the next round tries again).
+/// One round: starts every run due now, oldest first, then admits deferred runs; stops at
+/// the first start Temporal refuses (the next round tries again).
 async fn round(state: &AppState, grace: Duration) -> Result<(), crate::Error> {
+    start_due(state, grace).await?;
+    runtime_cloud_activities::admission::admit_all(&state.db, &state.temporal, &state.task_queue)
+        .await
+        .map_err(|e| crate::Error::Unavailable(e.to_string()))?;
+    Ok(())
+}
+
+async fn start_due(state: &AppState, grace: Duration) -> Result<(), crate::Error> {
     loop {
         let before = chrono::Utc::now() - grace;
         let due = run_starts::due(&state.db, before, BATCH).await?;

@@ -211,6 +211,29 @@ pub struct CapacityWait {
     pub since: DateTime<Utc>,
 }
 
+impl CapacityWait {
+    /// A run held because its project's `concurrent_runs` are all held (by runs in flight).
+    pub fn quota_full(
+        project_id: &str,
+        concurrent_runs: u32,
+        quota_source: String,
+        pool_id: Option<String>,
+        since: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            held_by: CapacityHold::Quota,
+            project_id: project_id.to_owned(),
+            concurrent_runs,
+            quota_source,
+            pool_id,
+            reason: format!(
+                "all {concurrent_runs} concurrentRuns of project `{project_id}` are held"
+            ),
+            since,
+        }
+    }
+}
+
 /// Activity slots of one pool worker: the Temporal SDK's default, which `worker --pool` keeps.
 pub const SLOTS_PER_WORKER: u32 = 100;
 
@@ -222,6 +245,28 @@ pub fn utilisation(granted: u64, backlog: u64, workers: u32) -> f64 {
     }
     let slots = f64::from(workers) * f64::from(SLOTS_PER_WORKER);
     ((granted as f64) / slots).min(1.0)
+}
+
+/// Whether the API defers the start of a project's new run instead of starting its workflow
+/// (admission): runs of the project were deferred before it (they go first, in arrival
+/// order), or its runs in flight fill its `concurrentRuns` and one more already waits for a
+/// slot in the project's capacity semaphore. That one waiter is always let in: the semaphore
+/// grants it the moment a slot frees, and while it waits the semaphore checks that its
+/// holders still exist (a holder terminated by hand would otherwise keep its slot forever).
+/// Deferring only ever saves work: the semaphore still bounds the runs that start.
+pub fn defers_start(in_flight: u64, deferred: u64, concurrent_runs: u32) -> bool {
+    deferred > 0 || in_flight > u64::from(concurrent_runs.max(1))
+}
+
+/// How many of a project's `deferred` runs may start now: the `concurrentRuns` and the one
+/// waiter of [`defers_start`], less the runs that started and hold or wait for a lease.
+/// `held` counts the leases waiting or granted, the deferred runs' own waiting leases among
+/// them.
+pub fn admissible(held: u64, deferred: u64, concurrent_runs: u32) -> u64 {
+    let started = held.saturating_sub(deferred);
+    (u64::from(concurrent_runs.max(1)) + 1)
+        .saturating_sub(started)
+        .min(deferred)
 }
 
 #[cfg(test)]
@@ -310,6 +355,40 @@ mod tests {
         assert_eq!(
             spent.to_string(),
             "quota executionMinutesPerDay of project `shop` is spent: 5 of 5 apply minutes used today; it resets at 2026-12-02T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn a_start_is_deferred_behind_earlier_ones_or_a_full_quota_and_its_waiter() {
+        assert!(!defers_start(1, 0, 2), "a slot is free");
+        assert!(
+            !defers_start(2, 0, 2),
+            "both held: one waits in the semaphore"
+        );
+        assert!(defers_start(3, 0, 2), "both held and one waiting");
+        assert!(defers_start(0, 1, 2), "one deferred before it goes first");
+        assert!(
+            defers_start(2, 0, 0),
+            "a quota of 0 counts as 1, like its semaphore"
+        );
+    }
+
+    #[test]
+    fn deferred_runs_are_admitted_into_the_slots_started_runs_leave() {
+        // Two started runs hold leases, one waits, three deferred runs wait with theirs.
+        assert_eq!(admissible(6, 3, 2), 0, "both slots held, one waiter");
+        assert_eq!(
+            admissible(5, 3, 2),
+            1,
+            "the waiter was granted: another may wait"
+        );
+        assert_eq!(admissible(4, 3, 2), 2, "a slot freed");
+        assert_eq!(admissible(3, 3, 10), 3, "never more than are deferred");
+        assert_eq!(admissible(0, 0, 10), 0, "nothing deferred");
+        assert_eq!(
+            admissible(1, 3, 2),
+            3,
+            "fewer held than deferred: none started"
         );
     }
 }

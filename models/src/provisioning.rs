@@ -432,6 +432,10 @@ pub struct RunInput {
     pub approval_timeout_secs: u64,
     /// Runner timeout for the apply.
     pub apply_timeout_secs: u64,
+    /// The capacity lease recorded for the run when the API deferred its start (its project's
+    /// runs were all in flight); the run asks for that lease instead of a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
 }
 
 impl RunInput {

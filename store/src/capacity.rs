@@ -348,7 +348,8 @@ pub struct NewLease {
     pub memory_gb: f64,
 }
 
-/// Records `new` as `waiting`; a lease already recorded with its id is left as it is.
+/// Records `new` as `waiting`; a lease already recorded with its id is left as it is but for
+/// its attempt (a deferred run's lease is recorded before its workflow runs).
 pub async fn request_lease(
     db: &impl ConnectionTrait,
     new: NewLease,
@@ -374,11 +375,10 @@ pub async fn request_lease(
     lease_rows::Entity::insert(row)
         .on_conflict(
             sea_orm::sea_query::OnConflict::column(lease_rows::Column::LeaseId)
-                .do_nothing()
+                .update_column(lease_rows::Column::AttemptId)
                 .to_owned(),
         )
-        .do_nothing()
-        .exec(db)
+        .exec_without_returning(db)
         .await?;
     Ok(())
 }
@@ -472,6 +472,36 @@ pub async fn minutes_spent(
     let used = minutes_used(db, tenant_id, project_id, day_started_at(now)).await?;
     let spent = check_minutes(project_id, used, &quota.limits, now).err();
     Ok((quota, spent))
+}
+
+/// How many leases of the tenant's project are held or waited for now.
+pub async fn held_leases(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<u64, Error> {
+    use sea_orm::PaginatorTrait;
+    Ok(lease_rows::Entity::find()
+        .filter(lease_rows::Column::TenantId.eq(tenant_id))
+        .filter(lease_rows::Column::ProjectId.eq(project_id))
+        .filter(lease_rows::Column::State.is_in(HELD))
+        .count(db)
+        .await?)
+}
+
+/// The tenant and project of lease `lease_id`.
+pub async fn lease_project(
+    db: &impl ConnectionTrait,
+    lease_id: &str,
+) -> Result<Option<(String, String)>, Error> {
+    use sea_orm::QuerySelect;
+    Ok(lease_rows::Entity::find_by_id(lease_id.to_owned())
+        .select_only()
+        .column(lease_rows::Column::TenantId)
+        .column(lease_rows::Column::ProjectId)
+        .into_tuple()
+        .one(db)
+        .await?)
 }
 
 /// How many leases of the tenant's pool `pool_id` are granted now.

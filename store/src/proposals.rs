@@ -538,7 +538,7 @@ pub async fn prepare_run(
         request_hash: None,
     };
     if prepared.is_none() {
-        runs::insert(&txn, &new).await?;
+        runs::insert(&txn, &new, None).await?;
     }
     txn.commit().await?;
     Ok(new.input(options))

@@ -317,7 +317,7 @@ async fn record_run(
         request_hash: None,
     };
     if new {
-        crate::runs::insert(txn, &run).await?;
+        crate::runs::insert(txn, &run, None).await?;
     }
     Ok(run.input(options))
 }

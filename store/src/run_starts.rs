@@ -8,41 +8,158 @@
 //! ([`due`]) — a start is idempotent by the workflow's id — so no run's row is left without its
 //! workflow, and a client that sends the same `Idempotency-Key` again has it started at once
 //! ([`pending`]).
+//!
+//! Admission: a run accepted while its project's `concurrentRuns` are all in flight (or behind
+//! runs deferred before it) is written with its start *deferred* and a `waiting` capacity
+//! lease, and shows `waitingForCapacity`; no workflow is started for it, so a tenant's flood
+//! costs the workflow service nothing past its quota and other tenants' runs do not queue
+//! behind it there. When a lease of the project is released or expires (and on every round of
+//! the API's starter, and when a quota changes) the oldest deferred starts that fit the free
+//! slots are started ([`admissible`]). Admission only saves work: the project's capacity
+//! semaphore still bounds the runs that start, so a start admitted early waits there.
 
+use crate::capacity::{self, NewLease};
 use crate::decode::{At, to_json};
 use crate::entities::run_starts as rows;
 use crate::runs::{self, NewRun};
 use crate::{Error, begin_write};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::RunInput;
+use runtime_cloud_models::capacity::{CapacityWait, admissible as slots_free, defers_start};
 use runtime_cloud_models::options::ProvisioningOptions;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
 };
 
 const TABLE: &str = "run_starts";
 
+/// What deferring a run's start takes: the quota in force, and the lease and the wait the run
+/// shows while deferred.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// The project's `concurrentRuns`.
+    pub concurrent_runs: u32,
+    /// Recorded `waiting` for a deferred run; the run asks for it once started.
+    pub lease: NewLease,
+    /// What a deferred run shows as `waitingForCapacity`.
+    pub wait: CapacityWait,
+}
+
+/// What [`accept`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// The workflow's input.
+    pub input: RunInput,
+    /// The start is deferred until the project has a free slot: nothing to start now.
+    pub deferred: bool,
+}
+
 /// Writes the run's row and its start in one transaction and returns the workflow's input.
-/// [`Error::Duplicate`] when a run with this id or `Idempotency-Key` exists.
+/// With an `admission`, the start is deferred when the project's runs in flight fill its
+/// quota or runs were deferred before it ([`defers_start`]). [`Error::Duplicate`] when a run
+/// with this id or `Idempotency-Key` exists.
 pub async fn accept(
     db: &sea_orm::DatabaseConnection,
     new: &NewRun<'_>,
     options: &ProvisioningOptions,
-) -> Result<RunInput, Error> {
+    admission: Option<&Admission>,
+) -> Result<Accepted, Error> {
     let txn = begin_write(db).await?;
-    let input = runs::create(&txn, new, options).await?;
+    let mut input = new.input(options);
+    let (tenant, project) = (&input.tenant_id, &input.project_id);
+    let deferral = match admission {
+        Some(a) => {
+            let in_flight = runs::in_flight(&txn, tenant, project).await?;
+            let earlier = deferred_count(&txn, tenant, project).await?;
+            defers_start(in_flight, earlier, a.concurrent_runs).then_some(a)
+        }
+        None => None,
+    };
+    runs::insert(&txn, new, deferral.map(|a| &a.wait)).await?;
+    let now = Utc::now();
+    if let Some(a) = deferral {
+        capacity::request_lease(&txn, a.lease.clone(), now).await?;
+        input.lease_id = Some(a.lease.lease_id.clone());
+    }
     rows::ActiveModel {
         provisioning_run_id: Set(input.run_id.clone()),
         tenant_id: Set(input.tenant_id.clone()),
         input: Set(to_json(&input)?),
-        accepted_at: Set(Utc::now()),
+        accepted_at: Set(now),
+        project_id: Set(Some(input.project_id.clone())),
+        deferred: Set(deferral.is_some()),
     }
     .insert(&txn)
     .await
     .map_err(Error::on_insert(TABLE))?;
     txn.commit().await?;
-    Ok(input)
+    Ok(Accepted {
+        input,
+        deferred: deferral.is_some(),
+    })
+}
+
+/// How many starts of the tenant's project are deferred.
+async fn deferred_count(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<u64, Error> {
+    Ok(deferred_of(tenant_id, project_id).count(db).await?)
+}
+
+fn deferred_of(tenant_id: &str, project_id: &str) -> sea_orm::Select<rows::Entity> {
+    rows::Entity::find()
+        .filter(rows::Column::Deferred.eq(true))
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::ProjectId.eq(project_id))
+}
+
+/// The deferred starts of the tenant's project that may start now, oldest first: as many as
+/// its quota has slots not held by runs that started ([`slots_free`]). Whoever starts them
+/// forgets each start ([`started`]) once its workflow runs.
+pub async fn admissible(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<Vec<RunInput>, Error> {
+    let deferred = deferred_count(db, tenant_id, project_id).await?;
+    if deferred == 0 {
+        return Ok(Vec::new());
+    }
+    let quota = capacity::quota(db, tenant_id, project_id).await?;
+    let held = capacity::held_leases(db, tenant_id, project_id).await?;
+    let free = slots_free(held, deferred, quota.limits.concurrent_runs);
+    if free == 0 {
+        return Ok(Vec::new());
+    }
+    deferred_of(tenant_id, project_id)
+        .order_by_asc(rows::Column::AcceptedAt)
+        .order_by_asc(rows::Column::ProvisioningRunId)
+        .limit(free)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(read)
+        .collect()
+}
+
+/// The (tenant, project) pairs with deferred starts.
+pub async fn deferring_projects(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
+    let pairs: Vec<(String, Option<String>)> = rows::Entity::find()
+        .select_only()
+        .column(rows::Column::TenantId)
+        .column(rows::Column::ProjectId)
+        .filter(rows::Column::Deferred.eq(true))
+        .distinct()
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(pairs
+        .into_iter()
+        .filter_map(|(tenant, project)| Some((tenant, project?)))
+        .collect())
 }
 
 /// The run's workflow started: nothing is left to start.
@@ -76,6 +193,8 @@ pub struct Pending {
     ///
     /// [`RUN_START_IN_FLIGHT`]: runtime_cloud_models::options::RUN_START_IN_FLIGHT
     pub accepted_at: DateTime<Utc>,
+    /// Deferred until its project has a free slot: nobody is starting it.
+    pub deferred: bool,
 }
 
 /// The tenant's run `run_id`, when its workflow may not have started.
@@ -91,15 +210,26 @@ pub async fn pending(
     else {
         return Ok(None);
     };
-    let accepted_at = row.accepted_at;
+    let (accepted_at, deferred) = (row.accepted_at, row.deferred);
     Ok(Some(Pending {
         input: read(row)?,
         accepted_at,
+        deferred,
     }))
 }
 
-/// Up to `limit` starts accepted before `before`, oldest first: their requests are over, so
-/// their workflows are started by nobody else.
+/// Run `run_id`'s input, when its start is deferred (its caller checked the run's tenant).
+pub async fn deferred(db: &impl ConnectionTrait, run_id: &str) -> Result<Option<RunInput>, Error> {
+    rows::Entity::find_by_id(run_id.to_owned())
+        .filter(rows::Column::Deferred.eq(true))
+        .one(db)
+        .await?
+        .map(read)
+        .transpose()
+}
+
+/// Up to `limit` starts accepted before `before` and not deferred, oldest first: their
+/// requests are over, so their workflows are started by nobody else.
 pub async fn due(
     db: &impl ConnectionTrait,
     before: DateTime<Utc>,
@@ -107,6 +237,7 @@ pub async fn due(
 ) -> Result<Vec<RunInput>, Error> {
     rows::Entity::find()
         .filter(rows::Column::AcceptedAt.lt(before))
+        .filter(rows::Column::Deferred.eq(false))
         .order_by_asc(rows::Column::AcceptedAt)
         .limit(limit)
         .all(db)
@@ -141,9 +272,9 @@ mod tests {
                 .unwrap();
         let options = ProvisioningOptions::default();
         let new = |id: &'static str| fixtures::new_run(id, &env, &spec);
-        let input = accept(&db, &new("r1"), &options).await.unwrap();
-        accept(&db, &new("r2"), &options).await.unwrap();
-        let err = accept(&db, &new("r1"), &options).await.unwrap_err();
+        let input = accept(&db, &new("r1"), &options, None).await.unwrap().input;
+        accept(&db, &new("r2"), &options, None).await.unwrap();
+        let err = accept(&db, &new("r1"), &options, None).await.unwrap_err();
         assert!(matches!(err, Error::Duplicate { .. }), "{err:?}");
 
         let found = pending(&db, "acme", "r1").await.unwrap().expect("pending");
@@ -179,4 +310,133 @@ mod tests {
         );
         assert!(due(&db, later, 10).await.unwrap().is_empty());
     }
+
+    /// A deferred run's lease and wait, as the API records them.
+    fn admission(run: &str, concurrent_runs: u32) -> Admission {
+        Admission {
+            concurrent_runs,
+            lease: NewLease {
+                lease_id: format!("lease-{run}"),
+                tenant_id: "acme".into(),
+                project_id: "shop".into(),
+                run_id: run.into(),
+                attempt_id: String::new(),
+                holder_kind: "provisioning-run".into(),
+                holder_id: format!("provisioning-run/{run}"),
+                pool_id: "default".into(),
+                cpu: 1.0,
+                memory_gb: 2.0,
+            },
+            wait: CapacityWait::quota_full(
+                "shop",
+                concurrent_runs,
+                "manual".into(),
+                None,
+                Utc::now(),
+            ),
+        }
+    }
+
+    async fn starts_over_the_quota_are_deferred_and_admitted_oldest_first_on(
+        db: sea_orm::DatabaseConnection,
+    ) {
+        use runtime_cloud_models::capacity::{LeaseState, QuotaLimits};
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let spec =
+            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
+                .await
+                .unwrap();
+        let limits = QuotaLimits {
+            concurrent_runs: 1,
+            ..QuotaLimits::default()
+        };
+        capacity::set_quota(&db, "acme", "shop", &limits, "manual", "admin")
+            .await
+            .unwrap();
+        let options = ProvisioningOptions::default();
+        let mut verdicts = Vec::new();
+        for run in ["r1", "r2", "r3", "r4"] {
+            let new = fixtures::new_run(run, &env, &spec);
+            let accepted = accept(&db, &new, &options, Some(&admission(run, 1)))
+                .await
+                .unwrap();
+            verdicts.push(accepted.deferred);
+            assert_eq!(
+                accepted.input.lease_id.is_some(),
+                accepted.deferred,
+                "{run}: a deferred run asks for the lease recorded with it"
+            );
+        }
+        assert_eq!(
+            verdicts,
+            [false, false, true, true],
+            "one holds the slot, one waits for it, the rest are deferred"
+        );
+        let r3 = runs::find(&db, "acme", "r3").await.unwrap().expect("r3");
+        assert!(r3.waiting_for_capacity.is_some(), "a deferred run says why");
+        let r1 = runs::find(&db, "acme", "r1").await.unwrap().expect("r1");
+        assert!(r1.waiting_for_capacity.is_none());
+        assert_eq!(
+            deferring_projects(&db).await.unwrap(),
+            [("acme".to_owned(), "shop".to_owned())]
+        );
+        assert!(deferred(&db, "r4").await.unwrap().is_some());
+        assert!(deferred(&db, "r1").await.unwrap().is_none());
+        let later = Utc::now() + chrono::Duration::seconds(1);
+        let ids = |inputs: Vec<RunInput>| inputs.into_iter().map(|i| i.run_id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(due(&db, later, 10).await.unwrap()),
+            ["r1", "r2"],
+            "not the deferred"
+        );
+
+        // r1 holds the slot, r2 waits for it: nothing to admit.
+        started(&db, "r1").await.unwrap();
+        started(&db, "r2").await.unwrap();
+        let at = Utc::now();
+        let mut r1_lease = admission("r1", 1).lease;
+        r1_lease.attempt_id = "attempt-1".into();
+        capacity::request_lease(&db, r1_lease, at).await.unwrap();
+        capacity::move_lease(&db, "lease-r1", LeaseState::Granted, at)
+            .await
+            .unwrap();
+        capacity::request_lease(&db, admission("r2", 1).lease, at)
+            .await
+            .unwrap();
+        assert!(admissible(&db, "acme", "shop").await.unwrap().is_empty());
+
+        // r1 ends: r2 takes the slot, r3 may wait for it, r4 may not yet.
+        capacity::move_lease(&db, "lease-r1", LeaseState::Released, at)
+            .await
+            .unwrap();
+        capacity::move_lease(&db, "lease-r2", LeaseState::Granted, at)
+            .await
+            .unwrap();
+        assert_eq!(ids(admissible(&db, "acme", "shop").await.unwrap()), ["r3"]);
+        started(&db, "r3").await.unwrap();
+        assert!(
+            admissible(&db, "acme", "shop").await.unwrap().is_empty(),
+            "r3 waits"
+        );
+        // Its workflow asks for the lease recorded with it: one lease, its attempt filled in.
+        let mut asked = admission("r3", 1).lease;
+        asked.attempt_id = "attempt-3".into();
+        capacity::request_lease(&db, asked, at).await.unwrap();
+        let page = crate::Page {
+            after: None,
+            rows: 10,
+        };
+        let r3_leases = capacity::leases(&db, "acme", None, Some("r3"), &page)
+            .await
+            .unwrap();
+        assert_eq!(r3_leases.len(), 1);
+        assert_eq!(r3_leases[0].attempt_id, "attempt-3");
+        assert_eq!(r3_leases[0].state, LeaseState::Waiting);
+    }
+
+    fixtures::on_both_databases!(
+        starts_over_the_quota_are_deferred_and_admitted_oldest_first_sqlite,
+        starts_over_the_quota_are_deferred_and_admitted_oldest_first_postgres,
+        starts_over_the_quota_are_deferred_and_admitted_oldest_first_on
+    );
 }

@@ -67,6 +67,7 @@ impl NewRun<'_> {
             specification: self.specification.snapshot(),
             approval_timeout_secs: options.approval_timeout_secs(),
             apply_timeout_secs: options.apply_timeout_secs(),
+            lease_id: None,
         }
     }
 }
@@ -79,7 +80,7 @@ pub async fn create(
     options: &ProvisioningOptions,
 ) -> Result<RunInput, Error> {
     let input = new.input(options);
-    insert(db, new).await?;
+    insert(db, new, None).await?;
     Ok(input)
 }
 
@@ -92,14 +93,19 @@ pub async fn create_once(
 ) -> Result<RunInput, Error> {
     let txn = crate::begin_write(db).await?;
     if !exists(&txn, new.run_id).await? {
-        insert(&txn, new).await?;
+        insert(&txn, new, None).await?;
     }
     txn.commit().await?;
     Ok(new.input(options))
 }
 
-/// Inserts the row of `new` on `db` (the caller's transaction).
-pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Result<(), Error> {
+/// Inserts the row of `new` on `db` (the caller's transaction), showing `waiting` as what
+/// holds it back (a run whose start is deferred).
+pub(crate) async fn insert(
+    db: &impl ConnectionTrait,
+    new: &NewRun<'_>,
+    waiting: Option<&runtime_cloud_models::capacity::CapacityWait>,
+) -> Result<(), Error> {
     let now = Utc::now();
     rows::ActiveModel {
         provisioning_run_id: Set(new.run_id.to_owned()),
@@ -116,7 +122,7 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
         apply_receipt: Set(None),
         refused_approvals: Set(None),
         waiting_for_window: Set(None),
-        waiting_for_capacity: Set(None),
+        waiting_for_capacity: Set(waiting.map(to_json).transpose()?),
         apply_minutes: Set(None),
         break_glass: Set(None),
         policy: Set(None),
@@ -134,6 +140,22 @@ pub(crate) async fn insert(db: &impl ConnectionTrait, new: &NewRun<'_>) -> Resul
     .await
     .map_err(Error::on_insert(TABLE))?;
     Ok(())
+}
+
+/// How many runs of the tenant's project have not ended (deferred ones too): the runs in
+/// flight admission counts against the project's `concurrentRuns`.
+pub(crate) async fn in_flight(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<u64, Error> {
+    use sea_orm::PaginatorTrait;
+    Ok(rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::ProjectId.eq(project_id))
+        .filter(rows::Column::CompletedAt.is_null())
+        .count(db)
+        .await?)
 }
 
 /// Whether a run row exists.

@@ -148,6 +148,7 @@ async fn serve(
     let capacity = CapacityActivitiesImpl {
         db: deps.db.clone(),
         client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
     };
     let activities = provisioning_activities(deps);
     let semaphores = WorkerOptions::new(semaphore_task_queue(&deps.task_queue))
@@ -155,6 +156,7 @@ async fn serve(
         .register_activities(CapacityActivitiesImpl {
             db: deps.db.clone(),
             client: deps.client.clone(),
+            task_queue: deps.task_queue.clone(),
         })
         .build();
     let options = WorkerOptions::new(deps.task_queue.clone())

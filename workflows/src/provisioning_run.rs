@@ -204,8 +204,12 @@ impl ProvisioningRun {
     /// Takes the project's capacity lease, runs the stages under it, and gives it back. A
     /// project whose day's minutes are spent ends the run `Rejected` before it plans.
     async fn leased(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
+        // A run the API deferred asks for the lease recorded with it.
         let request = LeaseRequest {
-            lease_id: time_ordered_id(ctx),
+            lease_id: input
+                .lease_id
+                .clone()
+                .unwrap_or_else(|| time_ordered_id(ctx)),
             tenant_id: input.tenant_id.clone(),
             project_id: input.project_id.clone(),
             environment_id: input.environment_id.clone(),
@@ -225,18 +229,13 @@ impl ProvisioningRun {
             LeaseAnswer::Ask { quota, pool_id } => (quota, pool_id),
         };
         ctx.state_mut(|s| s.limits = Some(quota.limits.process_limits()));
-        let wait = CapacityWait {
-            held_by: CapacityHold::Quota,
-            project_id: input.project_id.clone(),
-            concurrent_runs: quota.limits.concurrent_runs,
-            quota_source: quota.source,
-            pool_id: pool_id.clone(),
-            reason: format!(
-                "all {} concurrentRuns of project `{}` are held",
-                quota.limits.concurrent_runs, input.project_id
-            ),
-            since: now(ctx.workflow_time()),
-        };
+        let wait = CapacityWait::quota_full(
+            &input.project_id,
+            quota.limits.concurrent_runs,
+            quota.source,
+            pool_id.clone(),
+            now(ctx.workflow_time()),
+        );
         if let Some(pool_id) = &pool_id
             && !Self::pool_served(ctx, input, pool_id, &wait).await?
         {
@@ -265,7 +264,10 @@ impl ProvisioningRun {
         let ending = match turn {
             Turn::Ours => {
                 Self::move_lease(ctx, &lease_id, LeaseState::Granted).await?;
-                if ctx.state(|s| s.status.waiting_for_capacity.is_some()) {
+                // A deferred run's row shows the wait the API wrote.
+                if input.lease_id.is_some()
+                    || ctx.state(|s| s.status.waiting_for_capacity.is_some())
+                {
                     ctx.state_mut(|s| s.status.waiting_for_capacity = None);
                     Self::project(ctx).await?;
                 }

@@ -269,6 +269,19 @@ async fn set_quota(
     )
     .await?;
     tracing::info!(project_id = %project_id, concurrent_runs = quota.limits.concurrent_runs, "quota set");
+    // A raised quota lets deferred runs start now (their asks bring the new limit to the
+    // project's semaphore); the starter admits them later should this fail.
+    let admitted = runtime_cloud_activities::admission::admit(
+        &state.db,
+        &state.temporal,
+        &state.task_queue,
+        auth.tenant(),
+        &project_id,
+    )
+    .await;
+    if let Err(e) = admitted {
+        tracing::warn!(error = %e, project_id = %project_id, "deferred runs not admitted yet");
+    }
     Ok(axum::Json(quota))
 }
 

@@ -28,15 +28,9 @@ use runtime_cloud_store::specifications;
 use runtime_cloud_workflows::ProvisioningRun;
 use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
-use runtime_cloud_workflows::search_attributes::run_attributes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use temporalio_client::errors::WorkflowStartError;
-use temporalio_client::{
-    WorkflowDescribeOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions,
-    WorkflowSignalOptions, WorkflowStartOptions,
-};
-use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_client::{WorkflowDescribeOptions, WorkflowQueryOptions, WorkflowSignalOptions};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -110,7 +104,7 @@ fn request_hash(body: &PlanProvisioning) -> String {
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
-fn accepted(run: RunView, status: StatusCode) -> Response {
+fn accepted_response(run: RunView, status: StatusCode) -> Response {
     let location = format!("/factory/provisioning/runs/{}", run.run.provisioning_run_id);
     (status, [(header::LOCATION, location)], axum::Json(run)).into_response()
 }
@@ -164,7 +158,7 @@ async fn plan(
     let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
     // The run itself checks again before it plans: this only spares the caller a run that
     // would end `Rejected`.
-    let (_, spent) = runtime_cloud_store::capacity::minutes_spent(
+    let (quota, spent) = runtime_cloud_store::capacity::minutes_spent(
         &state.db,
         auth.tenant(),
         &env.project_id,
@@ -218,8 +212,16 @@ async fn plan(
         idempotency_key: key.clone(),
         request_hash: Some(hash.clone()),
     };
-    let input = match run_starts::accept(&state.db, &new, &state.options).await {
-        Ok(input) => input,
+    let admission = admission(&env, &run_id, quota);
+    let input = match run_starts::accept(&state.db, &new, &state.options, Some(&admission)).await {
+        // Its project's runs fill its quota: it starts when a slot frees, and shows why it
+        // waits meanwhile.
+        Ok(accepted) if accepted.deferred => {
+            tracing::info!(run_id = %run_id, "provisioning run deferred for capacity");
+            let view = find_view(&state, auth.tenant(), &run_id).await?;
+            return Ok(accepted_response(view, StatusCode::ACCEPTED));
+        }
+        Ok(accepted) => accepted.input,
         // Another request with the same key won the race: answer as it did.
         Err(runtime_cloud_store::Error::Duplicate { .. }) if key.is_some() => {
             let key = key.as_deref().unwrap_or_default();
@@ -252,7 +254,38 @@ async fn plan(
     forget_start(&state, &run_id).await;
     tracing::info!(run_id = %run_id, environment_id = %body.environment_id, "provisioning run started");
     let view = find_view(&state, auth.tenant(), &run_id).await?;
-    Ok(accepted(view, StatusCode::ACCEPTED))
+    Ok(accepted_response(view, StatusCode::ACCEPTED))
+}
+
+/// What deferring run `run_id` of `env` takes (`store::run_starts::accept`): its project's
+/// quota, the `waiting` lease it is recorded with, and the wait it shows.
+fn admission(
+    env: &runtime_cloud_store::environments::Environment,
+    run_id: &str,
+    quota: runtime_cloud_store::capacity::Quota,
+) -> run_starts::Admission {
+    use runtime_cloud_models::capacity::CapacityWait;
+    let lease = runtime_cloud_activities::capacity::run_lease(
+        uuid::Uuid::now_v7().to_string(),
+        run_id,
+        String::new(),
+        run_workflow_id(run_id),
+        (env.tenant_id.clone(), env.project_id.clone()),
+        env.pool_id.clone(),
+        &quota.limits,
+    );
+    let wait = CapacityWait::quota_full(
+        &env.project_id,
+        quota.limits.concurrent_runs,
+        quota.source,
+        env.pool_id.clone(),
+        chrono::Utc::now(),
+    );
+    run_starts::Admission {
+        concurrent_runs: quota.limits.concurrent_runs,
+        lease,
+        wait,
+    }
 }
 
 async fn find_by_key(state: &AppState, tenant: &str, key: &str) -> Result<Option<Run>, Error> {
@@ -278,10 +311,13 @@ async fn replay(state: &AppState, existing: Run, hash: &str) -> Result<Response,
                  send it again in a few seconds"
             )));
         }
-        start(state, pending.input).await?;
-        forget_start(state, run_id).await;
+        // A deferred start is admitted when its project has a slot, not by a retry.
+        if !pending.deferred {
+            start(state, pending.input).await?;
+            forget_start(state, run_id).await;
+        }
     }
-    Ok(accepted(existing.into(), StatusCode::OK))
+    Ok(accepted_response(existing.into(), StatusCode::OK))
 }
 
 /// [`RUN_START_IN_FLIGHT`], to compare with the database's timestamps.
@@ -319,26 +355,17 @@ pub(crate) async fn forget_start(state: &AppState, run_id: &str) {
 /// [`RUN_START_TIMEOUT`] at most, within the starter's grace (`UnstartedRunGraceSeconds`), so
 /// a request that could not start its run has taken it back before the starter looks.
 pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
-    let attributes = SearchAttributes::new(run_attributes(&input));
-    let opts = WorkflowStartOptions::new(state.task_queue.clone(), run_workflow_id(&input.run_id))
-        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-        .search_attributes(attributes)
-        .priority(runtime_cloud_workflows::fairness::of_tenant(
-            &input.tenant_id,
-        ))
-        .build();
     let started = tokio::time::timeout(
         RUN_START_TIMEOUT,
-        runtime_cloud_temporal::in_current_span(state.temporal.start_workflow(
-            ProvisioningRun::run,
+        runtime_cloud_temporal::in_current_span(runtime_cloud_activities::admission::start_run(
+            &state.temporal,
+            &state.task_queue,
             input,
-            opts,
         )),
     )
     .await;
     match started {
-        Ok(Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. })) => Ok(()),
+        Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "cannot start provisioning run");
             Err(Error::Unavailable(
@@ -766,6 +793,12 @@ where
             Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
         >,
 {
+    // A run whose start is deferred has no workflow yet: the signal starts it (it then waits
+    // for its slot in the capacity semaphore, which still bounds its project).
+    if let Some(input) = run_starts::deferred(&state.db, id).await? {
+        start(state, input).await?;
+        forget_start(state, id).await;
+    }
     let handle = state
         .temporal
         .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));

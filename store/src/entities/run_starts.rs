@@ -13,6 +13,11 @@ pub struct Model {
     pub input: Json,
     /// When the API wrote the run.
     pub accepted_at: DateTimeUtc,
+    /// The run's project (none on rows from before deferred starts).
+    pub project_id: Option<String>,
+    /// Deferred until its project has a free slot (`run_starts::admissible`), not due to the
+    /// starter.
+    pub deferred: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,6 +25,7 @@ pub(crate) mod m20261202_000020_metric_counts;
 mod m20261202_000021_lists_by_environment;
 mod m20261202_000022_create_run_starts;
 mod m20261203_000023_proposal_workflow_started;
+mod m20261203_000024_deferred_run_starts;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000021_lists_by_environment::Migration),
             Box::new(m20261202_000022_create_run_starts::Migration),
             Box::new(m20261203_000023_proposal_workflow_started::Migration),
+            Box::new(m20261203_000024_deferred_run_starts::Migration),
         ]
     }
 }

@@ -1,0 +1,78 @@
+//! Admission: the runs the API deferred while their project's `concurrentRuns` were all in
+//! flight (`store::run_starts`) are started here once a slot frees. The capacity activities
+//! admit when a run's lease is released or a vanished holder's expires; the API's starter
+//! admits on each round (a release whose admission failed, a start deferred just after a
+//! release looked) and when a quota changes.
+
+use crate::error::Error;
+use runtime_cloud_models::RunInput;
+use runtime_cloud_store::run_starts;
+use runtime_cloud_workflows::ProvisioningRun;
+use runtime_cloud_workflows::ids::run_workflow_id;
+use runtime_cloud_workflows::search_attributes::run_attributes;
+use sea_orm::DatabaseConnection;
+use temporalio_client::errors::WorkflowStartError;
+use temporalio_client::{
+    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
+};
+use temporalio_common::search_attributes::SearchAttributes;
+
+/// Starts run `input`'s workflow on `task_queue`, with its search attributes and its tenant
+/// as fairness key. The run id is the idempotency key: a start for a workflow that exists
+/// (running or closed) creates nothing and counts as started.
+pub async fn start_run(
+    client: &Client,
+    task_queue: &str,
+    input: RunInput,
+) -> Result<(), WorkflowStartError> {
+    let opts = WorkflowStartOptions::new(task_queue.to_owned(), run_workflow_id(&input.run_id))
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .search_attributes(SearchAttributes::new(run_attributes(&input)))
+        .priority(runtime_cloud_workflows::fairness::of_tenant(
+            &input.tenant_id,
+        ))
+        .build();
+    match client
+        .start_workflow(ProvisioningRun::run, input, opts)
+        .await
+    {
+        Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts the deferred runs of the tenant's project that fit its free slots, oldest first;
+/// returns how many started. Two admitters at once may start the same run, which is one start.
+pub async fn admit(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<usize, Error> {
+    let admitted = run_starts::admissible(db, tenant_id, project_id).await?;
+    let n = admitted.len();
+    for input in admitted {
+        let run_id = input.run_id.clone();
+        start_run(client, task_queue, input)
+            .await
+            .map_err(|e| Error::Temporal(format!("start run {run_id}: {e}")))?;
+        run_starts::started(db, &run_id).await?;
+        tracing::info!(%run_id, tenant_id, project_id, "admitted a deferred run");
+    }
+    Ok(n)
+}
+
+/// [`admit`] for every project with deferred starts.
+pub async fn admit_all(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+) -> Result<usize, Error> {
+    let mut n = 0;
+    for (tenant_id, project_id) in run_starts::deferring_projects(db).await? {
+        n += admit(db, client, task_queue, &tenant_id, &project_id).await?;
+    }
+    Ok(n)
+}
