@@ -377,6 +377,47 @@ async fn a_raised_quota_grants_every_waiting_run_at_once() {
     assert_eq!(api.run(&holder).await["state"], "AwaitingApproval");
 }
 
+/// A deferred run has no workflow, yet cancelling it works like cancelling any run waiting
+/// for capacity: the signal starts it, it gives up its place and releases its lease.
+#[tokio::test]
+async fn a_deferred_run_is_cancelled_like_any_waiting_run() {
+    let stack = Stack::start().await;
+    set_quota(&stack, "acme", 1, 1440).await;
+    let api = stack.operator("acme");
+    let (holder, _) = api.awaiting_approval("prod-a", 1).await;
+    let mut runs = Vec::new();
+    for env in ["dev-a", "dev-b"] {
+        api.environment(env, "non-production").await;
+        api.declare(env, &[("api", "1.0.0", 1)]).await;
+        runs.push(api.plan_run(env, "baseline").await);
+    }
+    let deferred = &runs[1];
+    assert_eq!(
+        stack
+            .count_where(
+                "run_starts",
+                &format!("provisioning_run_id = '{deferred}' AND deferred")
+            )
+            .await,
+        1
+    );
+    api.post(
+        &format!("/factory/provisioning/runs/{deferred}/cancel"),
+        json!({ "reason": "not today" }),
+    )
+    .await
+    .expect(202);
+    let cancelled = api.wait_state(deferred, "Cancelled").await;
+    assert!(
+        text(&cancelled["reason"]).contains("not today"),
+        "{cancelled}"
+    );
+    wait_lease(&stack, "acme", deferred, "released").await;
+    assert_eq!(stack.count("run_starts").await, 0);
+    assert_eq!(api.run(&holder).await["state"], "AwaitingApproval");
+    assert_eq!(api.run(&runs[0]).await["state"], Value::Null, "still waits");
+}
+
 #[tokio::test]
 async fn a_terminated_holders_lease_expires_and_the_waiting_run_proceeds() {
     let stack = Stack::with(StackOptions::holder_checks_every_second()).await;

@@ -803,13 +803,37 @@ async fn chaos_soak() {
         .filter(|v| !v.held)
         .map(|v| v.name)
         .collect();
+    let kept = if broken.is_empty() {
+        String::new()
+    } else {
+        keep_logs(stack.data_path(), seed)
+    };
     assert!(
         broken.is_empty(),
-        "broken invariants: {broken:?} (seed {seed})"
+        "broken invariants: {broken:?} (seed {seed}){kept}"
     );
     // Passed: the soak's PostgreSQL database goes; a failed soak's stays for a look.
     drop(chaos);
     stack.drop_postgres_database().await;
+}
+
+/// Copies the product's logs (a panic's message among them) out of the stack's temporary
+/// directory, which goes with the test; says where.
+fn keep_logs(data: &std::path::Path, seed: u64) -> String {
+    let kept = std::env::temp_dir().join(format!("rc-soak-{seed}"));
+    if std::fs::create_dir_all(&kept).is_err() {
+        return String::new();
+    }
+    let logs = std::fs::read_dir(data).into_iter().flatten().flatten();
+    for entry in logs {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("log")
+            && let Some(name) = path.file_name()
+        {
+            let _ = std::fs::copy(&path, kept.join(name));
+        }
+    }
+    format!("; the product's logs are kept in {}", kept.display())
 }
 
 fn report(

@@ -126,15 +126,17 @@ async fn find_view(state: &AppState, tenant: &str, id: &str) -> Result<RunView, 
 }
 
 /// Plans a run: starts workflow `provisioning-run/{id}`, which takes the environment's lock,
-/// plans, waits for approval in production, applies and records receipts. Send an
-/// `Idempotency-Key` to make retries safe.
+/// plans, waits for approval in production, applies and records receipts. A run whose
+/// project's quota is full (its `concurrentRuns` in flight and one more waiting) is deferred:
+/// it shows `waitingForCapacity` and starts when a slot frees. Send an `Idempotency-Key` to
+/// make retries safe.
 #[utoipa::path(operation_id = "planRun", post, path = "/factory/provisioning/runs", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
     params(("Idempotency-Key" = Option<String>, Header,
         description = "1–255 characters; the same key with the same body answers the same run (200), with another body 422")),
     request_body = PlanProvisioning,
     responses(
-        (status = 202, description = "Started; `Location` names the run", body = RunView,
+        (status = 202, description = "Started, or deferred until its project has capacity (`waitingForCapacity`); `Location` names the run", body = RunView,
             headers(("Location" = String, description = "The run's URL"))),
         (status = 200, description = "An earlier request with this Idempotency-Key started this run", body = RunView),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<429>, Problems<500>, Problems<503>,
