@@ -178,7 +178,10 @@ impl ProvisioningRun {
         let (unlock, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
         let ending = match turn {
             Turn::Ours => Self::leased(ctx, &input).await?,
-            Turn::GaveUp => Self::cancelled(ctx),
+            Turn::GaveUp => {
+                Self::release_deferred_lease(ctx, &input).await?;
+                Self::cancelled(ctx)
+            }
         };
         let ended_in = ending.state;
         Self::end(ctx, ending).await?;
@@ -224,6 +227,7 @@ impl ProvisioningRun {
             .await?;
         let (quota, pool_id) = match answer {
             LeaseAnswer::Refused { reason } => {
+                Self::release_deferred_lease(ctx, input).await?;
                 return Ok(Ending::new(ProvisioningState::Rejected, reason));
             }
             LeaseAnswer::Ask { quota, pool_id } => (quota, pool_id),
@@ -336,6 +340,18 @@ impl ProvisioningRun {
     ) -> WorkflowResult<()> {
         ctx.state_mut(|s| s.status.waiting_for_capacity = Some(wait));
         Self::project(ctx).await
+    }
+
+    /// A run the API deferred came with a `waiting` lease; one that ends before it asks for it
+    /// (cancelled while it waited for its environment, refused for spent minutes) releases it.
+    async fn release_deferred_lease(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+    ) -> WorkflowResult<()> {
+        match &input.lease_id {
+            Some(lease_id) => Self::move_lease(ctx, lease_id, LeaseState::Released).await,
+            None => Ok(()),
+        }
     }
 
     /// Records the run's lease as `to` (granted or released), at the workflow's time.
