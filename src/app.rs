@@ -266,6 +266,15 @@ pub async fn run_api(
         http_metrics: Default::default(),
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         inbox_oldest: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
+        pacer: Arc::new(runtime_cloud_api::pacing::Pacer::new(
+            runtime_cloud_models::pacing::Pace {
+                per_second: config.run_submissions_per_second,
+                burst: config.run_submission_burst.ceil().min(f64::from(u32::MAX)) as u32,
+                max_wait: std::time::Duration::from_secs_f64(
+                    config.run_submission_max_wait_seconds,
+                ),
+            },
+        )),
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

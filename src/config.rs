@@ -118,6 +118,12 @@ pub struct Config {
     pub schedules_paused: bool,
     /// At most this many list calls of one worker in flight to one Kubernetes API server.
     pub kubernetes_calls_per_cluster: f64,
+    /// Each tenant's run submissions a second, per API process (`api::pacing`).
+    pub run_submissions_per_second: f64,
+    /// How many of them are taken at once before the rate applies.
+    pub run_submission_burst: f64,
+    /// The longest one waits its turn before it is refused with 429.
+    pub run_submission_max_wait_seconds: f64,
     /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace
     /// context crosses Temporal. No export when absent.
     #[serde(default)]

@@ -323,6 +323,20 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
     })
     .await;
     assert!(has_workflow(&fourth), "admitted: it waits in the semaphore");
+    // Admitted from its project's backlog, it runs one priority step below the runs that
+    // started at once, its tenant still its fairness key.
+    let priority = |id: &str| {
+        let described = stack
+            .describe(&format!("provisioning-run/{id}"))
+            .expect("the run's workflow");
+        described["workflowExecutionInfo"]["priority"].clone()
+    };
+    let tenant = api.run(&fourth).await["tenantId"].clone();
+    assert_eq!(
+        priority(&fourth),
+        json!({ "priorityKey": 4, "fairnessKey": tenant })
+    );
+    assert_eq!(priority(&first), json!({ "fairnessKey": tenant }));
     assert_eq!(
         api.run(&fourth).await["waitingForCapacity"]["heldBy"],
         "quota"
@@ -623,4 +637,80 @@ async fn a_project_whose_apply_minutes_are_spent_gets_429_and_no_run_applies() {
     api.declare("other", &[("api", "1.0.0", 1)]).await;
     let other = api.plan_run("other", "baseline").await;
     api.wait_state(&other, "Applied").await;
+}
+
+/// Each tenant's run submissions are paced (`RUNTIME_CLOUD_RUN_SUBMISSIONS_PER_SECOND`, a
+/// burst, a longest wait): past its burst a submission waits its turn; one that would wait
+/// longer than the limit is refused with 429 and `Retry-After` and writes nothing; another
+/// tenant's submission does not queue behind them.
+#[tokio::test]
+async fn a_tenants_flood_of_submissions_waits_its_turn_and_other_tenants_do_not() {
+    let env = [
+        ("RUNTIME_CLOUD_RUN_SUBMISSIONS_PER_SECOND", "0.5"),
+        ("RUNTIME_CLOUD_RUN_SUBMISSION_BURST", "2"),
+        ("RUNTIME_CLOUD_RUN_SUBMISSION_MAX_WAIT_SECONDS", "3"),
+    ];
+    let stack = Stack::with(StackOptions {
+        env: env.map(|(k, v)| (k.to_owned(), v.to_owned())).to_vec(),
+        ..Default::default()
+    })
+    .await;
+    let (a, b) = (stack.operator("acme"), stack.operator("globex"));
+    let envs: Vec<String> = (0..5).map(|i| format!("a-{i}")).collect();
+    for e in envs.iter().map(String::as_str).chain(["only"]) {
+        let api = if e == "only" { &b } else { &a };
+        api.environment(e, "non-production").await;
+        api.declare(e, &[("api", "1.0.0", 1)]).await;
+    }
+
+    // Five at once, one every 2 s after a burst of two, waiting at most 3 s: two at once, the
+    // third after 2 s, the fourth and fifth would wait 4 and 6 s and are refused.
+    let flood: Vec<_> = envs
+        .iter()
+        .map(|e| {
+            let (a, e) = (a.clone(), e.clone());
+            tokio::spawn(async move {
+                a.post(
+                    "/factory/provisioning/runs",
+                    json!({ "environmentId": e, "kind": "baseline" }),
+                )
+                .await
+            })
+        })
+        .collect();
+    // The other tenant's submission is taken while acme's third still waits its turn.
+    let run = b.plan_run("only", "baseline").await;
+    let waiting = flood.iter().filter(|h| !h.is_finished()).count();
+    assert!(waiting >= 1, "acme's third submission should still wait");
+
+    let mut answers = Vec::new();
+    for h in flood {
+        answers.push(h.await.expect("request task"));
+    }
+    let accepted = answers.iter().filter(|r| r.status == 202).count();
+    let refused: Vec<_> = answers.into_iter().filter(|r| r.status == 429).collect();
+    assert_eq!(
+        (accepted, refused.len()),
+        (3, 2),
+        "three taken, two refused"
+    );
+    for r in refused {
+        let retry_after = r
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("a Retry-After header of seconds");
+        assert!((1..=4).contains(&retry_after), "{retry_after}");
+        let problem = r.expect_problem(429);
+        let detail = text(&problem["detail"]);
+        assert!(
+            detail.contains("acme") && detail.contains("0.5 a second"),
+            "{detail}"
+        );
+    }
+    // A refused submission wrote nothing.
+    let runs = a.get("/factory/provisioning/runs").await.expect(200);
+    assert_eq!(runs["items"].as_array().map(Vec::len), Some(3), "{runs}");
+    b.wait_state(&run, "Applied").await;
 }

@@ -18,7 +18,8 @@ use temporalio_client::{
 use temporalio_common::search_attributes::SearchAttributes;
 
 /// Starts run `input`'s workflow on `task_queue`, with its search attributes and its tenant
-/// as fairness key. The run id is the idempotency key: a start for a workflow that exists
+/// as fairness key (a deferred run, which carries the lease recorded with it, at backlog
+/// priority: `workflows::fairness::of_run`). The run id is the idempotency key: a start for a workflow that exists
 /// (running or closed) creates nothing and counts as started.
 pub async fn start_run(
     client: &Client,
@@ -29,8 +30,9 @@ pub async fn start_run(
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .search_attributes(SearchAttributes::new(run_attributes(&input)))
-        .priority(runtime_cloud_workflows::fairness::of_tenant(
+        .priority(runtime_cloud_workflows::fairness::of_run(
             &input.tenant_id,
+            input.lease_id.is_some(),
         ))
         .build();
     match client

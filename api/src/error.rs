@@ -32,10 +32,10 @@ pub enum Error {
     /// 422: well-formed but invalid (unknown fields, bad values, idempotency key reuse).
     #[error("{0}")]
     Unprocessable(String),
-    /// 429: a quota is spent (the project's execution minutes); `Retry-After` says when it
-    /// resets.
+    /// 429: a quota is spent (the project's execution minutes), or the tenant has more run
+    /// submissions waiting their turn than its pace holds; `Retry-After` says when to come back.
     #[error("{detail}")]
-    QuotaSpent {
+    TooManyRequests {
         detail: String,
         /// Seconds until the quota resets.
         retry_after_secs: u64,
@@ -60,7 +60,7 @@ impl Error {
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::QuotaSpent { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -93,7 +93,7 @@ impl Error {
 impl From<runtime_cloud_models::capacity::MinutesSpent> for Error {
     fn from(spent: runtime_cloud_models::capacity::MinutesSpent) -> Self {
         let left = (spent.resets_at - chrono::Utc::now()).num_seconds().max(1);
-        Error::QuotaSpent {
+        Error::TooManyRequests {
             detail: spent.to_string(),
             retry_after_secs: u64::try_from(left).unwrap_or(1),
         }
@@ -135,7 +135,7 @@ impl IntoResponse for Error {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let Error::QuotaSpent {
+        if let Error::TooManyRequests {
             retry_after_secs, ..
         } = &self
             && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
@@ -170,7 +170,7 @@ impl From<Error> for tonic::Status {
             Error::Forbidden(_) => tonic::Status::permission_denied(msg),
             Error::NotFound(_) => tonic::Status::not_found(msg),
             Error::Conflict(_) => tonic::Status::failed_precondition(msg),
-            Error::QuotaSpent { .. } => tonic::Status::resource_exhausted(msg),
+            Error::TooManyRequests { .. } => tonic::Status::resource_exhausted(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
             Error::Internal(_) => tonic::Status::internal(msg),
         }

@@ -11,6 +11,7 @@
 //! - [`http`]: one module per resource, each with its own `router()`.
 //! - [`grpc`]: the tonic services, served on the same port.
 //! - [`inbound`]: inbound events from NATS JetStream (inbox, dead letters, lag).
+//! - [`pacing`]: each tenant's run submissions, paced so one tenant's flood waits its turn.
 //! - [`starter`]: starts the workflows of runs whose request ended before it started them.
 //! - [`openapi`]: the OpenAPI 3.1 document's frame, and the routes that serve the document
 //!   [`http`] builds (`/openapi.json`) and its page (`/docs`).
@@ -22,6 +23,7 @@ pub mod http;
 pub mod inbound;
 pub mod json;
 pub mod openapi;
+pub mod pacing;
 pub mod query;
 pub mod starter;
 pub mod tenancy;
@@ -65,4 +67,6 @@ pub struct AppState {
     /// When the oldest inbound event not yet acknowledged was published (Unix milliseconds),
     /// 0 when none waits; -1 without a consumer.
     pub inbox_oldest: Arc<std::sync::atomic::AtomicI64>,
+    /// Paces each tenant's run submissions.
+    pub pacer: Arc<pacing::Pacer>,
 }

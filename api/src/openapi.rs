@@ -102,7 +102,8 @@ impl<const S: u16> IntoResponses for Problems<S> {
             415 => "The body is not `application/json`",
             422 => "Well-formed but invalid: unknown fields, bad values, a reused idempotency key",
             429 => {
-                "A quota is spent (the project's execution minutes); `Retry-After` says when it resets"
+                "A quota is spent (the project's execution minutes), or too many of the tenant's run \
+                 submissions wait their turn; `Retry-After` says when to come back"
             }
             500 => "An internal error; logged, never detailed",
             503 => "Temporal is unreachable; nothing was changed, retry later",

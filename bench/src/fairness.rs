@@ -15,6 +15,9 @@
 //!   B requests its `runs` runs at once, *while A's submissions go on*: B's requests compete
 //!   with A's at the API, and B's runs with A's at the worker and on the task queues — the
 //!   harder case than starting B after A's last submission, when the API is quiet again.
+//!   The API paces each tenant's submissions (20 a second after a burst of 40 by default,
+//!   `api::pacing`), so A's `b_after`th is accepted some 23 s in, when A's runs are in full
+//!   swing: B meets A's quota's worth of runs at work, not only A's requests.
 //!
 //! A run's latency is from the moment the client sent its `POST /factory/provisioning/runs`
 //! to the moment a `GET` of it first showed `Applied` (polled every 100 ms), and, beside it, to

@@ -27,6 +27,7 @@
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`windows`]: change windows and the gate they make.
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
+//! - [`pacing`]: how fast one tenant's run submissions are taken (a token bucket).
 
 pub mod approvals;
 pub mod capacity;
@@ -39,6 +40,7 @@ pub mod inbound;
 pub mod inventory;
 pub mod observation;
 pub mod options;
+pub mod pacing;
 pub mod plan;
 pub mod policy;
 pub mod provisioning;

@@ -406,6 +406,31 @@ pub const SETTINGS: &[Setting] = &[
               server (by its URL), over all the namespaces it observes there.",
     },
     Setting {
+        source: Source::File("run_submissions_per_second"),
+        env: "RUNTIME_CLOUD_RUN_SUBMISSIONS_PER_SECOND",
+        kind: Kind::Positive,
+        default: Some("20"),
+        doc: "Each tenant's run submissions (`POST /factory/provisioning/runs`) are taken at \
+              this sustained rate per API process; faster ones wait their turn, so one \
+              tenant's flood does not take the machine from the others' runs.",
+    },
+    Setting {
+        source: Source::File("run_submission_burst"),
+        env: "RUNTIME_CLOUD_RUN_SUBMISSION_BURST",
+        kind: Kind::Positive,
+        default: Some("40"),
+        doc: "How many of a tenant's run submissions are taken at once before the rate \
+              applies.",
+    },
+    Setting {
+        source: Source::File("run_submission_max_wait_seconds"),
+        env: "RUNTIME_CLOUD_RUN_SUBMISSION_MAX_WAIT_SECONDS",
+        kind: Kind::Positive,
+        default: Some("10"),
+        doc: "The longest a run submission waits its turn; one that would wait longer is \
+              refused with 429 and `Retry-After`.",
+    },
+    Setting {
         source: Source::File("schedules_paused"),
         env: "RUNTIME_CLOUD_SCHEDULES_PAUSED",
         kind: Kind::Bool,

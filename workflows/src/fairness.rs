@@ -11,3 +11,23 @@ use temporalio_common::Priority;
 pub fn of_tenant(tenant_id: &str) -> Priority {
     Priority::builder().fairness_key(tenant_id).build()
 }
+
+/// A lower priority than the server's default (3 of 1–5): a run its project's backlog
+/// deferred at the API.
+const BACKLOG_PRIORITY: u32 = 4;
+
+/// The priority of a run of `tenant_id`. A run the API deferred (its project had more runs
+/// submitted than its quota runs at once) is backlog: its tasks go after those of runs that
+/// started at once whenever the queues are backlogged, so a tenant working through a
+/// thousand runs yields to another tenant's few instead of sharing the machine evenly with
+/// them. Its activities and its lock's and semaphore's tasks inherit the priority.
+pub fn of_run(tenant_id: &str, deferred: bool) -> Priority {
+    if deferred {
+        Priority::builder()
+            .fairness_key(tenant_id)
+            .priority_key(BACKLOG_PRIORITY)
+            .build()
+    } else {
+        of_tenant(tenant_id)
+    }
+}

@@ -150,6 +150,8 @@ async fn plan(
 ) -> Result<Response, Error> {
     let key = idempotency_key(&headers)?;
     let hash = request_hash(&body);
+    // Before anything costs the database: one tenant's flood waits here, not in everyone's way.
+    state.pacer.wait_turn(auth.tenant()).await?;
 
     if let Some(key) = &key
         && let Some(existing) = find_by_key(&state, auth.tenant(), key).await?
