@@ -131,6 +131,15 @@ async fn pools_and_quotas_are_recorded_per_tenant_with_their_scopes_and_roles() 
 }
 
 /// Sets the project `shop`'s quota of `tenant` to `concurrent_runs` and `minutes` a day.
+/// A 429's `Retry-After`, in seconds.
+fn retry_after(res: &crate::common::Res) -> u64 {
+    res.headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a Retry-After header of seconds")
+}
+
 async fn set_quota(stack: &Stack, tenant: &str, concurrent_runs: u32, minutes: u32) {
     stack
         .platform_admin(tenant)
@@ -583,12 +592,7 @@ async fn a_project_whose_apply_minutes_are_spent_gets_429_and_no_run_applies() {
             json!({ "environmentId": "dev", "kind": "baseline" }),
         )
         .await;
-    let retry_after = refused
-        .headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .expect("a Retry-After header of seconds");
+    let retry_after = retry_after(&refused);
     assert!((1..=86_400).contains(&retry_after), "{retry_after}");
     let problem = refused.expect_problem(429);
     let detail = text(&problem["detail"]);
@@ -695,12 +699,7 @@ async fn a_tenants_flood_of_submissions_waits_its_turn_and_other_tenants_do_not(
         "three taken, two refused"
     );
     for r in refused {
-        let retry_after = r
-            .headers
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .expect("a Retry-After header of seconds");
+        let retry_after = retry_after(&r);
         assert!((1..=4).contains(&retry_after), "{retry_after}");
         let problem = r.expect_problem(429);
         let detail = text(&problem["detail"]);

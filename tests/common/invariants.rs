@@ -13,9 +13,9 @@ use runtime_cloud_models::drift::{ProposalState, compare};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::{RunStatus, Workload};
 use runtime_cloud_store::entities::{
-    deployment_specifications as specs, drift_findings as findings, outbox_events as outbox,
-    provisioning_runs as runs, reconciliation_proposals as proposals, run_starts,
-    runtime_inventories as inventories,
+    capacity_leases as leases, deployment_specifications as specs, drift_findings as findings,
+    outbox_events as outbox, provisioning_runs as runs, reconciliation_proposals as proposals,
+    run_starts, runtime_inventories as inventories,
 };
 use runtime_cloud_workflows::semaphore::SemaphoreState;
 use runtime_cloud_workflows::{ProvisioningRun, ReconciliationProposal, Semaphore};
@@ -95,6 +95,8 @@ pub struct Facts {
     pub unstarted: Vec<String>,
     /// The `Nats-Msg-Id` of every message a consumer of the stream receives.
     pub delivered: Vec<String>,
+    /// Every capacity lease of the tenant: run id, lease id, state.
+    pub leases: Vec<(String, String, String)>,
     /// Each environment's sandbox apply log.
     pub applies: BTreeMap<String, Vec<ApplyLogEntry>>,
     /// Every workflow execution (continued-as-new ones too).
@@ -166,6 +168,14 @@ impl Facts {
             .expect("outbox")
             .into_iter()
             .map(|e| (e.event_id, e.published_at.is_some()))
+            .collect();
+        self.leases = leases::Entity::find()
+            .filter(leases::Column::TenantId.eq(tenant))
+            .all(&db)
+            .await
+            .expect("capacity leases")
+            .into_iter()
+            .map(|l| (l.run_id, l.lease_id, l.state))
             .collect();
         self.unstarted = run_starts::Entity::find()
             .filter(run_starts::Column::TenantId.eq(tenant))
@@ -305,6 +315,7 @@ impl Facts {
             self.every_event_delivered_once(),
             self.read_tables_match_temporal(),
             self.open_findings_are_what_the_last_observation_shows(),
+            self.no_lease_outlives_its_run(),
         ]
     }
 
@@ -431,6 +442,38 @@ impl Facts {
                 "runs by state {by_state:?}; {} workflows, {} legitimately waiting",
                 self.workflows.len(),
                 waiting.len()
+            ),
+            broken,
+        )
+    }
+
+    /// A run that ended holds no capacity lease and waits for none: each of its leases is
+    /// `released` or `expired`. One left `waiting` or `granted` counts against its project's
+    /// quota for good, and admission starts no deferred run into a slot it thinks is taken.
+    pub fn no_lease_outlives_its_run(&self) -> Verdict {
+        const TERMINAL: [&str; 4] = ["Applied", "Failed", "Rejected", "Cancelled"];
+        let ended: BTreeSet<&str> = self
+            .runs
+            .iter()
+            .filter(|r| r.state.as_deref().is_some_and(|s| TERMINAL.contains(&s)))
+            .map(|r| r.provisioning_run_id.as_str())
+            .collect();
+        let mut broken = Vec::new();
+        for (run_id, lease_id, state) in &self.leases {
+            if ended.contains(run_id.as_str()) && !matches!(state.as_str(), "released" | "expired")
+            {
+                broken.push(format!("lease {lease_id} of ended run {run_id} is {state}"));
+            }
+        }
+        Verdict::of(
+            "no lease outlives its run",
+            format!(
+                "{} leases of {} ended runs",
+                self.leases
+                    .iter()
+                    .filter(|l| ended.contains(l.0.as_str()))
+                    .count(),
+                ended.len()
             ),
             broken,
         )

@@ -28,9 +28,7 @@ use crate::contracts::{
     PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
 };
 use crate::handover::hand_over;
-use crate::ids::{
-    capacity_workflow_id, environment_lock_workflow_id, pool_task_queue, time_ordered_id,
-};
+use crate::ids::{capacity_workflow_id, environment_lock_workflow_id, pool_task_queue};
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
 use crate::semaphore::{self, LockHolder, Turn};
@@ -207,12 +205,16 @@ impl ProvisioningRun {
     /// Takes the project's capacity lease, runs the stages under it, and gives it back. A
     /// project whose day's minutes are spent ends the run `Rejected` before it plans.
     async fn leased(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
-        // A run the API deferred asks for the lease recorded with it.
+        // A run the API deferred asks for the lease recorded with it; any other run's lease is
+        // its attempt's (Temporal's run id, a UUIDv7 too). Not an id minted from the workflow's
+        // clock: a workflow task lost after this local activity wrote the lease (a worker killed)
+        // runs again at a later time, and a second lease would be written while the first
+        // stayed `waiting` for good, counted against the project's quota (found by the soak).
         let request = LeaseRequest {
             lease_id: input
                 .lease_id
                 .clone()
-                .unwrap_or_else(|| time_ordered_id(ctx)),
+                .unwrap_or_else(|| ctx.run_id().to_owned()),
             tenant_id: input.tenant_id.clone(),
             project_id: input.project_id.clone(),
             environment_id: input.environment_id.clone(),
