@@ -130,7 +130,6 @@ async fn pools_and_quotas_are_recorded_per_tenant_with_their_scopes_and_roles() 
         .expect_problem(403);
 }
 
-/// Sets the project `shop`'s quota of `tenant` to `concurrent_runs` and `minutes` a day.
 /// A 429's `Retry-After`, in seconds.
 fn retry_after(res: &crate::common::Res) -> u64 {
     res.headers
@@ -140,6 +139,7 @@ fn retry_after(res: &crate::common::Res) -> u64 {
         .expect("a Retry-After header of seconds")
 }
 
+/// Sets the project `shop`'s quota of `tenant` to `concurrent_runs` and `minutes` a day.
 async fn set_quota(stack: &Stack, tenant: &str, concurrent_runs: u32, minutes: u32) {
     stack
         .platform_admin(tenant)
@@ -398,6 +398,92 @@ async fn a_raised_quota_grants_every_waiting_run_at_once() {
         api.wait_state(run, "Applied").await;
     }
     assert_eq!(api.run(&holder).await["state"], "AwaitingApproval");
+}
+
+/// Holds the sandbox document of `tenant`'s environment `env` locked, as a second process
+/// editing it would: an apply to it waits (heartbeating) until the lock is dropped, so its
+/// run stays at work with its lease granted for as long as a test needs.
+fn hold_apply(stack: &Stack, tenant: &str, env: &str) -> std::fs::File {
+    let dir = stack.data_path().join("sandbox").join(stack.tenant(tenant));
+    std::fs::create_dir_all(&dir).expect("sandbox dir");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(format!("{env}.json.lock")))
+        .expect("lock file");
+    file.lock().expect("lock");
+    file
+}
+
+/// While another tenant has a run at work, a project's backlog is admitted only into its
+/// share of the quota (half of it beside one other tenant, and the one waiter); when that
+/// run ends, the backlog takes its whole quota back.
+#[tokio::test]
+async fn a_backlog_yields_half_its_quota_while_another_tenant_works() {
+    let stack = Stack::start().await;
+    set_quota(&stack, "acme", 4, 1440).await;
+    let acme = stack.operator("acme");
+    let globex = stack.operator("globex");
+    globex.environment("dev-g", "non-production").await;
+    globex.declare("dev-g", &[("api", "1.0.0", 1)]).await;
+    let globex_apply = hold_apply(&stack, "globex", "dev-g");
+    let working = globex.plan_run("dev-g", "baseline").await;
+    wait_lease(&stack, "globex", &working, "granted").await;
+    globex.wait_state(&working, "Applying").await;
+
+    // Four production runs hold acme's four slots awaiting approval (idle: they do not make
+    // acme a tenant at work for globex, nor the reverse); of four more runs, whose applies
+    // are held too, the first waits in the semaphore and three are deferred.
+    let mut holders = Vec::new();
+    for env in ["prod-a", "prod-b", "prod-c", "prod-d"] {
+        holders.push(acme.awaiting_approval(env, 1).await.0);
+    }
+    let mut applies = Vec::new();
+    let mut backlog = Vec::new();
+    for env in ["dev-a", "dev-b", "dev-c", "dev-d"] {
+        acme.environment(env, "non-production").await;
+        acme.declare(env, &[("api", "1.0.0", 1)]).await;
+        applies.push(hold_apply(&stack, "acme", env));
+        backlog.push(acme.plan_run(env, "baseline").await);
+    }
+    wait_lease(&stack, "acme", &backlog[0], "waiting").await;
+    assert_eq!(stack.count_where("run_starts", "deferred").await, 3);
+
+    // All four holders end. Alone, acme would start all three deferred runs into the freed
+    // slots; beside globex's run its backlog's share is 2 of 4 and the waiter: the former
+    // waiter and two admitted runs fill it, and the last stays deferred.
+    for run in &holders {
+        acme.post(
+            &format!("/factory/provisioning/runs/{run}/cancel"),
+            json!({ "reason": "make room" }),
+        )
+        .await
+        .expect(202);
+    }
+    for run in &holders {
+        acme.wait_state(run, "Cancelled").await;
+    }
+    for run in &backlog[..3] {
+        acme.wait_state(run, "Applying").await;
+    }
+    assert_eq!(
+        stack.count_where("run_starts", "deferred").await,
+        1,
+        "admitted beyond its share while another tenant works"
+    );
+    let last = acme.run(&backlog[3]).await;
+    assert_eq!(last["waitingForCapacity"]["heldBy"], "quota", "{last}");
+
+    // globex's run ends: acme's backlog takes its whole quota back.
+    drop(globex_apply);
+    globex.wait_state(&working, "Applied").await;
+    acme.wait_state(&backlog[3], "Applying").await;
+    assert_eq!(stack.count_where("run_starts", "deferred").await, 0);
+    drop(applies);
+    for run in &backlog {
+        acme.wait_state(run, "Applied").await;
+    }
 }
 
 /// A deferred run has no workflow, yet cancelling it works like cancelling any run waiting

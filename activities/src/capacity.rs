@@ -37,24 +37,6 @@ pub struct CapacityActivitiesImpl {
     pub task_queue: String,
 }
 
-impl CapacityActivitiesImpl {
-    /// Starts the deferred runs of `tenant_id`'s project that fit its free slots. Best effort:
-    /// a release never fails for another run's start, the API's starter admits it later.
-    async fn admit(&self, tenant_id: &str, project_id: &str) {
-        let admitted = crate::admission::admit(
-            &self.db,
-            &self.client,
-            &self.task_queue,
-            tenant_id,
-            project_id,
-        )
-        .await;
-        if let Err(e) = admitted {
-            tracing::warn!(error = %e, tenant_id, project_id, "deferred runs not admitted yet");
-        }
-    }
-}
-
 /// How many workers poll `task_queue` for activities now, and how many activity tasks wait
 /// for one: what Temporal knows of a pool.
 pub async fn pool_load(client: &Client, task_queue: &str) -> Result<PoolLoad, Error> {
@@ -187,12 +169,14 @@ impl CapacityActivitiesImpl {
         capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
             .await
             .map_err(|e| activity_error(e.into()))?;
+        // A release frees a slot of its project's quota and, when its tenant has no other
+        // run at work, gives other tenants' backlogs back the share they yielded to it
+        // (`models::capacity::backlog_share`): every backlog is looked at.
         if req.to == runtime_cloud_models::capacity::LeaseState::Released
-            && let Some((tenant_id, project_id)) = capacity::lease_project(&self.db, &req.lease_id)
-                .await
-                .map_err(|e| activity_error(e.into()))?
+            && let Err(e) =
+                crate::admission::admit_all(&self.db, &self.client, &self.task_queue).await
         {
-            self.admit(&tenant_id, &project_id).await;
+            tracing::warn!(error = %e, lease_id = %req.lease_id, "deferred runs not admitted yet");
         }
         Ok(())
     }

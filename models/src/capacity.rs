@@ -269,6 +269,21 @@ pub fn admissible(held: u64, deferred: u64, concurrent_runs: u32) -> u64 {
         .min(deferred)
 }
 
+/// The part of a project's `concurrentRuns` its backlog may fill while `others` other tenants
+/// have runs at work and no backlog of their own: an equal share with each of them
+/// (`concurrentRuns / (others + 1)`, rounded up, at least 1), the whole quota when they have
+/// none. Fairness between tenants needs more than queue order: a project working through a
+/// thousand runs keeps its quota's worth of workflows busy, and those take the machine from
+/// another tenant's few runs however their tasks are ordered (docs/benchmarks.md, section 8).
+/// So a flood yields half of its concurrency to one other tenant while that tenant works and
+/// takes it back when it is done. Only runs admitted from the backlog are held to the share:
+/// a project without a backlog starts its runs up to its quota, and tenants that both flood
+/// each keep their quota.
+pub fn backlog_share(concurrent_runs: u32, others: u64) -> u32 {
+    let share = u64::from(concurrent_runs.max(1)).div_ceil(others.saturating_add(1));
+    u32::try_from(share).unwrap_or(u32::MAX).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +386,20 @@ mod tests {
             defers_start(2, 0, 0),
             "a quota of 0 counts as 1, like its semaphore"
         );
+    }
+
+    #[test]
+    fn a_backlog_shares_its_quota_with_the_other_tenants_at_work() {
+        assert_eq!(
+            backlog_share(10, 0),
+            10,
+            "nobody else works: the whole quota"
+        );
+        assert_eq!(backlog_share(10, 1), 5, "one other tenant: half");
+        assert_eq!(backlog_share(10, 2), 4, "rounded up");
+        assert_eq!(backlog_share(10, 50), 1, "never less than one run");
+        assert_eq!(backlog_share(0, 0), 1, "a quota of 0 counts as 1");
+        assert_eq!(backlog_share(u32::MAX, 0), u32::MAX);
     }
 
     #[test]

@@ -489,21 +489,6 @@ pub async fn held_leases(
         .await?)
 }
 
-/// The tenant and project of lease `lease_id`.
-pub async fn lease_project(
-    db: &impl ConnectionTrait,
-    lease_id: &str,
-) -> Result<Option<(String, String)>, Error> {
-    use sea_orm::QuerySelect;
-    Ok(lease_rows::Entity::find_by_id(lease_id.to_owned())
-        .select_only()
-        .column(lease_rows::Column::TenantId)
-        .column(lease_rows::Column::ProjectId)
-        .into_tuple()
-        .one(db)
-        .await?)
-}
-
 /// How many leases of the tenant's pool `pool_id` are granted now.
 pub async fn granted_in_pool(
     db: &impl ConnectionTrait,
@@ -516,6 +501,24 @@ pub async fn granted_in_pool(
         .filter(lease_rows::Column::PoolId.eq(pool_id))
         .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
         .count(db)
+        .await?)
+}
+
+/// The granted leases of tenants other than `tenant_id`, as (tenant, run) pairs: what works
+/// now besides the tenant (admission's backlog share, `run_starts::admissible`).
+pub async fn granted_besides(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    use sea_orm::QuerySelect;
+    Ok(lease_rows::Entity::find()
+        .select_only()
+        .column(lease_rows::Column::TenantId)
+        .column(lease_rows::Column::RunId)
+        .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
+        .filter(lease_rows::Column::TenantId.ne(tenant_id))
+        .into_tuple()
+        .all(db)
         .await?)
 }
 

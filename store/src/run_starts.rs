@@ -25,12 +25,15 @@ use crate::runs::{self, NewRun};
 use crate::{Error, begin_write};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::RunInput;
-use runtime_cloud_models::capacity::{CapacityWait, admissible as slots_free, defers_start};
+use runtime_cloud_models::capacity::{
+    CapacityWait, admissible as slots_free, backlog_share, defers_start,
+};
 use runtime_cloud_models::options::ProvisioningOptions;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect,
 };
+use std::collections::HashSet;
 
 const TABLE: &str = "run_starts";
 
@@ -117,8 +120,9 @@ fn deferred_of(tenant_id: &str, project_id: &str) -> sea_orm::Select<rows::Entit
 }
 
 /// The deferred starts of the tenant's project that may start now, oldest first: as many as
-/// its quota has slots not held by runs that started ([`slots_free`]). Whoever starts them
-/// forgets each start ([`started`]) once its workflow runs.
+/// its share of its quota ([`backlog_share`]: all of it unless other tenants work meanwhile)
+/// has slots not held by runs that started ([`slots_free`]). Whoever starts them forgets each
+/// start ([`started`]) once its workflow runs.
 pub async fn admissible(
     db: &impl ConnectionTrait,
     tenant_id: &str,
@@ -130,7 +134,9 @@ pub async fn admissible(
     }
     let quota = capacity::quota(db, tenant_id, project_id).await?;
     let held = capacity::held_leases(db, tenant_id, project_id).await?;
-    let free = slots_free(held, deferred, quota.limits.concurrent_runs);
+    let others = tenants_at_work_besides(db, tenant_id).await?;
+    let share = backlog_share(quota.limits.concurrent_runs, others);
+    let free = slots_free(held, deferred, share);
     if free == 0 {
         return Ok(Vec::new());
     }
@@ -143,6 +149,30 @@ pub async fn admissible(
         .into_iter()
         .map(read)
         .collect()
+}
+
+/// How many tenants other than `tenant_id` have runs at work and no backlog: a granted lease
+/// whose run is not idle ([`runs::idle_among`]: waiting for an approval or a change window,
+/// which may take days and costs nothing), and no deferred start. These are the tenants a
+/// backlog shares its quota with ([`backlog_share`]).
+async fn tenants_at_work_besides(db: &impl ConnectionTrait, tenant_id: &str) -> Result<u64, Error> {
+    let granted = capacity::granted_besides(db, tenant_id).await?;
+    if granted.is_empty() {
+        return Ok(0);
+    }
+    let run_ids: Vec<String> = granted.iter().map(|(_, run)| run.clone()).collect();
+    let idle = runs::idle_among(db, &run_ids).await?;
+    let backlogged: HashSet<String> = deferring_projects(db)
+        .await?
+        .into_iter()
+        .map(|(tenant, _)| tenant)
+        .collect();
+    let at_work: HashSet<&str> = granted
+        .iter()
+        .filter(|(tenant, run)| !idle.contains(run) && !backlogged.contains(tenant))
+        .map(|(tenant, _)| tenant.as_str())
+        .collect();
+    Ok(at_work.len() as u64)
 }
 
 /// The (tenant, project) pairs with deferred starts.

@@ -158,6 +158,33 @@ pub(crate) async fn in_flight(
         .await?)
 }
 
+/// Those of `run_ids` that wait for people or the clock, holding their lease but costing
+/// nothing meanwhile: for an approval (which may take days) or for a change window.
+pub(crate) async fn idle_among(
+    db: &impl ConnectionTrait,
+    run_ids: &[String],
+) -> Result<std::collections::HashSet<String>, Error> {
+    use sea_orm::{Condition, QuerySelect};
+    let mut idle = std::collections::HashSet::new();
+    // Bounded statements: SQLite takes at most 32,766 parameters.
+    for ids in run_ids.chunks(1000) {
+        let found: Vec<String> = rows::Entity::find()
+            .select_only()
+            .column(rows::Column::ProvisioningRunId)
+            .filter(rows::Column::ProvisioningRunId.is_in(ids.iter().cloned()))
+            .filter(
+                Condition::any()
+                    .add(rows::Column::State.eq(ProvisioningState::AwaitingApproval.as_str()))
+                    .add(rows::Column::WaitingForWindow.is_not_null()),
+            )
+            .into_tuple()
+            .all(db)
+            .await?;
+        idle.extend(found);
+    }
+    Ok(idle)
+}
+
 /// Whether a run row exists.
 pub(crate) async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bool, Error> {
     Ok(rows::Entity::find_by_id(run_id.to_owned())

@@ -26,6 +26,7 @@ mod m20261202_000021_lists_by_environment;
 mod m20261202_000022_create_run_starts;
 mod m20261203_000023_proposal_workflow_started;
 mod m20261203_000024_deferred_run_starts;
+mod m20261204_000025_leases_by_state;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000022_create_run_starts::Migration),
             Box::new(m20261203_000023_proposal_workflow_started::Migration),
             Box::new(m20261203_000024_deferred_run_starts::Migration),
+            Box::new(m20261204_000025_leases_by_state::Migration),
         ]
     }
 }
