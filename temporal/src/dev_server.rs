@@ -107,23 +107,40 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
         ),
         source,
     })?;
-    let server = DevServer {
+    let mut server = DevServer {
         address: address.clone(),
         ui_url,
         child: Some(child),
     };
     // A first start creates the SQLite store; on a loaded two-core machine that alone has
     // taken over a minute.
-    wait_ready(&address, Duration::from_secs(180)).await?;
+    wait_ready(&mut server, &log_path, Duration::from_secs(180)).await?;
     Ok(server)
 }
 
-/// Waits until the frontend answers a client connection.
-pub async fn wait_ready(address: &str, timeout: Duration) -> Result<(), Error> {
+/// Waits until the frontend of the server this process started answers a client connection.
+/// A server that exits first (one of its ports taken since it was chosen, a store it cannot
+/// open) fails the wait at once, with the end of its log, instead of after the timeout.
+async fn wait_ready(
+    server: &mut DevServer,
+    log_path: &Path,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let address = server.address.clone();
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if crate::connect(address, "default").await.is_ok() {
+        if crate::connect(&address, "default").await.is_ok() {
             return Ok(());
+        }
+        if let Some(Ok(Some(status))) = server.child.as_mut().map(Child::try_wait) {
+            let log = std::fs::read_to_string(log_path).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(10).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(Error::DevServer(format!(
+                "the Temporal dev server exited ({status}) before it answered on {address}; the end of {}:\n{}",
+                log_path.display(),
+                tail.join("\n")
+            )));
         }
         if tokio::time::Instant::now() > deadline {
             return Err(Error::DevServer(format!(

@@ -46,6 +46,18 @@ impl Dev {
     /// Starts dev on `data_dir` with its Temporal server on `temporal_port` and its UI on
     /// `ui_port`, the API on a free port; returns once it printed the URL and the token.
     pub fn start(data_dir: &std::path::Path, temporal_port: u16, ui_port: u16) -> Dev {
+        Dev::try_start(data_dir, temporal_port, ui_port).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Dev::start`], or what dev printed on stderr when it exited without starting.
+    fn try_start(
+        data_dir: &std::path::Path,
+        temporal_port: u16,
+        ui_port: u16,
+    ) -> Result<Dev, String> {
+        std::fs::create_dir_all(data_dir).expect("data dir");
+        let stderr_path = data_dir.join("dev.stderr");
+        let stderr = std::fs::File::create(&stderr_path).expect("dev's stderr file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
             .args([
                 "dev",
@@ -60,7 +72,7 @@ impl Dev {
             .env_remove("RUNTIME_CLOUD_JWT_SECRET")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn dev");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -74,18 +86,33 @@ impl Dev {
                 break;
             }
         }
-        assert!(
-            !api.is_empty() && !token.is_empty(),
-            "dev did not print its API URL and token"
-        );
+        if api.is_empty() || token.is_empty() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let printed = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            return Err(format!(
+                "dev did not print its API URL and token; its stderr:\n{printed}"
+            ));
+        }
         // Keep draining stdout, so dev never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Dev { child, api, token }
+        Ok(Dev { child, api, token })
     }
 
-    /// Starts dev on `data_dir` with free ports.
+    /// Starts dev on `data_dir` with free ports. A port found free can be taken before the
+    /// Temporal server binds it (by another test's listener or any outgoing connection, in a
+    /// suite that runs tests in parallel), and the server picks more free ports of its own
+    /// (HTTP API, metrics): dev then exits saying an address is in use, and gets other ports.
+    /// Anything else fails the test.
     pub fn start_anywhere(data_dir: &std::path::Path) -> Dev {
-        Dev::start(data_dir, free_port(), free_port())
+        let mut tries = 0;
+        loop {
+            match Dev::try_start(data_dir, free_port(), free_port()) {
+                Ok(dev) => return dev,
+                Err(e) if e.contains("address already in use") && tries < 2 => tries += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// SIGTERM, as Ctrl-C would: dev stops its worker, API and the Temporal server it started,
