@@ -17,6 +17,7 @@ use runtime_cloud_workflows::contracts::{
 use runtime_cloud_workflows::ids::derived_time_ordered_id;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
+use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument as _;
@@ -42,6 +43,11 @@ const RECORD_BATCH: usize = 50;
 const READS_IN_FLIGHT: usize = 16;
 /// Proposal workflows a sweep's page starts (or tells they are superseded) at once.
 const STARTS_IN_FLIGHT: usize = 32;
+
+/// How long a page keeps telling a superseded proposal's workflow while Temporal does not
+/// answer: a dev server restarts in seconds, and the page heartbeats only between batches
+/// (its heartbeat timeout is 30 s).
+const SIGNAL_RETRY_FOR: Duration = Duration::from_secs(15);
 
 impl InventoryActivitiesImpl {
     /// One read of the target; an unreachable one is an observation.
@@ -192,7 +198,7 @@ impl InventoryActivitiesImpl {
         use futures::StreamExt as _;
         use runtime_cloud_workflows::ReconciliationProposal;
         use runtime_cloud_workflows::ids::proposal_workflow_id;
-        use temporalio_client::errors::WorkflowStartError;
+        use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
         use temporalio_client::{
             WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowSignalOptions,
             WorkflowStartOptions,
@@ -202,15 +208,33 @@ impl InventoryActivitiesImpl {
                 let handle = self.client.get_workflow_handle::<ReconciliationProposal>(
                     proposal_workflow_id(&proposal_id),
                 );
-                // The proposal's workflow may have ended already; the row says Superseded
-                // anyway.
-                let _ = handle
-                    .signal(
-                        ReconciliationProposal::supersede,
-                        (),
-                        WorkflowSignalOptions::default(),
-                    )
-                    .await;
+                // The proposal's workflow may have ended already (or not started yet: it reads
+                // the table first); the row says Superseded anyway. Any other failure (the
+                // server restarting) is tried again for a while: the row is committed, so a
+                // retried page would not name this proposal again, and a workflow never told
+                // would wait for a decision on a superseded proposal.
+                let mut pause = Duration::from_millis(250);
+                let deadline = tokio::time::Instant::now() + SIGNAL_RETRY_FOR;
+                loop {
+                    match handle
+                        .signal(
+                            ReconciliationProposal::supersede,
+                            (),
+                            WorkflowSignalOptions::default(),
+                        )
+                        .await
+                    {
+                        Ok(()) | Err(WorkflowInteractionError::NotFound(_)) => break,
+                        Err(e) if tokio::time::Instant::now() >= deadline => {
+                            tracing::warn!(error = %e, %proposal_id, "superseded proposal not told");
+                            break;
+                        }
+                        Err(_) => {
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(Duration::from_secs(2));
+                        }
+                    }
+                }
             })
             .buffer_unordered(STARTS_IN_FLIGHT)
             .collect::<Vec<()>>();
