@@ -44,8 +44,9 @@ pub async fn start_run(
     }
 }
 
-/// Starts the deferred runs of the tenant's project that fit its free slots, oldest first;
-/// returns how many started. Two admitters at once may start the same run, which is one start.
+/// Starts the deferred runs of the tenant's project that fit its free slots, oldest first
+/// (`run_starts::admit` chooses them, one admitter at a time); returns how many started. A
+/// start that fails here is left to the API's starter, which makes it later.
 pub async fn admit(
     db: &DatabaseConnection,
     client: &Client,
@@ -53,7 +54,7 @@ pub async fn admit(
     tenant_id: &str,
     project_id: &str,
 ) -> Result<usize, Error> {
-    let admitted = run_starts::admissible(db, tenant_id, project_id).await?;
+    let admitted = run_starts::admit(db, tenant_id, project_id).await?;
     let n = admitted.len();
     for input in admitted {
         let run_id = input.run_id.clone();

@@ -210,9 +210,8 @@ impl InventoryActivitiesImpl {
                 );
                 // The proposal's workflow may have ended already (or not started yet: it reads
                 // the table first); the row says Superseded anyway. Any other failure (the
-                // server restarting) is tried again for a while: the row is committed, so a
-                // retried page would not name this proposal again, and a workflow never told
-                // would wait for a decision on a superseded proposal.
+                // server restarting) is tried again for a while, then left to the next record
+                // of its environment, which names it again until it is marked told.
                 let mut pause = Duration::from_millis(250);
                 let deadline = tokio::time::Instant::now() + SIGNAL_RETRY_FOR;
                 loop {
@@ -224,10 +223,12 @@ impl InventoryActivitiesImpl {
                         )
                         .await
                     {
-                        Ok(()) | Err(WorkflowInteractionError::NotFound(_)) => break,
+                        Ok(()) | Err(WorkflowInteractionError::NotFound(_)) => {
+                            return Some(proposal_id);
+                        }
                         Err(e) if tokio::time::Instant::now() >= deadline => {
                             tracing::warn!(error = %e, %proposal_id, "superseded proposal not told");
-                            break;
+                            return None;
                         }
                         Err(_) => {
                             tokio::time::sleep(pause).await;
@@ -237,8 +238,9 @@ impl InventoryActivitiesImpl {
                 }
             })
             .buffer_unordered(STARTS_IN_FLIGHT)
-            .collect::<Vec<()>>();
-        told.await;
+            .filter_map(std::future::ready)
+            .collect::<Vec<String>>();
+        proposals::mark_told(&self.db, &told.await).await?;
         let ids: Vec<String> = new.iter().map(|p| p.proposal_id.clone()).collect();
         let started: Vec<Result<(), Error>> = futures::stream::iter(new)
             .map(|proposal| async move {
@@ -440,6 +442,18 @@ impl InventoryActivitiesImpl {
         proposal_id: String,
     ) -> Result<Option<ProposalState>, ActivityError> {
         proposals::state_of(&self.db, &proposal_id)
+            .await
+            .map_err(|e| activity_error(e.into()))
+    }
+
+    /// Marks superseded proposals' workflows told.
+    #[activity(definition = markers::MarkTold)]
+    pub async fn mark_told(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        proposal_ids: Vec<String>,
+    ) -> Result<(), ActivityError> {
+        proposals::mark_told(&self.db, &proposal_ids)
             .await
             .map_err(|e| activity_error(e.into()))
     }

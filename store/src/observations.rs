@@ -167,6 +167,23 @@ async fn record_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,
+    mut known: Known,
+    new_rows: &mut NewRows,
+) -> Result<RecordOutcome, Error> {
+    // Proposals superseded earlier whose workflows were not told yet (the record that
+    // superseded them committed, and whoever was to tell them did not): every record of the
+    // environment names them again until they are (`proposals::mark_told`).
+    let untold = std::mem::take(&mut known.untold);
+    let mut outcome = record_known(txn, req, acceptance, known, new_rows).await?;
+    outcome.superseded.extend(untold);
+    Ok(outcome)
+}
+
+/// [`record_in`] but for the proposals superseded earlier.
+async fn record_known(
+    txn: &DatabaseTransaction,
+    req: &RecordRequest,
+    acceptance: Acceptance,
     known: Known,
     new_rows: &mut NewRows,
 ) -> Result<RecordOutcome, Error> {
@@ -179,6 +196,7 @@ async fn record_in(
         open,
         recorded,
         active,
+        untold: _,
     } = known;
     let Some(env) = env else {
         // The environment was removed since the observation started: nothing to record.
@@ -521,6 +539,27 @@ mod tests {
         );
         let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
         assert_eq!(p1.state, ProposalState::Superseded);
+        // Its workflow is told after the commit; until it is marked told, every record of the
+        // environment names it again (the record retried after a worker was killed first).
+        let retried = record(
+            &db,
+            &observation("dev", "p3", vec![observed(&api)]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        assert_eq!(retried.superseded, ["p1"], "named again until told");
+        proposals::mark_told(&db, &retried.superseded)
+            .await
+            .unwrap();
+        let told = record(
+            &db,
+            &observation("dev", "p3b", vec![observed(&api)]),
+            ALLOWED,
+        )
+        .await
+        .unwrap();
+        assert!(told.superseded.is_empty(), "told: {:?}", told.superseded);
 
         // Something unmanaged appears: destructive to remove, so an operator decides.
         let mut stray = observed(&workload("debug-shell", "0.1", 1));

@@ -7,6 +7,7 @@
 
 use crate::decode::{At, to_json};
 use crate::entities::reconciliation_proposals as rows;
+use crate::entities::untold_supersessions as untold_rows;
 use crate::environments::{self, Environment};
 use crate::findings::{self, Finding};
 use crate::runs::{self, NewRun};
@@ -195,7 +196,7 @@ pub(crate) fn raised(
 /// the active one, and supersedes the open proposals it replaces, on `db` (the caller's
 /// transaction). `recorded` is the proposal `proposal_id` if a record raised it already, and
 /// `active` the environment's proposals in play, as this transaction read them. Returns the
-/// new proposal's input and the superseded ids.
+/// new proposal's input and the superseded ids (recorded as not told yet: [`untold_of`]).
 #[allow(clippy::too_many_arguments)] // what the observation's record read, passed on
 pub(crate) async fn sync(
     db: &impl ConnectionTrait,
@@ -241,6 +242,7 @@ pub(crate) async fn sync(
         set_state(db, &p.proposal_id, ProposalState::Superseded, now).await?;
         superseded.push(p.proposal_id);
     }
+    untold(db, env, &superseded, now).await?;
     if open.is_empty() {
         return Ok((None, superseded));
     }
@@ -285,6 +287,66 @@ async fn set_started(
         .col_expr(rows::Column::WorkflowStarted, Expr::value(started))
         .filter(rows::Column::ProposalId.is_in(ids.iter().cloned()))
         .filter(rows::Column::WorkflowStarted.eq(!started))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Records `superseded` (the environment's proposals just superseded) as not told yet: the
+/// callers signal their workflows after the transaction commits, and a worker killed in
+/// between would leave them waiting for a decision that can no longer come — a retried
+/// record finds them superseded already and would not name them again. Until
+/// [`mark_told`], every record of the environment names them again ([`untold_of`]).
+async fn untold(
+    db: &impl ConnectionTrait,
+    env: &Environment,
+    superseded: &[String],
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    if superseded.is_empty() {
+        return Ok(());
+    }
+    let new = superseded.iter().map(|id| untold_rows::ActiveModel {
+        proposal_id: Set(id.clone()),
+        tenant_id: Set(env.tenant_id.clone()),
+        environment_id: Set(env.environment_id.clone()),
+        superseded_at: Set(now),
+    });
+    untold_rows::Entity::insert_many(new)
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// The proposals of the environments `keys` that were superseded and whose workflows were not
+/// told yet, as (tenant, environment, proposal) triples, in one query.
+pub(crate) async fn untold_of(
+    db: &impl ConnectionTrait,
+    keys: &[crate::scope::EnvKey],
+) -> Result<Vec<(String, String, String)>, Error> {
+    use crate::scope::of_environments;
+    Ok(untold_rows::Entity::find()
+        .filter(of_environments(
+            untold_rows::Column::TenantId,
+            untold_rows::Column::EnvironmentId,
+            keys,
+        ))
+        .order_by_asc(untold_rows::Column::ProposalId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| (r.tenant_id, r.environment_id, r.proposal_id))
+        .collect())
+}
+
+/// The workflows of the superseded `proposal_ids` were told (or had ended): later records no
+/// longer name them. One statement for a sweep's batch.
+pub async fn mark_told(db: &impl ConnectionTrait, proposal_ids: &[String]) -> Result<(), Error> {
+    if proposal_ids.is_empty() {
+        return Ok(());
+    }
+    untold_rows::Entity::delete_many()
+        .filter(untold_rows::Column::ProposalId.is_in(proposal_ids.iter().cloned()))
         .exec(db)
         .await?;
     Ok(())

@@ -15,7 +15,7 @@
 //! costs the workflow service nothing past its quota and other tenants' runs do not queue
 //! behind it there. When a lease of the project is released or expires (and on every round of
 //! the API's starter, and when a quota changes) the oldest deferred starts that fit the free
-//! slots are started ([`admissible`]). Admission only saves work: the project's capacity
+//! slots are started ([`admit`], one admitter at a time). Admission only saves work: the project's capacity
 //! semaphore still bounds the runs that start, so a start admitted early waits there.
 
 use crate::capacity::{self, NewLease};
@@ -29,9 +29,10 @@ use runtime_cloud_models::capacity::{
     CapacityWait, admissible as slots_free, backlog_share, defers_start,
 };
 use runtime_cloud_models::options::ProvisioningOptions;
+use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use std::collections::HashSet;
 
@@ -119,11 +120,52 @@ fn deferred_of(tenant_id: &str, project_id: &str) -> sea_orm::Select<rows::Entit
         .filter(rows::Column::ProjectId.eq(project_id))
 }
 
+/// Admits the deferred starts of the tenant's project that may start now ([`admissible`]):
+/// marks them no longer deferred and returns them, oldest first. The caller starts their
+/// workflows and forgets each start ([`started`]); a caller that dies first leaves them to
+/// the API's starter ([`due`]), as any start accepted and not yet made.
+///
+/// Admitters run at once (every lease release admits, and so does the API's starter), and
+/// each counts the free slots from the deferred starts and the leases held: one that counted
+/// while another was between choosing its runs and forgetting their starts counted a chosen
+/// run's lease as a started run's *and* the run as still deferred, and admitted one run too
+/// many (a CI run saw a backlog fill the share another tenant's work left it, and more). So
+/// admission counts and marks in one write transaction, one admitter at a time: SQLite's
+/// write lock does that, on PostgreSQL a transaction-scoped advisory lock. One lock for every
+/// project, not one per project: a project's share depends on the other tenants' backlogs.
+pub async fn admit(
+    db: &sea_orm::DatabaseConnection,
+    tenant_id: &str,
+    project_id: &str,
+) -> Result<Vec<RunInput>, Error> {
+    let txn = begin_write(db).await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"))
+            .await?;
+    }
+    let admitted = admissible(&txn, tenant_id, project_id).await?;
+    if !admitted.is_empty() {
+        rows::Entity::update_many()
+            .col_expr(rows::Column::Deferred, Expr::value(false))
+            .filter(
+                rows::Column::ProvisioningRunId.is_in(admitted.iter().map(|i| i.run_id.clone())),
+            )
+            .exec(&txn)
+            .await?;
+    }
+    txn.commit().await?;
+    Ok(admitted)
+}
+
+/// The advisory lock admitters take on PostgreSQL ([`admit`]). The key: the number of the
+/// migration that added deferred starts (as the metrics fold's is its migration's), so no
+/// other lock takes it by chance.
+const ADMISSION_LOCK: i64 = 2026120300024;
+
 /// The deferred starts of the tenant's project that may start now, oldest first: as many as
 /// its share of its quota ([`backlog_share`]: all of it unless other tenants work meanwhile)
-/// has slots not held by runs that started ([`slots_free`]). Whoever starts them forgets each
-/// start ([`started`]) once its workflow runs.
-pub async fn admissible(
+/// has slots not held by runs that started ([`slots_free`]). Only [`admit`] takes them.
+async fn admissible(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     project_id: &str,
@@ -433,7 +475,7 @@ mod tests {
         capacity::request_lease(&db, admission("r2", 1).lease, at)
             .await
             .unwrap();
-        assert!(admissible(&db, "acme", "shop").await.unwrap().is_empty());
+        assert!(admit(&db, "acme", "shop").await.unwrap().is_empty());
 
         // r1 ends: r2 takes the slot, r3 may wait for it, r4 may not yet.
         capacity::move_lease(&db, "lease-r1", LeaseState::Released, at)
@@ -442,10 +484,20 @@ mod tests {
         capacity::move_lease(&db, "lease-r2", LeaseState::Granted, at)
             .await
             .unwrap();
-        assert_eq!(ids(admissible(&db, "acme", "shop").await.unwrap()), ["r3"]);
+        assert_eq!(ids(admit(&db, "acme", "shop").await.unwrap()), ["r3"]);
+        assert!(deferred(&db, "r3").await.unwrap().is_none(), "admitted");
+        assert_eq!(
+            ids(due(&db, later, 10).await.unwrap()),
+            ["r3"],
+            "the starter starts it should its admitter not"
+        );
+        assert!(
+            admit(&db, "acme", "shop").await.unwrap().is_empty(),
+            "r3 waits, not started yet: admitted once"
+        );
         started(&db, "r3").await.unwrap();
         assert!(
-            admissible(&db, "acme", "shop").await.unwrap().is_empty(),
+            admit(&db, "acme", "shop").await.unwrap().is_empty(),
             "r3 waits"
         );
         // Its workflow asks for the lease recorded with it: one lease, its attempt filled in.
@@ -468,5 +520,63 @@ mod tests {
         starts_over_the_quota_are_deferred_and_admitted_oldest_first_sqlite,
         starts_over_the_quota_are_deferred_and_admitted_oldest_first_postgres,
         starts_over_the_quota_are_deferred_and_admitted_oldest_first_on
+    );
+
+    /// Admitters at once (every release admits) admit each free slot once between them.
+    async fn admitters_at_once_admit_each_slot_once_on(db: sea_orm::DatabaseConnection) {
+        use runtime_cloud_models::capacity::{LeaseState, QuotaLimits};
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let spec =
+            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
+                .await
+                .unwrap();
+        let limits = QuotaLimits {
+            concurrent_runs: 4,
+            ..QuotaLimits::default()
+        };
+        capacity::set_quota(&db, "acme", "shop", &limits, "manual", "admin")
+            .await
+            .unwrap();
+        let options = ProvisioningOptions::default();
+        let runs: Vec<String> = (1..=12).map(|i| format!("r{i:02}")).collect();
+        for run in &runs {
+            let new = fixtures::new_run(run, &env, &spec);
+            accept(&db, &new, &options, Some(&admission(run, 4)))
+                .await
+                .unwrap();
+        }
+        // Five started (the quota and its waiter); three of them hold a granted lease.
+        let at = Utc::now();
+        for run in &runs[..5] {
+            started(&db, run).await.unwrap();
+        }
+        for run in &runs[..3] {
+            capacity::request_lease(&db, admission(run, 4).lease, at)
+                .await
+                .unwrap();
+            capacity::move_lease(&db, &format!("lease-{run}"), LeaseState::Granted, at)
+                .await
+                .unwrap();
+        }
+        // Free: the quota's four and the waiter, less the three: two of the seven deferred.
+        let admitters = (0..8).map(|_| {
+            let db = db.clone();
+            async move { admit(&db, "acme", "shop").await.unwrap() }
+        });
+        let mut admitted: Vec<String> = futures::future::join_all(admitters)
+            .await
+            .into_iter()
+            .flatten()
+            .map(|input| input.run_id)
+            .collect();
+        admitted.sort();
+        assert_eq!(admitted, ["r06", "r07"], "each free slot admitted once");
+        assert_eq!(deferred_count(&db, "acme", "shop").await.unwrap(), 5);
+    }
+
+    fixtures::on_both_databases!(
+        admitters_at_once_admit_each_slot_once_sqlite,
+        admitters_at_once_admit_each_slot_once_postgres,
+        admitters_at_once_admit_each_slot_once_on
     );
 }

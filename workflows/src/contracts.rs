@@ -347,6 +347,13 @@ impl InventoryActivities {
         unimplemented!()
     }
 
+    /// The workflows of these superseded proposals were told: later records of their
+    /// environments no longer name them.
+    #[activity(name = "inventory.mark-told")]
+    pub fn mark_told(proposal_ids: Vec<String>) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`PrepareRunRequest`].
     #[activity(name = "inventory.prepare-run")]
     pub fn prepare_run(req: PrepareRunRequest) -> Result<RunInput, ActivityError> {
@@ -357,7 +364,7 @@ impl InventoryActivities {
 /// Marker types of the inventory activities.
 pub mod inventory_markers {
     pub use super::inventory_activities::{
-        Observe, ObservePage, PrepareRun, ProjectProposal, ReadProposalState, Record,
+        MarkTold, Observe, ObservePage, PrepareRun, ProjectProposal, ReadProposalState, Record,
     };
 }
 

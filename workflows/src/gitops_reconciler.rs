@@ -18,6 +18,8 @@ use temporalio_sdk::{
 };
 
 const PAGE: u64 = 100;
+/// Marking superseded proposals told: one small write.
+const MARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where a reconciliation pass is; also its continue-as-new input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +86,8 @@ impl GitOpsReconciler {
                     proposal,
                     superseded,
                 }) => {
-                    hand_over(ctx, &superseded, Some(proposal)).await;
+                    let mark = crate::options::must_succeed_locally(MARK_TIMEOUT);
+                    hand_over(ctx, &superseded, Some(proposal), mark).await?;
                     totals.proposed += 1;
                 }
                 Ok(ReplanOutcome::Nothing) | Err(_) => {}

@@ -4,20 +4,25 @@
 //! (The sweep's pages hand over from their activity, with the client: see
 //! `runtime_cloud_activities::inventory`.)
 
-use crate::contracts::ProposalInput;
+use crate::contracts::{InventoryActivities, ProposalInput};
 use crate::ids::proposal_workflow_id;
 use crate::messages::{StartProposal, Supersede};
 use temporalio_sdk::{
-    ChildWorkflowOptions, ParentClosePolicy, SignalWorkflowOptions, WorkflowContext,
+    ActivityExecutionError, ChildWorkflowOptions, LocalActivityOptions, ParentClosePolicy,
+    SignalWorkflowOptions, WorkflowContext,
 };
 
-/// Signals `supersede` to each of `superseded` and starts a proposal workflow for each of
-/// `new_proposals`.
+/// Signals `supersede` to each of `superseded`, starts a proposal workflow for each of
+/// `new_proposals`, then marks the superseded told, with `mark`'s retries. Until marked, every
+/// record of their environment names them again: a record retried after a worker was killed
+/// between its commit and these signals finds them superseded already. An error is only the
+/// mark's: whoever hands over may give it up, the next record tells them again.
 pub(crate) async fn hand_over<W>(
     ctx: &WorkflowContext<W>,
     superseded: &[String],
     new_proposals: impl IntoIterator<Item = ProposalInput>,
-) {
+    mark: LocalActivityOptions,
+) -> Result<(), ActivityExecutionError> {
     for superseded in superseded {
         // The proposal's workflow may have ended already; the row says Superseded anyway.
         let _ = ctx
@@ -36,4 +41,9 @@ pub(crate) async fn hand_over<W>(
             .start_child_workflow(StartProposal, proposal, opts)
             .await;
     }
+    if !superseded.is_empty() {
+        ctx.execute_local_activity(InventoryActivities::mark_told, superseded.to_vec(), mark)
+            .await?;
+    }
+    Ok(())
 }

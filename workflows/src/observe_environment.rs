@@ -53,8 +53,14 @@ impl ObserveEnvironment {
         // the observation, which then ends in one task instead of three (docs/benchmarks.md).
         let target = (input.tenant_id.as_str(), input.environment_id.as_str());
         let record = crate::options::must_succeed_locally(RECORD_TIMEOUT);
-        let outcome = observe_locally(ctx, target, record).await?;
-        hand_over(ctx, &outcome.superseded, outcome.new_proposal.clone()).await;
+        let outcome = observe_locally(ctx, target, record.clone()).await?;
+        hand_over(
+            ctx,
+            &outcome.superseded,
+            outcome.new_proposal.clone(),
+            record,
+        )
+        .await?;
         Ok(outcome)
     }
 }

@@ -750,8 +750,9 @@ impl ProvisioningRun {
     async fn observe_after_apply(ctx: &mut WorkflowContext<Self>, input: &RunInput) {
         let target = (input.tenant_id.as_str(), input.environment_id.as_str());
         let record = crate::options::given_up_after(RECORD_TIMEOUT, RECORD_BUDGET);
-        if let Ok(outcome) = observe_locally(ctx, target, record).await {
-            hand_over(ctx, &outcome.superseded, outcome.new_proposal).await;
+        if let Ok(outcome) = observe_locally(ctx, target, record.clone()).await {
+            // A superseded proposal not marked told is told again by the next record.
+            let _ = hand_over(ctx, &outcome.superseded, outcome.new_proposal, record).await;
         }
     }
 

@@ -18,4 +18,5 @@ pub mod quotas;
 pub mod reconciliation_proposals;
 pub mod run_starts;
 pub mod runtime_inventories;
+pub mod untold_supersessions;
 pub mod worker_pools;

@@ -15,7 +15,7 @@ pub struct Model {
     pub accepted_at: DateTimeUtc,
     /// The run's project (none on rows from before deferred starts).
     pub project_id: Option<String>,
-    /// Deferred until its project has a free slot (`run_starts::admissible`), not due to the
+    /// Deferred until its project has a free slot (`run_starts::admit`), not due to the
     /// starter.
     pub deferred: bool,
 }

@@ -27,6 +27,7 @@ mod m20261202_000022_create_run_starts;
 mod m20261203_000023_proposal_workflow_started;
 mod m20261203_000024_deferred_run_starts;
 mod m20261204_000025_leases_by_state;
+mod m20261204_000026_untold_supersessions;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000023_proposal_workflow_started::Migration),
             Box::new(m20261203_000024_deferred_run_starts::Migration),
             Box::new(m20261204_000025_leases_by_state::Migration),
+            Box::new(m20261204_000026_untold_supersessions::Migration),
         ]
     }
 }

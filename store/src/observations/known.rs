@@ -1,8 +1,9 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
 //! its latest specification, the drift rules and the run that applied last, its open findings
-//! and its proposals. A sweep's batch reads each table once for all its environments
-//! ([`crate::scope::of_environments`]), in the batch's transaction, instead of nine queries per
-//! environment; one environment is a batch of one.
+//! and its proposals (and the superseded ones whose workflows were not told yet). A sweep's
+//! batch reads each table once for all its environments ([`crate::scope::of_environments`]),
+//! in the batch's transaction, instead of ten queries per environment; one environment is a
+//! batch of one.
 
 use crate::entities::runtime_inventories as rows;
 use crate::environments::{self, Environment};
@@ -33,6 +34,8 @@ pub(super) struct Known {
     pub recorded: Option<Proposal>,
     /// Its proposals in play, newest first.
     pub active: Vec<Proposal>,
+    /// Its superseded proposals whose workflows were not told yet.
+    pub untold: Vec<String>,
 }
 
 impl Known {
@@ -95,6 +98,11 @@ impl Known {
         for p in proposals::active_of(db, &keys).await? {
             if let Some(k) = at(&mut known, &p.tenant_id, &p.environment_id) {
                 k.active.push(p);
+            }
+        }
+        for (tenant, env, proposal_id) in proposals::untold_of(db, &keys).await? {
+            if let Some(k) = at(&mut known, &tenant, &env) {
+                k.untold.push(proposal_id);
             }
         }
         let mut recorded: HashMap<String, Proposal> =
