@@ -54,17 +54,8 @@ pub async fn admit(
     tenant_id: &str,
     project_id: &str,
 ) -> Result<usize, Error> {
-    let admitted = run_starts::admit(db, tenant_id, project_id).await?;
-    let n = admitted.len();
-    for input in admitted {
-        let run_id = input.run_id.clone();
-        start_run(client, task_queue, input)
-            .await
-            .map_err(|e| Error::Temporal(format!("start run {run_id}: {e}")))?;
-        run_starts::started(db, &run_id).await?;
-        tracing::info!(%run_id, tenant_id, project_id, "admitted a deferred run");
-    }
-    Ok(n)
+    let admitted = run_starts::admit(db, Some((tenant_id, project_id))).await?;
+    start_admitted(db, client, task_queue, admitted).await
 }
 
 /// [`admit`] for every project with deferred starts.
@@ -73,9 +64,28 @@ pub async fn admit_all(
     client: &Client,
     task_queue: &str,
 ) -> Result<usize, Error> {
-    let mut n = 0;
-    for (tenant_id, project_id) in run_starts::deferring_projects(db).await? {
-        n += admit(db, client, task_queue, &tenant_id, &project_id).await?;
+    let admitted = run_starts::admit(db, None).await?;
+    start_admitted(db, client, task_queue, admitted).await
+}
+
+async fn start_admitted(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    admitted: Vec<RunInput>,
+) -> Result<usize, Error> {
+    let n = admitted.len();
+    for input in admitted {
+        let (run_id, tenant_id, project_id) = (
+            input.run_id.clone(),
+            input.tenant_id.clone(),
+            input.project_id.clone(),
+        );
+        start_run(client, task_queue, input)
+            .await
+            .map_err(|e| Error::Temporal(format!("start run {run_id}: {e}")))?;
+        run_starts::started(db, &run_id).await?;
+        tracing::info!(%run_id, %tenant_id, %project_id, "admitted a deferred run");
     }
     Ok(n)
 }

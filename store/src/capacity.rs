@@ -504,19 +504,15 @@ pub async fn granted_in_pool(
         .await?)
 }
 
-/// The granted leases of tenants other than `tenant_id`, as (tenant, run) pairs: what works
-/// now besides the tenant (admission's backlog share, `run_starts::admissible`).
-pub async fn granted_besides(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-) -> Result<Vec<(String, String)>, Error> {
+/// The granted leases, as (tenant, run) pairs: what works now (admission's backlog share,
+/// `run_starts::admit`).
+pub async fn granted(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
     use sea_orm::QuerySelect;
     Ok(lease_rows::Entity::find()
         .select_only()
         .column(lease_rows::Column::TenantId)
         .column(lease_rows::Column::RunId)
         .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
-        .filter(lease_rows::Column::TenantId.ne(tenant_id))
         .into_tuple()
         .all(db)
         .await?)

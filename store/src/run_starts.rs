@@ -120,10 +120,11 @@ fn deferred_of(tenant_id: &str, project_id: &str) -> sea_orm::Select<rows::Entit
         .filter(rows::Column::ProjectId.eq(project_id))
 }
 
-/// Admits the deferred starts of the tenant's project that may start now ([`admissible`]):
-/// marks them no longer deferred and returns them, oldest first. The caller starts their
-/// workflows and forgets each start ([`started`]); a caller that dies first leaves them to
-/// the API's starter ([`due`]), as any start accepted and not yet made.
+/// Admits the deferred starts that may start now ([`admissible`]), of the project `only` or
+/// of every project with a backlog: marks them no longer deferred and returns them, oldest
+/// first per project. The caller starts their workflows and forgets each start ([`started`]);
+/// a caller that dies first leaves them to the API's starter ([`due`]), as any start accepted
+/// and not yet made.
 ///
 /// Admitters run at once (every lease release admits, and so does the API's starter), and
 /// each counts the free slots from the deferred starts and the leases held: one that counted
@@ -135,15 +136,32 @@ fn deferred_of(tenant_id: &str, project_id: &str) -> sea_orm::Select<rows::Entit
 /// project, not one per project: a project's share depends on the other tenants' backlogs.
 pub async fn admit(
     db: &sea_orm::DatabaseConnection,
-    tenant_id: &str,
-    project_id: &str,
+    only: Option<(&str, &str)>,
 ) -> Result<Vec<RunInput>, Error> {
+    // Most releases find no backlog: a read says so without taking the write lock. A start
+    // deferred just after it is admitted by the next release or the starter's next round.
+    let mut any = rows::Entity::find().filter(rows::Column::Deferred.eq(true));
+    if let Some((tenant_id, project_id)) = only {
+        any = deferred_of(tenant_id, project_id);
+    }
+    if any.limit(1).one(db).await?.is_none() {
+        return Ok(Vec::new());
+    }
     let txn = begin_write(db).await?;
     if txn.get_database_backend() == DbBackend::Postgres {
         txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"))
             .await?;
     }
-    let admitted = admissible(&txn, tenant_id, project_id).await?;
+    let backlogs = deferring_projects(&txn).await?;
+    let mut admitted = Vec::new();
+    if !backlogs.is_empty() {
+        let working = tenants_at_work(&txn, &backlogs).await?;
+        for (tenant, project) in &backlogs {
+            if only.is_none_or(|only| only == (tenant.as_str(), project.as_str())) {
+                admitted.extend(admissible(&txn, tenant, project, working).await?);
+            }
+        }
+    }
     if !admitted.is_empty() {
         rows::Entity::update_many()
             .col_expr(rows::Column::Deferred, Expr::value(false))
@@ -163,12 +181,13 @@ pub async fn admit(
 const ADMISSION_LOCK: i64 = 2026120300024;
 
 /// The deferred starts of the tenant's project that may start now, oldest first: as many as
-/// its share of its quota ([`backlog_share`]: all of it unless other tenants work meanwhile)
-/// has slots not held by runs that started ([`slots_free`]). Only [`admit`] takes them.
+/// its share of its quota ([`backlog_share`] with the `working` tenants without a backlog: all
+/// of it when there are none) has slots not held by runs that started ([`slots_free`]).
 async fn admissible(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     project_id: &str,
+    working: u64,
 ) -> Result<Vec<RunInput>, Error> {
     let deferred = deferred_count(db, tenant_id, project_id).await?;
     if deferred == 0 {
@@ -176,8 +195,7 @@ async fn admissible(
     }
     let quota = capacity::quota(db, tenant_id, project_id).await?;
     let held = capacity::held_leases(db, tenant_id, project_id).await?;
-    let others = tenants_at_work_besides(db, tenant_id).await?;
-    let share = backlog_share(quota.limits.concurrent_runs, others);
+    let share = backlog_share(quota.limits.concurrent_runs, working);
     let free = slots_free(held, deferred, share);
     if free == 0 {
         return Ok(Vec::new());
@@ -193,25 +211,28 @@ async fn admissible(
         .collect()
 }
 
-/// How many tenants other than `tenant_id` have runs at work and no backlog: a granted lease
-/// whose run is not idle ([`runs::idle_among`]: waiting for an approval or a change window,
-/// which may take days and costs nothing), and no deferred start. These are the tenants a
-/// backlog shares its quota with ([`backlog_share`]).
-async fn tenants_at_work_besides(db: &impl ConnectionTrait, tenant_id: &str) -> Result<u64, Error> {
-    let granted = capacity::granted_besides(db, tenant_id).await?;
+/// How many tenants have runs at work and no backlog (none of the `backlogs`' tenants): a
+/// granted lease whose run is not idle ([`runs::idle_among`]: waiting for an approval or a
+/// change window, which may take days and costs nothing). These are the tenants a backlog
+/// shares its quota with ([`backlog_share`]).
+async fn tenants_at_work(
+    db: &impl ConnectionTrait,
+    backlogs: &[(String, String)],
+) -> Result<u64, Error> {
+    let backlogged: HashSet<&str> = backlogs.iter().map(|(tenant, _)| tenant.as_str()).collect();
+    let granted: Vec<(String, String)> = capacity::granted(db)
+        .await?
+        .into_iter()
+        .filter(|(tenant, _)| !backlogged.contains(tenant.as_str()))
+        .collect();
     if granted.is_empty() {
         return Ok(0);
     }
     let run_ids: Vec<String> = granted.iter().map(|(_, run)| run.clone()).collect();
     let idle = runs::idle_among(db, &run_ids).await?;
-    let backlogged: HashSet<String> = deferring_projects(db)
-        .await?
-        .into_iter()
-        .map(|(tenant, _)| tenant)
-        .collect();
     let at_work: HashSet<&str> = granted
         .iter()
-        .filter(|(tenant, run)| !idle.contains(run) && !backlogged.contains(tenant))
+        .filter(|(_, run)| !idle.contains(run))
         .map(|(tenant, _)| tenant.as_str())
         .collect();
     Ok(at_work.len() as u64)
@@ -475,7 +496,7 @@ mod tests {
         capacity::request_lease(&db, admission("r2", 1).lease, at)
             .await
             .unwrap();
-        assert!(admit(&db, "acme", "shop").await.unwrap().is_empty());
+        assert!(admit(&db, Some(("acme", "shop"))).await.unwrap().is_empty());
 
         // r1 ends: r2 takes the slot, r3 may wait for it, r4 may not yet.
         capacity::move_lease(&db, "lease-r1", LeaseState::Released, at)
@@ -484,7 +505,7 @@ mod tests {
         capacity::move_lease(&db, "lease-r2", LeaseState::Granted, at)
             .await
             .unwrap();
-        assert_eq!(ids(admit(&db, "acme", "shop").await.unwrap()), ["r3"]);
+        assert_eq!(ids(admit(&db, Some(("acme", "shop"))).await.unwrap()), ["r3"]);
         assert!(deferred(&db, "r3").await.unwrap().is_none(), "admitted");
         assert_eq!(
             ids(due(&db, later, 10).await.unwrap()),
@@ -492,12 +513,12 @@ mod tests {
             "the starter starts it should its admitter not"
         );
         assert!(
-            admit(&db, "acme", "shop").await.unwrap().is_empty(),
+            admit(&db, Some(("acme", "shop"))).await.unwrap().is_empty(),
             "r3 waits, not started yet: admitted once"
         );
         started(&db, "r3").await.unwrap();
         assert!(
-            admit(&db, "acme", "shop").await.unwrap().is_empty(),
+            admit(&db, Some(("acme", "shop"))).await.unwrap().is_empty(),
             "r3 waits"
         );
         // Its workflow asks for the lease recorded with it: one lease, its attempt filled in.
@@ -561,7 +582,7 @@ mod tests {
         // Free: the quota's four and the waiter, less the three: two of the seven deferred.
         let admitters = (0..8).map(|_| {
             let db = db.clone();
-            async move { admit(&db, "acme", "shop").await.unwrap() }
+            async move { admit(&db, Some(("acme", "shop"))).await.unwrap() }
         });
         let mut admitted: Vec<String> = futures::future::join_all(admitters)
             .await
