@@ -119,3 +119,31 @@ async fn a_policy_engine_service_decides_through_opas_data_api() {
     assert_eq!(asked[0]["run"]["runId"], id.as_str());
     assert!(asked[0]["plan"]["inputsHash"].is_string(), "{:?}", asked[0]);
 }
+
+/// A policy engine that cannot answer holds the run after its plan (asked again and again),
+/// and a plan is never applied undecided; once the engine answers, the run goes on.
+#[tokio::test]
+async fn a_policy_engine_that_cannot_answer_holds_the_run_until_it_does() {
+    let opa = OpaStandIn::start().await;
+    opa.set_down(true);
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_POLICY_URL",
+        opa.url.clone(),
+    ))
+    .await;
+    let api = stack.operator("acme");
+    api.environment("dev", "non-production").await;
+    api.declare("dev", &[("api", "1.0.0", 1)]).await;
+    let id = api.plan_run("dev", "baseline").await;
+    crate::common::eventually(60, "the engine to be asked again", || async {
+        (opa.refused() >= 2).then_some(())
+    })
+    .await;
+    let held = api.run(&id).await;
+    assert_eq!(held["state"], "Planned", "{held}");
+    assert!(held["policy"].is_null(), "undecided: {held}");
+    opa.set_down(false);
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["policy"]["version"], "bundle-42", "{run}");
+    assert_eq!(opa.asked().len(), 1, "decided once");
+}

@@ -505,7 +505,10 @@ mod tests {
         capacity::move_lease(&db, "lease-r2", LeaseState::Granted, at)
             .await
             .unwrap();
-        assert_eq!(ids(admit(&db, Some(("acme", "shop"))).await.unwrap()), ["r3"]);
+        assert_eq!(
+            ids(admit(&db, Some(("acme", "shop"))).await.unwrap()),
+            ["r3"]
+        );
         assert!(deferred(&db, "r3").await.unwrap().is_none(), "admitted");
         assert_eq!(
             ids(due(&db, later, 10).await.unwrap()),

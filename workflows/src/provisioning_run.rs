@@ -437,11 +437,14 @@ impl ProvisioningRun {
             plan: plan.clone(),
             observed: Vec::new(),
         };
+        // A local activity: a read and a decision, run in the workflow task the plan's result
+        // opened, which then goes on to the gate and the apply (a workflow task and an
+        // activity task fewer per run than a scheduled activity, docs/benchmarks.md).
         let decision = ctx
-            .execute_activity(
+            .execute_local_activity(
                 ProvisioningActivities::evaluate_policy,
                 asked,
-                crate::options::must_succeed(POLICY_TIMEOUT),
+                crate::options::must_succeed_locally(POLICY_TIMEOUT),
             )
             .await?;
         let denied = (!decision.deny.is_empty())
