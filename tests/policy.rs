@@ -5,6 +5,7 @@
 
 use crate::common::opa_stand_in::{BANNED, OpaStandIn};
 use crate::common::{Stack, StackOptions, text};
+use temporalio_client::UntypedWorkflow;
 
 /// A stack whose worker evaluates `policies` (file name, Rego) with the default bundle.
 async fn with_policies(policies: &[(&str, &str)]) -> (Stack, tempfile::TempDir) {
@@ -120,8 +121,10 @@ async fn a_policy_engine_service_decides_through_opas_data_api() {
     assert!(asked[0]["plan"]["inputsHash"].is_string(), "{:?}", asked[0]);
 }
 
-/// A policy engine that cannot answer holds the run after its plan (asked again and again),
-/// and a plan is never applied undecided; once the engine answers, the run goes on.
+/// A policy engine that cannot answer holds the run after its plan (asked again and again,
+/// in the run's workflow task at first, then by a scheduled activity, whose retries do not
+/// grow the run's history), and a plan is never applied undecided; once the engine answers,
+/// the run goes on.
 #[tokio::test]
 async fn a_policy_engine_that_cannot_answer_holds_the_run_until_it_does() {
     let opa = OpaStandIn::start().await;
@@ -142,6 +145,24 @@ async fn a_policy_engine_that_cannot_answer_holds_the_run_until_it_does() {
     let held = api.run(&id).await;
     assert_eq!(held["state"], "Planned", "{held}");
     assert!(held["policy"].is_null(), "undecided: {held}");
+    let client = stack.temporal_client().await;
+    let workflow_id = format!("provisioning-run/{id}");
+    crate::common::eventually(90, "a scheduled activity to wait for the engine", || {
+        let handle = client.get_workflow_handle::<UntypedWorkflow>(workflow_id.clone());
+        async move {
+            let json = handle
+                .fetch_history(Default::default())
+                .to_json()
+                .await
+                .ok()?;
+            // Scheduled activities name their type in the clear; local ones only in markers.
+            String::from_utf8_lossy(json.as_ref())
+                .contains("\"provisioning.evaluate-policy\"")
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(api.run(&id).await["state"], "Planned");
     opa.set_down(false);
     let run = api.wait_state(&id, "Applied").await;
     assert_eq!(run["policy"]["version"], "bundle-42", "{run}");

@@ -28,7 +28,9 @@ pub struct RecordOutcome {
     pub resolved_findings: u32,
     /// A proposal raised by this observation: its workflow must be started.
     pub new_proposal: Option<ProposalInput>,
-    /// Open proposals this observation replaced: their workflows must be told.
+    /// Proposals superseded whose workflows must be told: the open ones this observation
+    /// replaced, and those an earlier record of the environment replaced and whose workflows
+    /// were not marked told yet (`store::proposals::mark_told`). Telling one twice is harmless.
     pub superseded: Vec<String>,
 }
 

@@ -311,10 +311,10 @@ pub async fn pending(
     }))
 }
 
-/// Run `run_id`'s input, when its start is deferred (its caller checked the run's tenant).
-pub async fn deferred(db: &impl ConnectionTrait, run_id: &str) -> Result<Option<RunInput>, Error> {
+/// Run `run_id`'s input, when its workflow may not have started: its start is deferred, or
+/// admitted ([`admit`]) or accepted and not made yet (its caller checked the run's tenant).
+pub async fn unstarted(db: &impl ConnectionTrait, run_id: &str) -> Result<Option<RunInput>, Error> {
     rows::Entity::find_by_id(run_id.to_owned())
-        .filter(rows::Column::Deferred.eq(true))
         .one(db)
         .await?
         .map(read)
@@ -473,8 +473,11 @@ mod tests {
             deferring_projects(&db).await.unwrap(),
             [("acme".to_owned(), "shop".to_owned())]
         );
-        assert!(deferred(&db, "r4").await.unwrap().is_some());
-        assert!(deferred(&db, "r1").await.unwrap().is_none());
+        assert!(unstarted(&db, "r4").await.unwrap().is_some(), "deferred");
+        assert!(
+            unstarted(&db, "r1").await.unwrap().is_some(),
+            "not started yet"
+        );
         let later = Utc::now() + chrono::Duration::seconds(1);
         let ids = |inputs: Vec<RunInput>| inputs.into_iter().map(|i| i.run_id).collect::<Vec<_>>();
         assert_eq!(
@@ -486,6 +489,7 @@ mod tests {
         // r1 holds the slot, r2 waits for it: nothing to admit.
         started(&db, "r1").await.unwrap();
         started(&db, "r2").await.unwrap();
+        assert!(unstarted(&db, "r1").await.unwrap().is_none());
         let at = Utc::now();
         let mut r1_lease = admission("r1", 1).lease;
         r1_lease.attempt_id = "attempt-1".into();
@@ -509,7 +513,10 @@ mod tests {
             ids(admit(&db, Some(("acme", "shop"))).await.unwrap()),
             ["r3"]
         );
-        assert!(deferred(&db, "r3").await.unwrap().is_none(), "admitted");
+        assert!(
+            unstarted(&db, "r3").await.unwrap().is_some(),
+            "admitted, not started yet"
+        );
         assert_eq!(
             ids(due(&db, later, 10).await.unwrap()),
             ["r3"],

@@ -11,11 +11,26 @@ use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_sdk::{ActivityOptions, LocalActivityOptions};
 
+/// The longest pause between two attempts.
+const MAX_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Unlimited attempts, backing off to one every 10 s.
 fn until_it_succeeds() -> RetryPolicy {
     RetryPolicy::builder()
-        .maximum_interval(Duration::from_secs(10))
+        .maximum_interval(MAX_INTERVAL)
         .build()
+}
+
+/// How many attempts [`until_it_succeeds`]'s pauses (1 s, doubling up to 10 s) leave room for
+/// within `budget`, the attempts' own time not counted.
+fn attempts_within(budget: Duration) -> u32 {
+    let (mut waited, mut pause, mut attempts) = (Duration::ZERO, Duration::from_secs(1), 1);
+    while waited + pause <= budget {
+        waited += pause;
+        pause = (pause * 2).min(MAX_INTERVAL);
+        attempts += 1;
+    }
+    attempts
 }
 
 /// A write that must not be lost, as a regular activity: retried until it succeeds, each
@@ -37,14 +52,22 @@ pub(crate) fn must_succeed_locally(timeout: Duration) -> LocalActivityOptions {
         .build()
 }
 
-/// A local write retried like [`must_succeed_locally`] but given up after `budget`: for a
-/// write a later step makes anyway (the sweep observes every environment every five minutes),
-/// so a long outage must not hold the workflow.
+/// A local activity retried like [`must_succeed_locally`] but given up after about `budget`:
+/// for a write a later step makes anyway (the sweep observes every environment every five
+/// minutes), so a long outage must not hold the workflow, or for a call that something
+/// durable waits for after it. The attempts are counted too: the SDK's local activities did
+/// not end at their schedule-to-close timeout across retries (found when a policy engine that
+/// did not answer was retried in the workflow task for minutes).
 pub(crate) fn given_up_after(timeout: Duration, budget: Duration) -> LocalActivityOptions {
     LocalActivityOptions::builder()
         .start_to_close_timeout(timeout)
         .schedule_to_close_timeout(budget)
-        .retry_policy(until_it_succeeds())
+        .retry_policy(
+            RetryPolicy::builder()
+                .maximum_interval(MAX_INTERVAL)
+                .maximum_attempts(attempts_within(budget))
+                .build(),
+        )
         .build()
 }
 
@@ -123,3 +146,18 @@ pub(crate) fn apply(timeout_secs: u64) -> ActivityOptions {
 /// How the Temporal server names a start-to-close timeout among a retry policy's
 /// non-retryable error types (`TemporalTimeout:` and the timeout type).
 const START_TO_CLOSE_TIMEOUT: &str = "TemporalTimeout:StartToClose";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_holds_the_attempts_its_pauses_leave_room_for() {
+        assert_eq!(attempts_within(Duration::ZERO), 1);
+        // 1 + 2 + 4 + 8 s of pauses: five attempts; the next pause (10 s) would pass 20 s.
+        assert_eq!(attempts_within(Duration::from_secs(20)), 5);
+        assert_eq!(attempts_within(Duration::from_secs(25)), 6);
+        // 15 s, then every 10 s: 5 + 28 attempts in five minutes.
+        assert_eq!(attempts_within(Duration::from_secs(300)), 33);
+    }
+}

@@ -54,6 +54,9 @@ const PROJECT_TIMEOUT: Duration = Duration::from_secs(30);
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each attempt of the policies' decision.
 const POLICY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the policies are asked in the run's workflow task before a scheduled activity
+/// waits for them instead.
+const POLICY_LOCAL_BUDGET: Duration = Duration::from_secs(20);
 /// Each attempt to read the change windows.
 const WINDOW_TIMEOUT: Duration = Duration::from_secs(30);
 /// A run held by a change window looks again at least this often: windows may be changed or
@@ -439,14 +442,29 @@ impl ProvisioningRun {
         };
         // A local activity: a read and a decision, run in the workflow task the plan's result
         // opened, which then goes on to the gate and the apply (a workflow task and an
-        // activity task fewer per run than a scheduled activity, docs/benchmarks.md).
-        let decision = ctx
+        // activity task fewer per run than a scheduled activity, docs/benchmarks.md). An
+        // engine that does not answer within [`POLICY_LOCAL_BUDGET`] is waited for by a
+        // scheduled activity: a local activity retried for hours would heartbeat its workflow
+        // task every few seconds and grow the run's history without bound.
+        let local = crate::options::given_up_after(POLICY_TIMEOUT, POLICY_LOCAL_BUDGET);
+        let decision = match ctx
             .execute_local_activity(
                 ProvisioningActivities::evaluate_policy,
-                asked,
-                crate::options::must_succeed_locally(POLICY_TIMEOUT),
+                asked.clone(),
+                local,
             )
-            .await?;
+            .await
+        {
+            Ok(decision) => decision,
+            Err(_) => {
+                ctx.execute_activity(
+                    ProvisioningActivities::evaluate_policy,
+                    asked,
+                    crate::options::must_succeed(POLICY_TIMEOUT),
+                )
+                .await?
+            }
+        };
         let denied = (!decision.deny.is_empty())
             .then(|| format!("denied by policy: {}", decision.deny.join("; ")));
         ctx.state_mut(|s| s.status.policy = Some(decision));

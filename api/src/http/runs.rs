@@ -797,9 +797,11 @@ where
             Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
         >,
 {
-    // A run whose start is deferred has no workflow yet: the signal starts it (it then waits
-    // for its slot in the capacity semaphore, which still bounds its project).
-    if let Some(input) = run_starts::deferred(&state.db, id).await? {
+    // A run whose workflow may not have started (its start deferred, or admitted and not made
+    // yet) is started first: the signal would find no workflow. A deferred run then waits for
+    // its slot in the capacity semaphore, which still bounds its project; a start made
+    // already starts nothing.
+    if let Some(input) = run_starts::unstarted(&state.db, id).await? {
         start(state, input).await?;
         forget_start(state, id).await;
     }
