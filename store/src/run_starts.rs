@@ -430,22 +430,36 @@ mod tests {
         }
     }
 
-    async fn starts_over_the_quota_are_deferred_and_admitted_oldest_first_on(
-        db: sea_orm::DatabaseConnection,
+    /// Environment `dev` of acme's project `shop`, whose quota is `concurrent_runs`, with a
+    /// declared specification.
+    async fn shop_with_quota(
+        db: &sea_orm::DatabaseConnection,
+        concurrent_runs: u32,
+    ) -> (
+        crate::environments::Environment,
+        specifications::Specification,
     ) {
-        use runtime_cloud_models::capacity::{LeaseState, QuotaLimits};
-        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        use runtime_cloud_models::capacity::QuotaLimits;
+        let env = fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
         let spec =
-            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
+            specifications::declare(db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
                 .await
                 .unwrap();
         let limits = QuotaLimits {
-            concurrent_runs: 1,
+            concurrent_runs,
             ..QuotaLimits::default()
         };
-        capacity::set_quota(&db, "acme", "shop", &limits, "manual", "admin")
+        capacity::set_quota(db, "acme", "shop", &limits, "manual", "admin")
             .await
             .unwrap();
+        (env, spec)
+    }
+
+    async fn starts_over_the_quota_are_deferred_and_admitted_oldest_first_on(
+        db: sea_orm::DatabaseConnection,
+    ) {
+        use runtime_cloud_models::capacity::LeaseState;
+        let (env, spec) = shop_with_quota(&db, 1).await;
         let options = ProvisioningOptions::default();
         let mut verdicts = Vec::new();
         for run in ["r1", "r2", "r3", "r4"] {
@@ -555,19 +569,8 @@ mod tests {
 
     /// Admitters at once (every release admits) admit each free slot once between them.
     async fn admitters_at_once_admit_each_slot_once_on(db: sea_orm::DatabaseConnection) {
-        use runtime_cloud_models::capacity::{LeaseState, QuotaLimits};
-        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        let spec =
-            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
-                .await
-                .unwrap();
-        let limits = QuotaLimits {
-            concurrent_runs: 4,
-            ..QuotaLimits::default()
-        };
-        capacity::set_quota(&db, "acme", "shop", &limits, "manual", "admin")
-            .await
-            .unwrap();
+        use runtime_cloud_models::capacity::LeaseState;
+        let (env, spec) = shop_with_quota(&db, 4).await;
         let options = ProvisioningOptions::default();
         let runs: Vec<String> = (1..=12).map(|i| format!("r{i:02}")).collect();
         for run in &runs {
