@@ -1,9 +1,8 @@
 //! Provisioning runs: plan → approval when production → apply → receipts.
 
 use crate::common::{Db, Stack, StackOptions, eventually, text};
-use runtime_cloud_workflows::Semaphore;
+use runtime_cloud_store::semaphores;
 use serde_json::json;
-use temporalio_client::{WorkflowExecutionStatus, WorkflowQueryOptions};
 
 /// A non-production run plans, applies without an approval, converges the sandbox and
 /// records its receipts and events.
@@ -355,22 +354,15 @@ async fn second_run_waits_its_turn_and_plans_on_what_the_first_left() {
     let second = api.plan_run("prod", "promotion").await;
     // The second run is queued behind the first: wait until the environment's lock lists it
     // as waiting, then check it has not planned.
-    let client = stack.temporal_client().await;
-    let lock = client.get_workflow_handle::<Semaphore>(format!("environment/{}/prod", api.tenant));
+    let db = stack.db().await;
+    let lock = format!("environment/{}/prod", api.tenant);
     let waiting = format!("provisioning-run/{second}");
     eventually(
         30,
         "the second run to queue on the environment lock",
-        || {
-            let lock = &lock;
-            let waiting = waiting.clone();
-            async move {
-                let state = lock
-                    .query(Semaphore::holders, (), WorkflowQueryOptions::default())
-                    .await
-                    .ok()?;
-                state.queue.contains(&waiting).then_some(())
-            }
+        || async {
+            let state = semaphores::holders(&db, &lock).await.ok()??;
+            state.queue.contains(&waiting).then_some(())
         },
     )
     .await;
@@ -487,25 +479,19 @@ async fn a_run_terminated_by_hand_does_not_block_its_environment() {
     api.wait_state(&second, "Applied").await;
 }
 
-/// A run takes a free lock by starting it as its holder. If that start succeeded but its
-/// answer was lost (the worker died, the connection dropped), the retried step finds the lock
-/// running and asks for it; the lock sees its own holder asking and grants it again, instead of
-/// leaving the run waiting for a grant it already has.
+/// A run takes a free lock in a local activity. If the take was written but its answer lost
+/// (the worker died before recording it), the retried step asks again and learns it holds the
+/// slot already, instead of waiting for a grant it has; and it lets the lock go when done.
 #[tokio::test]
-async fn a_run_whose_lock_start_answer_was_lost_still_gets_the_lock() {
+async fn a_run_whose_lock_take_answer_was_lost_still_gets_the_lock() {
     let mut stack = Stack::start().await;
-    let (api, id, lock) = stack.run_whose_lock_start_answer_was_lost().await;
+    let (api, id, lock) = stack.run_whose_lock_take_answer_was_lost().await;
     api.wait_state(&id, "Applied").await;
-    let client = stack.temporal_client().await;
-    let lock = client.get_workflow_handle::<Semaphore>(lock);
-    eventually(
-        30,
-        "the lock to end once its holder released it",
-        || async {
-            let described = lock.describe(Default::default()).await.ok()?;
-            (described.status() == WorkflowExecutionStatus::Completed).then_some(())
-        },
-    )
+    let db = stack.db().await;
+    eventually(30, "the lock released by its holder", || async {
+        let state = semaphores::holders(&db, &lock).await.ok()??;
+        (state.holders.is_empty() && state.queue.is_empty()).then_some(())
+    })
     .await;
 }
 

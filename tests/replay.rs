@@ -11,7 +11,7 @@
 use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
     FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal, Semaphore,
+    ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::{UntypedWorkflow, WorkflowHistory};
@@ -25,12 +25,9 @@ fn fixtures() -> PathBuf {
 const FIXTURES: &[&str] = &[
     // A production run that waited for its approval, was approved and applied.
     "provisioning_run_approved.json",
-    // A run that queued behind it on the environment's lock and was granted it.
+    // A run that queued behind it on the environment's lock (held in the database) and was
+    // signalled its grant by the first run's release.
     "provisioning_run_queued.json",
-    // The lock of both (a one-slot Semaphore): taken by starting it, then granted to the waiter.
-    "environment_lock.json",
-    // The project's capacity (a Semaphore of the quota's slots), taken by the second run.
-    "capacity_semaphore.json",
     // An operator's observation that found drift and raised a proposal.
     "observe_environment.json",
     // That proposal, auto-accepted, and its reconciliation run.
@@ -62,9 +59,6 @@ async fn recorded_histories_replay_on_current_code() {
     options
         .register_workflow::<ProvisioningRun>()
         .expect("register run");
-    options
-        .register_workflow::<Semaphore>()
-        .expect("register lock");
     options
         .register_workflow::<ObserveEnvironment>()
         .expect("register observe");
@@ -113,10 +107,6 @@ async fn record_replay_fixtures() {
     let run = |id: &str| format!("provisioning-run/{id}");
     save_fixture(&client, run(&first), "provisioning_run_approved.json").await;
     save_fixture(&client, run(&second), "provisioning_run_queued.json").await;
-    let lock = format!("environment/{}/prod", api.tenant);
-    save_fixture(&client, lock, "environment_lock.json").await;
-    let capacity = format!("capacity/{}/shop", api.tenant);
-    save_fixture(&client, capacity, "capacity_semaphore.json").await;
 
     // Drift found by an operator's observation, auto-accepted and reconciled.
     api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;

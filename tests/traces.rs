@@ -100,7 +100,6 @@ async fn one_trace_runs_from_the_api_through_temporal_to_the_activities() {
     // Spans arrive in batches, in no particular order: wait for the whole trace.
     let expected = [
         "StartWorkflow:ProvisioningRun",
-        "StartWorkflow:Semaphore",
         "StartActivity:provisioning.apply",
         "RunActivity:provisioning.apply",
         "project_run",

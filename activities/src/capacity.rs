@@ -7,8 +7,7 @@ use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity::{self, NewLease};
 use runtime_cloud_store::environments;
 use runtime_cloud_workflows::contracts::{
-    LeaseAnswer, LeaseExpiry, LeaseMove, LeaseRequest, PoolQuery, QuotaInForce,
-    capacity_markers as markers,
+    LeaseAnswer, LeaseMove, LeaseRequest, PoolQuery, QuotaInForce, capacity_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -181,31 +180,6 @@ impl CapacityActivitiesImpl {
         Ok(())
     }
 
-    /// Records the leases of a holder its semaphore found gone as expired.
-    #[activity(definition = markers::ExpireLease)]
-    pub async fn expire_lease(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        req: LeaseExpiry,
-    ) -> Result<(), ActivityError> {
-        let expired = capacity::expire_leases(&self.db, &req.holder_workflow_id, Utc::now())
-            .await
-            .map_err(|e| activity_error(e.into()))?;
-        tracing::info!(
-            semaphore = %req.semaphore_id,
-            holder = %req.holder_workflow_id,
-            expired,
-            "holder gone: its capacity lease expired"
-        );
-        if expired > 0
-            && let Err(e) =
-                crate::admission::admit_all(&self.db, &self.client, &self.task_queue).await
-        {
-            tracing::warn!(error = %e, "deferred runs not admitted yet");
-        }
-        Ok(())
-    }
-
     /// Why a run cannot go to its pool yet (not active, or no worker polls its queue).
     #[activity(definition = markers::PoolHold)]
     pub async fn pool_hold(
@@ -227,4 +201,28 @@ impl CapacityActivitiesImpl {
             load.workers,
         ))
     }
+}
+
+/// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as
+/// expired, and admits the deferred runs the freed slot lets start.
+pub(crate) async fn expire_vanished(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    semaphore_id: &str,
+    holder: &str,
+) -> Result<(), Error> {
+    let expired = capacity::expire_leases(db, holder, Utc::now()).await?;
+    tracing::info!(
+        semaphore = %semaphore_id,
+        holder,
+        expired,
+        "holder gone: its capacity lease expired"
+    );
+    if expired > 0
+        && let Err(e) = crate::admission::admit_all(db, client, task_queue).await
+    {
+        tracing::warn!(error = %e, "deferred runs not admitted yet");
+    }
+    Ok(())
 }

@@ -7,21 +7,18 @@ use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
-use runtime_cloud_workflows::Semaphore;
+use runtime_cloud_store::semaphores;
 use runtime_cloud_workflows::contracts::{
-    ApplyRequest, Gate, LockRequest, PlanRequest, PolicyDecision, PolicyInput, RunProjection,
-    WindowQuery, provisioning_markers as markers,
+    ApplyRequest, Gate, LockAnswer, LockRequest, PlanRequest, PolicyDecision, PolicyInput,
+    RunProjection, WindowQuery, provisioning_markers as markers,
 };
-use runtime_cloud_workflows::ids::semaphore_task_queue;
-use runtime_cloud_workflows::semaphore::{Acquire, SemaphoreState};
+use runtime_cloud_workflows::messages::Granted;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
-use temporalio_client::{
-    Client, WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
-    WorkflowUpdateWithStartOptions,
-};
+use temporalio_client::errors::WorkflowInteractionError;
+use temporalio_client::{Client, WorkflowSignalOptions};
+use temporalio_common::UntypedWorkflow;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument as _;
@@ -38,11 +35,13 @@ pub struct ProvisioningActivitiesImpl {
     pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
     pub artifacts: Arc<dyn ArtifactStore>,
-    /// Used to start and ask semaphores (environment locks, project capacity).
+    /// Signals the semaphores' grants; starts the deferred runs a vanished holder's slot
+    /// admits.
     pub client: Client,
-    /// The workers' task queue (the semaphores run on its `/semaphores` queue).
+    /// The workers' task queue (deferred runs start on it).
     pub task_queue: String,
-    /// How often a lock with a waiting run checks that its holder still exists.
+    /// How often a run waiting for a semaphore asks again (and, the first waiter, checks that
+    /// the holders still exist).
     pub lock_holder_check_secs: u64,
 }
 
@@ -79,33 +78,67 @@ impl ProvisioningActivitiesImpl {
             .map_err(|e| activity_error(e.into()))
     }
 
-    /// Update-with-start: asks the semaphore for a slot for `req`'s requester, starting it if
-    /// it is idle (it ended since the caller found it running). True: the requester holds a
-    /// slot now; false: it waits in the queue and is signalled `granted` when its turn comes.
-    async fn ask_for_lock(&self, req: LockRequest) -> Result<bool, ActivityError> {
-        let idle = SemaphoreState::idle(&req, self.lock_holder_check_secs);
-        let opts = WorkflowUpdateWithStartOptions::new(
-            semaphore_task_queue(&self.task_queue),
-            req.lock_workflow_id,
-            WorkflowIdConflictPolicy::UseExisting,
-        )
-        .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
-        .build();
-        let acquire = Acquire {
-            requester: req.requester_workflow_id,
-            slots: req.slots,
-        };
-        self.client
-            .execute_update_with_start_workflow(
-                Semaphore::run,
-                idle,
-                Semaphore::acquire,
-                acquire,
-                opts,
-            )
-            .await
-            .map_err(temporal_unavailable)
+    /// Signals `granted` to each of `holders` (all but the requester, who learns it from its
+    /// answer) and marks them told. A holder that no longer exists (terminated by hand) is
+    /// dropped: its slot goes on to the next waiter, who is signalled in turn, and with
+    /// `records_leases` its capacity lease is recorded expired. A signal that fails otherwise
+    /// fails the activity: the holder stays untold, and is named again by the retry.
+    /// All of a round at once: a release freeing ten slots does not make the tenth wait for
+    /// nine round trips.
+    async fn grant(&self, req: &LockRequest, holders: Vec<String>) -> Result<(), ActivityError> {
+        let mut to_tell = holders;
+        to_tell.retain(|h| *h != req.requester_workflow_id);
+        while !to_tell.is_empty() {
+            let round = std::mem::take(&mut to_tell);
+            let signals = round.iter().map(|holder| {
+                let handle = self
+                    .client
+                    .get_workflow_handle::<UntypedWorkflow>(holder.clone());
+                let semaphore_id = req.semaphore_id.clone();
+                async move {
+                    handle
+                        .signal(Granted, semaphore_id, WorkflowSignalOptions::default())
+                        .await
+                }
+            });
+            let answers = futures::future::join_all(signals).await;
+            let mut failed = None;
+            for (holder, answer) in round.into_iter().zip(answers) {
+                match answer {
+                    Ok(()) => semaphores::told(&self.db, &req.semaphore_id, &holder)
+                        .await
+                        .map_err(store_failed)?,
+                    Err(WorkflowInteractionError::NotFound(_)) => {
+                        let next = semaphores::release(&self.db, &req.semaphore_id, &holder)
+                            .await
+                            .map_err(store_failed)?;
+                        if req.records_leases {
+                            crate::capacity::expire_vanished(
+                                &self.db,
+                                &self.client,
+                                &self.task_queue,
+                                &req.semaphore_id,
+                                &holder,
+                            )
+                            .await
+                            .map_err(activity_error)?;
+                        }
+                        to_tell.extend(next);
+                        to_tell.retain(|h| *h != req.requester_workflow_id);
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if let Some(e) = failed {
+                return Err(temporal_unavailable(e));
+            }
+        }
+        Ok(())
     }
+}
+
+fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
+    activity_error(e.into())
 }
 
 /// How long an apply may run before it is stopped: until shortly before the attempt's
@@ -142,45 +175,48 @@ fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
 
 #[activities]
 impl ProvisioningActivitiesImpl {
-    /// Takes a slot of a semaphore that is not running by starting it with the caller as its
-    /// holder (true); otherwise asks for one with update-with-start, whose answer says whether
-    /// the caller holds a slot now (true) or waits for the semaphore's `granted` (false).
-    ///
-    /// The semaphore's workflow id is unique, so of two callers starting it at once only one
-    /// succeeds. If this start succeeded in an earlier attempt whose answer was lost, the retry
-    /// finds it running and asks; the semaphore sees its own holder asking and answers true.
+    /// Takes a slot if one is free and nobody waits before the requester, else queues it;
+    /// asking again keeps its place. Signals the waiters the take granted (a raised limit), and
+    /// any holder an earlier take or release left untold. With `check_holders`, a first waiter
+    /// also checks that the holders still exist and takes the slot of one that does not.
     #[activity(definition = markers::AcquireLock)]
     pub async fn acquire_lock(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: LockRequest,
-    ) -> Result<bool, ActivityError> {
+    ) -> Result<LockAnswer, ActivityError> {
         let span = tracing::info_span!("acquire_lock", workflow_id = %req.requester_workflow_id);
         async move {
-            let opts = WorkflowStartOptions::new(
-                semaphore_task_queue(&self.task_queue),
-                req.lock_workflow_id.clone(),
-            )
-            .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
-            .priority(runtime_cloud_workflows::fairness::of_tenant(&req.tenant_id))
-            .build();
-            let state = SemaphoreState::held_by(&req, self.lock_holder_check_secs);
-            match self
-                .client
-                .start_workflow(Semaphore::run, state, opts)
+            let ask = semaphores::Ask {
+                semaphore_id: &req.semaphore_id,
+                tenant_id: &req.tenant_id,
+                holder_id: &req.requester_workflow_id,
+                slots: req.slots,
+            };
+            let mut taken = semaphores::take(&self.db, ask.clone())
                 .await
-            {
-                Ok(_) => Ok(true),
-                Err(WorkflowStartError::AlreadyStarted { .. }) => self.ask_for_lock(req).await,
-                Err(e) => Err(temporal_unavailable(e)),
+                .map_err(store_failed)?;
+            self.grant(&req, std::mem::take(&mut taken.to_tell)).await?;
+            if !taken.holds && req.check_holders && taken.first_waiter {
+                // Signalling the holders `granted` is the check: a holder ignores a grant it
+                // has, and one that no longer exists is dropped.
+                self.grant(&req, taken.holders).await?;
+                // A holder gone made this waiter a holder: asking again says so.
+                taken = semaphores::take(&self.db, ask)
+                    .await
+                    .map_err(store_failed)?;
+                self.grant(&req, taken.to_tell).await?;
             }
+            Ok(LockAnswer {
+                holds: taken.holds,
+                recheck_secs: self.lock_holder_check_secs,
+            })
         }
         .instrument(span)
         .await
     }
 
-    /// Releases a semaphore's slot, or leaves its queue. A semaphore that has ended has
-    /// nothing to release.
+    /// Releases a semaphore's slot, or leaves its queue, and signals the waiters it grants.
     #[activity(definition = markers::ReleaseLock)]
     pub async fn release_lock(
         self: Arc<Self>,
@@ -189,20 +225,11 @@ impl ProvisioningActivitiesImpl {
     ) -> Result<(), ActivityError> {
         let span = tracing::info_span!("release_lock", workflow_id = %req.requester_workflow_id);
         async move {
-            let lock = self
-                .client
-                .get_workflow_handle::<Semaphore>(req.lock_workflow_id);
-            match lock
-                .signal(
-                    Semaphore::release,
-                    req.requester_workflow_id,
-                    WorkflowSignalOptions::default(),
-                )
-                .await
-            {
-                Ok(()) | Err(WorkflowInteractionError::NotFound(_)) => Ok(()),
-                Err(e) => Err(temporal_unavailable(e)),
-            }
+            let to_tell =
+                semaphores::release(&self.db, &req.semaphore_id, &req.requester_workflow_id)
+                    .await
+                    .map_err(store_failed)?;
+            self.grant(&req, to_tell).await
         }
         .instrument(span)
         .await

@@ -346,11 +346,9 @@ where
     }
 }
 
-/// The visibility query of every workflow of a stack on `task_queue`: its own and the
-/// semaphores it runs beside them (`{task_queue}/semaphores`).
+/// The visibility query of every workflow of a stack on `task_queue`.
 pub fn product_workflows(task_queue: &str) -> String {
-    let semaphores = runtime_cloud_temporal::semaphore_task_queue(task_queue);
-    format!("(TaskQueue='{task_queue}' OR TaskQueue='{semaphores}')")
+    format!("TaskQueue='{task_queue}'")
 }
 
 /// Waits until no workflow on the task queue is running (a sweep finished, a worker idle).

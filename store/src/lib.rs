@@ -15,6 +15,7 @@
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
 //! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
+//! - [`semaphores`]: environments' locks and projects' capacity: who holds, who waits.
 //! - [`run_starts`]: runs written whose workflow may not have started yet, for the starter.
 //! - [`fleet`]: the fleet as observed: a tenant's instances with their observed state.
 //! - [`incidents`]: incidents: opened, listed, resolved.
@@ -58,6 +59,7 @@ pub mod proposals;
 pub mod rollouts;
 pub mod run_starts;
 pub mod runs;
+pub mod semaphores;
 pub mod specifications;
 pub mod statistics;
 pub mod windows;

@@ -17,8 +17,8 @@ pub mod worker;
 pub use connection::{connect, connect_with, in_current_span};
 /// What Temporal says of a worker pool's task queue (its workers and backlog).
 pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
-/// A worker pool's task queue, and the semaphores'.
-pub use runtime_cloud_workflows::ids::{pool_task_queue, semaphore_task_queue};
+/// A worker pool's task queue.
+pub use runtime_cloud_workflows::ids::pool_task_queue;
 pub use temporalio_client::Client;
 /// What a tracer provider needs for replay-safe workflow spans.
 pub use temporalio_sdk::opentelemetry::{WorkflowIdGenerator, WorkflowSpanProcessor};

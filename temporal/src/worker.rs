@@ -1,5 +1,5 @@
-//! The workers: every workflow and activity of Runtime Cloud on one task queue ([`run`]), the
-//! semaphores on one of their own beside it, and a worker pool's worker, which serves only the plans and applies of the environments bound
+//! The workers: every workflow and activity of Runtime Cloud on one task queue ([`run`]), and
+//! a worker pool's worker, which serves only the plans and applies of the environments bound
 //! to its pool, on the pool's own task queue ([`run_pool`]).
 
 use crate::Error;
@@ -9,10 +9,10 @@ use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use runtime_cloud_workflows::ids::{pool_task_queue, semaphore_task_queue};
+use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
     FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal, Semaphore,
+    ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -151,14 +151,6 @@ async fn serve(
         task_queue: deps.task_queue.clone(),
     };
     let activities = provisioning_activities(deps);
-    let semaphores = WorkerOptions::new(semaphore_task_queue(&deps.task_queue))
-        .register_workflow::<Semaphore>()?
-        .register_activities(CapacityActivitiesImpl {
-            db: deps.db.clone(),
-            client: deps.client.clone(),
-            task_queue: deps.task_queue.clone(),
-        })
-        .build();
     let options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
         .register_workflow::<ObserveEnvironment>()?
@@ -173,11 +165,11 @@ async fn serve(
         .register_activities(capacity)
         .build();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
-    // The semaphores get a worker of their own, with its own workflow-task slots
-    // (`ids::semaphore_task_queue` says why); one shutdown drains both.
-    let semaphores = Worker::new(runtime, deps.client.clone(), semaphores)?;
-    let main = Worker::new(runtime, deps.client.clone(), options)?;
-    poll_both(main, semaphores, shutdown).await
+    poll(
+        Worker::new(runtime, deps.client.clone(), options)?,
+        shutdown,
+    )
+    .await
 }
 
 /// Runs a worker of pool `pool_id` until `shutdown` resolves: it polls only the pool's task
@@ -209,33 +201,6 @@ fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
         task_queue: deps.task_queue.clone(),
         lock_holder_check_secs: deps.provisioning.lock_holder_check_secs(),
     }
-}
-
-/// Polls with both workers until `shutdown` resolves or one of them stops, then drains both.
-async fn poll_both(
-    mut first: Worker,
-    mut second: Worker,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    let (stop_first, stop_second) = (first.shutdown_handle(), second.shutdown_handle());
-    let (first, second) = (first.run(), second.run());
-    tokio::pin!(first, second);
-    let (a, b) = tokio::select! {
-        a = &mut first => {
-            stop_second();
-            (a, second.await)
-        }
-        b = &mut second => {
-            stop_first();
-            (first.await, b)
-        }
-        () = shutdown => {
-            stop_first();
-            stop_second();
-            tokio::join!(first, second)
-        }
-    };
-    Ok(a.and(b)?)
 }
 
 /// Polls with `worker` until `shutdown` resolves, then drains it.

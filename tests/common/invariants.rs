@@ -2,7 +2,7 @@
 //! connections, once the faults are healed and the product has had time to finish what it was
 //! doing. [`Facts::gather`] reads everything once — the read tables, the sandbox targets' apply
 //! logs, every workflow Temporal knows (with each run's and proposal's result or queried
-//! state, each semaphore's holders), every message in the JetStream stream — and each invariant
+//! state), each semaphore's holders and waiters, every message in the JetStream stream — and each invariant
 //! is a pure function of those facts, so its verdict names exactly what broke it.
 
 use super::Stack;
@@ -15,10 +15,10 @@ use runtime_cloud_models::{RunStatus, Workload};
 use runtime_cloud_store::entities::{
     capacity_leases as leases, deployment_specifications as specs, drift_findings as findings,
     outbox_events as outbox, provisioning_runs as runs, reconciliation_proposals as proposals,
-    run_starts, runtime_inventories as inventories,
+    run_starts, runtime_inventories as inventories, semaphores,
 };
-use runtime_cloud_workflows::semaphore::SemaphoreState;
-use runtime_cloud_workflows::{ProvisioningRun, ReconciliationProposal, Semaphore};
+use runtime_cloud_store::semaphores::Holders;
+use runtime_cloud_workflows::{ProvisioningRun, ReconciliationProposal};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,8 +73,6 @@ pub struct Workflow {
     pub run: Option<RunStatus>,
     /// A proposal's result (completed) or `state` query (running).
     pub proposal: Option<ProposalState>,
-    /// A running semaphore's `holders` query.
-    pub semaphore: Option<SemaphoreState>,
     /// Why the result or query could not be read.
     pub unreadable: Option<String>,
 }
@@ -101,6 +99,8 @@ pub struct Facts {
     pub applies: BTreeMap<String, Vec<ApplyLogEntry>>,
     /// Every workflow execution (continued-as-new ones too).
     pub workflows: Vec<Workflow>,
+    /// The tenant's semaphores (environment locks, capacity): who holds, who waits.
+    pub semaphores: BTreeMap<String, Holders>,
 }
 
 impl Facts {
@@ -185,6 +185,21 @@ impl Facts {
             .into_iter()
             .map(|s| s.provisioning_run_id)
             .collect();
+        let ids: Vec<String> = semaphores::Entity::find()
+            .filter(semaphores::Column::TenantId.eq(tenant))
+            .all(&db)
+            .await
+            .expect("semaphores")
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        for id in ids {
+            let holders = runtime_cloud_store::semaphores::holders(&db, &id)
+                .await
+                .expect("a semaphore's holders")
+                .unwrap_or_default();
+            self.semaphores.insert(id, holders);
+        }
     }
 
     fn read_targets(&mut self, stack: &Stack, tenant: &str) {
@@ -211,9 +226,9 @@ impl Facts {
 
     /// The workflow ids that are running and may legitimately go on waiting: a run awaiting
     /// an operator's approval, a proposal awaiting an operator's decision, and whatever waits
-    /// only on those — a semaphore whose holders are all such runs, a run queued on such a
-    /// semaphore (an environment lock, a capacity semaphore), an accepted proposal whose run
-    /// is such a run.
+    /// only on those — a run queued on a semaphore (an environment lock, a capacity
+    /// semaphore) whose holders are all such runs, an accepted proposal whose run is such a
+    /// run.
     pub fn legitimately_waiting(&self) -> BTreeSet<String> {
         let running: Vec<&Workflow> = self
             .workflows
@@ -246,17 +261,13 @@ impl Facts {
                 if waiting.contains(&w.id) {
                     continue;
                 }
-                let waits = match (&w.semaphore, w.kind.as_str()) {
-                    (Some(s), _) => {
-                        !s.holders.is_empty() && s.holders.iter().all(|h| waiting.contains(&h.id))
-                    }
-                    (None, "ProvisioningRun") => running.iter().any(|sem| {
-                        sem.semaphore
-                            .as_ref()
-                            .is_some_and(|s| s.queue.contains(&w.id))
-                            && waiting.contains(&sem.id)
+                let waits = match w.kind.as_str() {
+                    "ProvisioningRun" => self.semaphores.values().any(|s| {
+                        s.queue.contains(&w.id)
+                            && !s.holders.is_empty()
+                            && s.holders.iter().all(|(h, _)| waiting.contains(h))
                     }),
-                    (None, "ReconciliationProposal") => proposal_runs
+                    "ReconciliationProposal" => proposal_runs
                         .get(&w.id)
                         .is_some_and(|run| waiting.contains(run)),
                     _ => false,
@@ -316,6 +327,7 @@ impl Facts {
             self.read_tables_match_temporal(),
             self.open_findings_are_what_the_last_observation_shows(),
             self.no_lease_outlives_its_run(),
+            self.no_semaphore_slot_outlives_its_run(),
         ]
     }
 
@@ -474,6 +486,37 @@ impl Facts {
                     .filter(|l| ended.contains(l.0.as_str()))
                     .count(),
                 ended.len()
+            ),
+            broken,
+        )
+    }
+
+    /// No run that ended still holds or waits for a semaphore (an environment lock, a
+    /// project's capacity): its slot would be held for good, or handed to nobody.
+    pub fn no_semaphore_slot_outlives_its_run(&self) -> Verdict {
+        const TERMINAL: [&str; 4] = ["Applied", "Failed", "Rejected", "Cancelled"];
+        let ended: BTreeSet<String> = self
+            .runs
+            .iter()
+            .filter(|r| r.state.as_deref().is_some_and(|s| TERMINAL.contains(&s)))
+            .map(|r| format!("provisioning-run/{}", r.provisioning_run_id))
+            .collect();
+        let mut broken = Vec::new();
+        let mut slots = 0;
+        for (id, sem) in &self.semaphores {
+            let held = sem.holders.iter().map(|(h, _)| (h, "holds"));
+            for (holder, how) in held.chain(sem.queue.iter().map(|w| (w, "waits for"))) {
+                slots += 1;
+                if ended.contains(holder) {
+                    broken.push(format!("ended run {holder} still {how} {id}"));
+                }
+            }
+        }
+        Verdict::of(
+            "no semaphore slot outlives its run",
+            format!(
+                "{slots} slots held or waited for on {} semaphores, none by an ended run",
+                self.semaphores.len()
             ),
             broken,
         )
@@ -687,8 +730,8 @@ impl Facts {
     }
 }
 
-/// Every workflow execution on the stack's Temporal server, with what each running run,
-/// proposal and semaphore says, and (with `results`) what each completed run and proposal
+/// Every workflow execution on the stack's Temporal server, with what each running run and
+/// proposal says, and (with `results`) what each completed run and proposal
 /// returned.
 async fn workflows(stack: &Stack, results: bool) -> Vec<Workflow> {
     let client = stack.temporal_client().await;
@@ -702,7 +745,6 @@ async fn workflows(stack: &Stack, results: bool) -> Vec<Workflow> {
             status: w.status(),
             run: None,
             proposal: None,
-            semaphore: None,
             unreadable: None,
         });
     }
@@ -737,12 +779,6 @@ async fn workflows(stack: &Stack, results: bool) -> Vec<Workflow> {
                 };
                 state.map(|s| w.proposal = Some(s))
             }
-            "Semaphore" if running => client
-                .get_workflow_handle::<Semaphore>(w.id.clone())
-                .query(Semaphore::holders, (), q())
-                .await
-                .map(|s| w.semaphore = Some(s))
-                .map_err(|e| e.to_string()),
             _ => Ok(()),
         };
         if let Err(why) = read {

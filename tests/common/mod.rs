@@ -631,29 +631,27 @@ impl Stack {
     }
 
     /// A run whose environment lock already names it as the holder before it has taken any
-    /// step: what a start of the lock whose answer never came back leaves behind. The lock is
-    /// started with `temporal workflow start` while no worker runs, then the worker starts.
-    /// Returns the caller, the run id and the lock's workflow id.
-    pub async fn run_whose_lock_start_answer_was_lost(&mut self) -> (Api, String, String) {
+    /// step: what a take whose answer never came back leaves behind (the local activity wrote
+    /// the slot, the worker died before the answer was recorded). The slot is written while no
+    /// worker runs, then the worker starts. Returns the caller, the run id and the lock's id.
+    pub async fn run_whose_lock_take_answer_was_lost(&mut self) -> (Api, String, String) {
         let api = self.operator("acme");
         api.environment("dev", "non-production").await;
         api.declare("dev", &[("api", "1.0.0", 1)]).await;
         self.kill_worker();
         let id = api.plan_run("dev", "baseline").await;
         let lock = format!("environment/{}/dev", api.tenant);
-        let held = json!({ "slots": 1, "holders": [{ "id": format!("provisioning-run/{id}"), "knows": true }], "queue": [], "holderCheckSecs": 600 });
-        self.temporal_ok(&[
-            "workflow",
-            "start",
-            "--type",
-            "Semaphore",
-            "--task-queue",
-            &runtime_cloud_workflows::ids::semaphore_task_queue(&self.task_queue),
-            "--workflow-id",
-            &lock,
-            "--input",
-            &held.to_string(),
-        ]);
+        let holder = format!("provisioning-run/{id}");
+        let ask = runtime_cloud_store::semaphores::Ask {
+            semaphore_id: &lock,
+            tenant_id: &api.tenant,
+            holder_id: &holder,
+            slots: 1,
+        };
+        let taken = runtime_cloud_store::semaphores::take(&self.db().await, ask)
+            .await
+            .expect("take the lock");
+        assert!(taken.holds, "a free lock");
         self.start_worker();
         (api, id, lock)
     }

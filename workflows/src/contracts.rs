@@ -12,21 +12,35 @@ use temporalio_common::ActivityError;
 use temporalio_macros::activity_definitions;
 
 /// Take, ask for, or release a slot of a semaphore ([`crate::semaphore`]): an environment's
-/// lock or a project's capacity.
+/// lock or a project's capacity, held in the database.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockRequest {
-    /// The semaphore's tenant: its workflow tasks carry it as fairness key, like its callers'.
+    /// The semaphore's tenant.
     pub tenant_id: String,
-    /// The semaphore's workflow id (`environment/{tenant}/{env}`, `capacity/{tenant}/{project}`).
-    pub lock_workflow_id: String,
-    /// The workflow id that wants a slot and is signalled when it gets it.
+    /// The semaphore (`environment/{tenant}/{env}`, `capacity/{tenant}/{project}`).
+    pub semaphore_id: String,
+    /// The workflow id that wants a slot and is signalled `granted` when it gets it.
     pub requester_workflow_id: String,
     /// How many may hold the semaphore at once, as the requester reads it.
     pub slots: u32,
-    /// The semaphore records a vanished holder's capacity lease as expired.
+    /// A holder found gone has its capacity lease recorded as expired.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub records_leases: bool,
+    /// A waiter looking again after a while: when nobody waits before it, it also checks that
+    /// the holders' workflows still exist (one terminated by hand never releases).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_holders: bool,
+}
+
+/// The answer to [`LockRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockAnswer {
+    /// The requester holds a slot now; else it waits for `granted`.
+    pub holds: bool,
+    /// A waiter looks again this often (`LockHolderCheckMinutes`).
+    pub recheck_secs: u64,
 }
 
 /// Plan a specification against its environment's target.
@@ -75,9 +89,10 @@ pub struct ProvisioningActivities;
 
 #[activity_definitions]
 impl ProvisioningActivities {
-    /// Take the lock if it is free (true), else ask for it (false: `lock_granted` follows).
+    /// Take a slot if one is free and nobody waits before the requester, else queue it
+    /// (`granted` follows); asking again keeps its place.
     #[activity(name = "provisioning.acquire-lock")]
-    pub fn acquire_lock(req: LockRequest) -> Result<bool, ActivityError> {
+    pub fn acquire_lock(req: LockRequest) -> Result<LockAnswer, ActivityError> {
         unimplemented!()
     }
 
@@ -188,14 +203,6 @@ pub struct LeaseMove {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
-/// A semaphore dropped a holder that no longer exists: its leases expire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaseExpiry {
-    pub semaphore_id: String,
-    pub holder_workflow_id: String,
-}
-
 /// Whether a run may go to its environment's pool now: the pool's state, and how many workers
 /// poll its task queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,12 +230,6 @@ impl CapacityActivities {
         unimplemented!()
     }
 
-    /// See [`LeaseExpiry`].
-    #[activity(name = "capacity.expire-lease")]
-    pub fn expire_lease(req: LeaseExpiry) -> Result<(), ActivityError> {
-        unimplemented!()
-    }
-
     /// See [`PoolQuery`]: why the run cannot go to the pool yet, None when it can.
     #[activity(name = "capacity.pool-hold")]
     pub fn pool_hold(req: PoolQuery) -> Result<Option<String>, ActivityError> {
@@ -238,7 +239,7 @@ impl CapacityActivities {
 
 /// Marker types of the capacity activities.
 pub mod capacity_markers {
-    pub use super::capacity_activities::{ExpireLease, MoveLease, PoolHold, RequestLease};
+    pub use super::capacity_activities::{MoveLease, PoolHold, RequestLease};
 }
 
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the

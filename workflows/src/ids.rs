@@ -10,14 +10,15 @@ pub fn run_workflow_id(run_id: &str) -> String {
     format!("provisioning-run/{run_id}")
 }
 
-/// `environment/{tenant}/{env}`: the environment's lock (one applying run at a time).
-pub fn environment_lock_workflow_id(tenant_id: &str, environment_id: &str) -> String {
+/// `environment/{tenant}/{env}`: the environment's lock (one applying run at a time), a
+/// semaphore of one slot held in the database (not a workflow id).
+pub fn environment_lock_id(tenant_id: &str, environment_id: &str) -> String {
     format!("environment/{tenant_id}/{environment_id}")
 }
 
 /// `capacity/{tenant}/{project}`: the project's capacity semaphore (its quota's concurrent
-/// runs).
-pub fn capacity_workflow_id(tenant_id: &str, project_id: &str) -> String {
+/// runs), held in the database (not a workflow id).
+pub fn capacity_semaphore_id(tenant_id: &str, project_id: &str) -> String {
     format!("capacity/{tenant_id}/{project_id}")
 }
 
@@ -26,15 +27,6 @@ pub fn capacity_workflow_id(tenant_id: &str, project_id: &str) -> String {
 /// namespace apart).
 pub fn pool_task_queue(task_queue: &str, pool_id: &str) -> String {
     format!("{task_queue}/pool/{pool_id}")
-}
-
-/// `{taskQueue}/semaphores`: the task queue of the semaphores (environment locks, project
-/// capacity). Their workflow tasks must never wait behind the runs that ask them: a run's
-/// local activity waits for a semaphore's answer while the run's own workflow task is open, so
-/// were the semaphores served by the runs' workflow-task slots, a flood of runs asking could
-/// hold every slot and leave none for the semaphore that answers them.
-pub fn semaphore_task_queue(task_queue: &str) -> String {
-    format!("{task_queue}/semaphores")
 }
 
 /// `observe/{tenant}/{env}/{window}`: an observation started as its own workflow; the API
@@ -77,16 +69,13 @@ mod tests {
     #[test]
     fn ids_name_what_makes_a_workflow_unique() {
         assert_eq!(run_workflow_id("r1"), "provisioning-run/r1");
-        assert_eq!(
-            environment_lock_workflow_id("acme", "prod"),
-            "environment/acme/prod"
-        );
+        assert_eq!(environment_lock_id("acme", "prod"), "environment/acme/prod");
         assert_eq!(
             observe_workflow_id("acme", "prod", "202611290935"),
             "observe/acme/prod/202611290935"
         );
         assert_eq!(proposal_workflow_id("p1"), "proposal/p1");
-        assert_eq!(capacity_workflow_id("acme", "shop"), "capacity/acme/shop");
+        assert_eq!(capacity_semaphore_id("acme", "shop"), "capacity/acme/shop");
     }
 }
 

@@ -10,9 +10,9 @@
 //! # Layout
 //!
 //! - [`provisioning_run`]: plan → approval when production → apply → receipts, stage by stage.
-//! - [`semaphore`]: a durable counting semaphore: an environment's lock (one applying run at a
-//!   time) and a project's capacity (its quota's concurrent runs), and [`semaphore::lock`],
-//!   the caller's side of it.
+//! - [`semaphore`]: the caller's side of a durable counting semaphore held in the database:
+//!   an environment's lock (one applying run at a time) and a project's capacity (its quota's
+//!   concurrent runs).
 //! - [`observe_environment`]: observe → inventory → findings → proposal.
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
@@ -47,4 +47,3 @@ pub use observation_sweep::ObservationSweep;
 pub use observe_environment::ObserveEnvironment;
 pub use provisioning_run::ProvisioningRun;
 pub use reconciliation_proposal::ReconciliationProposal;
-pub use semaphore::Semaphore;

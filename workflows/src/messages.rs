@@ -29,8 +29,8 @@ impl SignalDefinition for Supersede {
     }
 }
 
-/// Signal `granted`: a semaphore (an environment's lock, a project's capacity) tells a
-/// waiting workflow that it now holds a slot; the payload is the semaphore's workflow id.
+/// Signal `granted`: the release of a semaphore (an environment's lock, a project's capacity)
+/// tells a waiting workflow that it now holds a slot; the payload is the semaphore's id.
 /// Every workflow that takes one ([`crate::semaphore::lock`]) has it.
 pub struct Granted;
 

@@ -28,7 +28,7 @@ use crate::contracts::{
     PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
 };
 use crate::handover::hand_over;
-use crate::ids::{capacity_workflow_id, environment_lock_workflow_id, pool_task_queue};
+use crate::ids::{capacity_semaphore_id, environment_lock_id, pool_task_queue};
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
 use crate::semaphore::{self, LockHolder, Turn};
@@ -175,7 +175,7 @@ impl ProvisioningRun {
             ctx.upsert_search_attributes(run_attributes(&input));
         }
 
-        let lock_id = environment_lock_workflow_id(&input.tenant_id, &input.environment_id);
+        let lock_id = environment_lock_id(&input.tenant_id, &input.environment_id);
         let (unlock, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
         let ending = match turn {
             Turn::Ours => Self::leased(ctx, &input).await?,
@@ -251,7 +251,7 @@ impl ProvisioningRun {
             Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
             return Ok(Self::cancelled(ctx));
         }
-        let capacity_id = capacity_workflow_id(&input.tenant_id, &input.project_id);
+        let capacity_id = capacity_semaphore_id(&input.tenant_id, &input.project_id);
         let (unlock, taken) = semaphore::ask(
             ctx,
             &input.tenant_id,
@@ -880,6 +880,12 @@ impl ProvisioningRun {
 impl LockHolder for ProvisioningRun {
     fn holds(&self, semaphore_id: &str) -> bool {
         self.granted.iter().any(|g| g == semaphore_id)
+    }
+
+    fn grant(&mut self, semaphore_id: &str) {
+        if !self.holds(semaphore_id) {
+            self.granted.push(semaphore_id.to_owned());
+        }
     }
 
     fn gives_up(&self) -> bool {

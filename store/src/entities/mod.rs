@@ -18,5 +18,7 @@ pub mod quotas;
 pub mod reconciliation_proposals;
 pub mod run_starts;
 pub mod runtime_inventories;
+pub mod semaphore_slots;
+pub mod semaphores;
 pub mod untold_supersessions;
 pub mod worker_pools;
