@@ -250,8 +250,8 @@ pub fn utilisation(granted: u64, backlog: u64, workers: u32) -> f64 {
 /// Whether the API defers the start of a project's new run instead of starting its workflow
 /// (admission): runs of the project were deferred before it (they go first, in arrival
 /// order), or its runs in flight fill its `concurrentRuns` and one more already waits for a
-/// slot in the project's capacity semaphore. That one waiter is always let in: the semaphore
-/// grants it the moment a slot frees, and while it waits the semaphore checks that its
+/// slot in the project's capacity semaphore. That one waiter is always let in: a release
+/// grants it the moment a slot frees, and while it waits it checks that the semaphore's
 /// holders still exist (a holder terminated by hand would otherwise keep its slot forever).
 /// Deferring only ever saves work: the semaphore still bounds the runs that start.
 pub fn defers_start(in_flight: u64, deferred: u64, concurrent_runs: u32) -> bool {

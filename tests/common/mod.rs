@@ -139,8 +139,9 @@ impl StackOptions {
         }
     }
 
-    /// Semaphores (locks, capacity) check every 1.2 s that their holders still exist
-    /// (`LockHolderCheckMinutes` 0.02), so a test sees a terminated holder dropped quickly.
+    /// Runs waiting for a semaphore (a lock, capacity) ask again every 1.2 s and check that its
+    /// holders still exist (`LockHolderCheckMinutes` 0.02), so a test sees a terminated holder
+    /// dropped quickly.
     pub fn holder_checks_every_second() -> Self {
         StackOptions::with_env("RuntimeCloud__Provisioning__LockHolderCheckMinutes", "0.02")
     }

@@ -20,7 +20,7 @@ const BACKLOG_PRIORITY: u32 = 4;
 /// submitted than its quota runs at once) is backlog: its tasks go after those of runs that
 /// started at once whenever the queues are backlogged, so a tenant working through a
 /// thousand runs yields to another tenant's few instead of sharing the machine evenly with
-/// them. Its activities and its lock's and semaphore's tasks inherit the priority.
+/// them. Its activities inherit the priority.
 pub fn of_run(tenant_id: &str, deferred: bool) -> Priority {
     if deferred {
         Priority::builder()
