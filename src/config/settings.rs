@@ -482,9 +482,10 @@ pub const SETTINGS: &[Setting] = &[
         env: "RuntimeCloud__Provisioning__LockHolderCheckMinutes",
         kind: Kind::Positive,
         default: Some("10"),
-        doc: "While a run waits for an environment, how often its lock checks that the run \
-              holding it still exists (one terminated by hand never releases it), in minutes. \
-              Not a spec option.",
+        doc: "While a run waits for a semaphore (an environment's lock, a project's \
+              capacity), how often it asks again, and, when nobody waits before it, checks \
+              that the runs holding it still exist (one terminated by hand never releases it), \
+              in minutes. Not a spec option.",
     },
     Setting {
         source: Source::File("RuntimeCloud.Provisioning.UnstartedRunGraceSeconds"),
