@@ -479,6 +479,52 @@ async fn a_run_terminated_by_hand_does_not_block_its_environment() {
     api.wait_state(&second, "Applied").await;
 }
 
+/// A holder and the waiter after it both terminated by hand: the run queued behind them must
+/// not wait for good. A waiting run checks the holders and every waiter before it, so the third
+/// run finds both gone and takes the lock.
+#[tokio::test]
+async fn a_run_behind_a_terminated_holder_and_a_terminated_waiter_takes_the_lock() {
+    let stack = Stack::with(StackOptions::holder_checks_every_second()).await;
+    let api = stack.operator("acme");
+    let (first, _) = api.awaiting_approval("prod", 1).await;
+    let db = stack.db().await;
+    let lock = format!("environment/{}/prod", api.tenant);
+    let queued = |id: String| {
+        let (db, lock) = (db.clone(), lock.clone());
+        async move {
+            let waiting = format!("provisioning-run/{id}");
+            eventually(30, "the run to queue on the environment lock", || async {
+                let state = semaphores::holders(&db, &lock).await.ok()??;
+                state.queue.contains(&waiting).then_some(())
+            })
+            .await;
+        }
+    };
+    let second = api.plan_run("prod", "baseline").await;
+    queued(second.clone()).await;
+    let third = api.plan_run("prod", "baseline").await;
+    queued(third.clone()).await;
+    for run in [&first, &second] {
+        stack.temporal_ok(&[
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            &format!("provisioning-run/{run}"),
+            "--reason",
+            "operator cleanup",
+        ]);
+    }
+
+    api.wait_state(&third, "AwaitingApproval").await;
+    api.decide(&third, "approve").await.expect(202);
+    api.wait_state(&third, "Applied").await;
+    let state = semaphores::holders(&db, &lock).await.unwrap().unwrap();
+    assert!(
+        state.holders.is_empty() && state.queue.is_empty(),
+        "the gone runs dropped, the third released: {state:?}"
+    );
+}
+
 /// A run takes a free lock in a local activity. If the take was written but its answer lost
 /// (the worker died before recording it), the retried step asks again and learns it holds the
 /// slot already, instead of waiting for a grant it has; and it lets the lock go when done.

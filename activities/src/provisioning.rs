@@ -17,7 +17,7 @@ use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::errors::WorkflowInteractionError;
-use temporalio_client::{Client, WorkflowSignalOptions};
+use temporalio_client::{Client, WorkflowExecutionStatus, WorkflowSignalOptions};
 use temporalio_common::UntypedWorkflow;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -78,17 +78,25 @@ impl ProvisioningActivitiesImpl {
             .map_err(|e| activity_error(e.into()))
     }
 
-    /// Signals `granted` to each of `holders` (all but the requester, who learns it from its
-    /// answer) and marks them told. A holder that no longer exists (terminated by hand) is
-    /// dropped: its slot goes on to the next waiter, who is signalled in turn, and with
-    /// `records_leases` its capacity lease is recorded expired. A signal that fails otherwise
-    /// fails the activity: the holder stays untold, and is named again by the retry.
+    /// Signals `granted` to each of `holders` but the requester (who learns it from its
+    /// answer) and marks them told; true when the requester was among them (a holder dropped
+    /// here made it one). A holder that no longer exists (terminated by hand) is dropped
+    /// ([`Self::drop_gone`]), and the waiter its slot goes to is signalled in turn. Any other
+    /// failure fails the activity, whose retry (or the semaphore's next take or release) names
+    /// the holders still untold again: a release during a Temporal outage grants once it is
+    /// back, not after the waiter's next look.
+    ///
     /// All of a round at once: a release freeing ten slots does not make the tenth wait for
     /// nine round trips.
-    async fn grant(&self, req: &LockRequest, holders: Vec<String>) -> Result<(), ActivityError> {
+    async fn grant(&self, req: &LockRequest, holders: Vec<String>) -> Result<bool, ActivityError> {
+        let mut named = false;
         let mut to_tell = holders;
-        to_tell.retain(|h| *h != req.requester_workflow_id);
-        while !to_tell.is_empty() {
+        loop {
+            named |= to_tell.contains(&req.requester_workflow_id);
+            to_tell.retain(|h| *h != req.requester_workflow_id);
+            if to_tell.is_empty() {
+                return Ok(named);
+            }
             let round = std::mem::take(&mut to_tell);
             let signals = round.iter().map(|holder| {
                 let handle = self
@@ -109,22 +117,7 @@ impl ProvisioningActivitiesImpl {
                         .await
                         .map_err(store_failed)?,
                     Err(WorkflowInteractionError::NotFound(_)) => {
-                        let next = semaphores::release(&self.db, &req.semaphore_id, &holder)
-                            .await
-                            .map_err(store_failed)?;
-                        if req.records_leases {
-                            crate::capacity::expire_vanished(
-                                &self.db,
-                                &self.client,
-                                &self.task_queue,
-                                &req.semaphore_id,
-                                &holder,
-                            )
-                            .await
-                            .map_err(activity_error)?;
-                        }
-                        to_tell.extend(next);
-                        to_tell.retain(|h| *h != req.requester_workflow_id);
+                        to_tell.extend(self.drop_gone(req, &holder).await?);
                     }
                     Err(e) => failed = Some(e),
                 }
@@ -133,7 +126,62 @@ impl ProvisioningActivitiesImpl {
                 return Err(temporal_unavailable(e));
             }
         }
-        Ok(())
+    }
+
+    /// Drops `holder`, whose workflow no longer runs, from the semaphore: its capacity lease
+    /// is recorded expired first (with `records_leases`; idempotent, so a retry after a
+    /// killed worker expires it still), then its slot or place goes. Answers the holders to
+    /// signal.
+    async fn drop_gone(
+        &self,
+        req: &LockRequest,
+        holder: &str,
+    ) -> Result<Vec<String>, ActivityError> {
+        if req.records_leases {
+            crate::capacity::expire_vanished(
+                &self.db,
+                &self.client,
+                &self.task_queue,
+                &req.semaphore_id,
+                holder,
+            )
+            .await
+            .map_err(activity_error)?;
+        }
+        semaphores::release(&self.db, &req.semaphore_id, holder)
+            .await
+            .map_err(store_failed)
+    }
+
+    /// Drops those of `ahead` (the holders and the waiters before the requester) whose
+    /// workflow no longer runs; true when one was dropped. Asked with DescribeWorkflow, which
+    /// writes nothing to the holders' histories (a run awaiting approval may wait for days).
+    async fn drop_the_gone(
+        &self,
+        req: &LockRequest,
+        ahead: Vec<String>,
+    ) -> Result<bool, ActivityError> {
+        let described = ahead.iter().map(|id| {
+            let handle = self
+                .client
+                .get_workflow_handle::<UntypedWorkflow>(id.clone());
+            async move { handle.describe(Default::default()).await }
+        });
+        let answers = futures::future::join_all(described).await;
+        let mut dropped = false;
+        for (id, answer) in ahead.iter().zip(answers) {
+            let gone = match answer {
+                Ok(d) => d.status() != WorkflowExecutionStatus::Running,
+                Err(WorkflowInteractionError::NotFound(_)) => true,
+                Err(e) => return Err(temporal_unavailable(e)),
+            };
+            if gone {
+                let to_tell = self.drop_gone(req, id).await?;
+                self.grant(req, to_tell).await?;
+                dropped = true;
+            }
+        }
+        Ok(dropped)
     }
 }
 
@@ -177,8 +225,9 @@ fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
 impl ProvisioningActivitiesImpl {
     /// Takes a slot if one is free and nobody waits before the requester, else queues it;
     /// asking again keeps its place. Signals the waiters the take granted (a raised limit), and
-    /// any holder an earlier take or release left untold. With `check_holders`, a first waiter
-    /// also checks that the holders still exist and takes the slot of one that does not.
+    /// any holder an earlier take or release left untold. With `check_holders`, a waiter also
+    /// checks that the holders and the waiters before it still exist, and drops those that do
+    /// not.
     #[activity(definition = markers::AcquireLock)]
     pub async fn acquire_lock(
         self: Arc<Self>,
@@ -196,12 +245,15 @@ impl ProvisioningActivitiesImpl {
             let mut taken = semaphores::take(&self.db, ask.clone())
                 .await
                 .map_err(store_failed)?;
-            self.grant(&req, std::mem::take(&mut taken.to_tell)).await?;
-            if !taken.holds && req.check_holders && taken.first_waiter {
-                // Signalling the holders `granted` is the check: a holder ignores a grant it
-                // has, and one that no longer exists is dropped.
-                self.grant(&req, taken.holders).await?;
-                // A holder gone made this waiter a holder: asking again says so.
+            let mut named = self.grant(&req, std::mem::take(&mut taken.to_tell)).await?;
+            if !taken.holds && req.check_holders {
+                named |= self
+                    .drop_the_gone(&req, std::mem::take(&mut taken.ahead))
+                    .await?;
+            }
+            if !taken.holds && named {
+                // A holder dropped on the way made the requester one: asking again says so
+                // (and marks it told).
                 taken = semaphores::take(&self.db, ask)
                     .await
                     .map_err(store_failed)?;
@@ -229,7 +281,7 @@ impl ProvisioningActivitiesImpl {
                 semaphores::release(&self.db, &req.semaphore_id, &req.requester_workflow_id)
                     .await
                     .map_err(store_failed)?;
-            self.grant(&req, to_tell).await
+            self.grant(&req, to_tell).await.map(|_| ())
         }
         .instrument(span)
         .await

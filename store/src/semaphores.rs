@@ -41,11 +41,9 @@ pub struct Ask<'a> {
 pub struct Taken {
     /// The asker holds a slot (else it waits its turn).
     pub holds: bool,
-    /// The asker waits and nobody waits before it: the one to check that the holders still
-    /// exist ([`Taken::holders`]).
-    pub first_waiter: bool,
-    /// The holders, when the asker is the first waiter.
-    pub holders: Vec<String>,
+    /// When the asker waits: the holders and the waiters before it, whose workflows it may
+    /// check still exist (one terminated by hand never releases, nor leaves the queue).
+    pub ahead: Vec<String>,
     /// Holders to signal `granted` (and then mark [`told`]).
     pub to_tell: Vec<String>,
 }
@@ -112,24 +110,19 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
         }
     };
     txn.commit().await?;
-    let first_waiter = !holds
-        && rows
-            .iter()
-            .find(|r| !r.holding)
-            .map(|r| r.holder_id.as_str())
-            == Some(ask.holder_id);
-    let holders = if first_waiter {
+    let ahead = if holds {
+        Vec::new()
+    } else {
+        let mine = rows.iter().find(|r| r.holder_id == ask.holder_id);
+        let arrived = mine.map_or(i64::MAX, |r| r.arrived);
         rows.iter()
-            .filter(|r| r.holding)
+            .filter(|r| r.holding || r.arrived < arrived)
             .map(|r| r.holder_id.clone())
             .collect()
-    } else {
-        Vec::new()
     };
     Ok(Taken {
         holds,
-        first_waiter,
-        holders,
+        ahead,
         to_tell: untold(&rows),
     })
 }
@@ -215,15 +208,12 @@ async fn settle(
     limit: u32,
 ) -> Result<Vec<slots::Model>, Error> {
     let mut rows = in_arrival_order(txn, semaphore_id).await?;
-    let mut held = rows.iter().filter(|r| r.holding).count();
+    let held = rows.iter().filter(|r| r.holding).count();
+    let free = (limit as usize).saturating_sub(held);
     let mut promoted = Vec::new();
-    for row in rows.iter_mut().filter(|r| !r.holding) {
-        if held >= limit as usize {
-            break;
-        }
+    for row in rows.iter_mut().filter(|r| !r.holding).take(free) {
         row.holding = true;
         row.told = false;
-        held += 1;
         promoted.push(row.holder_id.clone());
     }
     if !promoted.is_empty() {
@@ -288,18 +278,13 @@ mod tests {
         assert!(take(&db, ask("r2", 2)).await.unwrap().holds, "a free slot");
         let r3 = take(&db, ask("r3", 2)).await.unwrap();
         assert!(!r3.holds, "full: r3 waits");
-        assert!(r3.first_waiter);
-        assert_eq!(
-            r3.holders,
-            ["r1", "r2"],
-            "the first waiter checks the holders"
-        );
+        assert_eq!(r3.ahead, ["r1", "r2"], "a waiter may check the holders");
         let r4 = take(&db, ask("r4", 2)).await.unwrap();
-        assert!(!r4.holds && !r4.first_waiter && r4.holders.is_empty());
-        assert_eq!(
-            take(&db, ask("r3", 2)).await.unwrap().holds,
-            false,
-            "asking again"
+        assert!(!r4.holds);
+        assert_eq!(r4.ahead, ["r1", "r2", "r3"], "and the waiters before it");
+        assert!(
+            !take(&db, ask("r3", 2)).await.unwrap().holds,
+            "asking again: still waiting"
         );
 
         // r1 leaves: its slot is r3's (the oldest waiter), not a newcomer's.

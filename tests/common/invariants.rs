@@ -491,19 +491,45 @@ impl Facts {
         )
     }
 
-    /// No run that ended still holds or waits for a semaphore (an environment lock, a
-    /// project's capacity): its slot would be held for good, or handed to nobody.
+    /// No run that ended (in the tables, or its workflow closed: one terminated by hand)
+    /// still holds or waits for a semaphore (an environment lock, a project's capacity): its
+    /// slot would be held for good, or handed to nobody. No semaphore has more holders than
+    /// slots, and every holder knows it holds (its grant was signalled or it asked again).
     pub fn no_semaphore_slot_outlives_its_run(&self) -> Verdict {
         const TERMINAL: [&str; 4] = ["Applied", "Failed", "Rejected", "Cancelled"];
-        let ended: BTreeSet<String> = self
+        let mut ended: BTreeSet<String> = self
             .runs
             .iter()
             .filter(|r| r.state.as_deref().is_some_and(|s| TERMINAL.contains(&s)))
             .map(|r| format!("provisioning-run/{}", r.provisioning_run_id))
             .collect();
+        let running: BTreeSet<&str> = self
+            .workflows
+            .iter()
+            .filter(|w| w.status == WorkflowExecutionStatus::Running)
+            .map(|w| w.id.as_str())
+            .collect();
+        ended.extend(
+            self.workflows
+                .iter()
+                .filter(|w| w.kind == "ProvisioningRun" && !running.contains(w.id.as_str()))
+                .map(|w| w.id.clone()),
+        );
         let mut broken = Vec::new();
         let mut slots = 0;
         for (id, sem) in &self.semaphores {
+            if sem.holders.len() > sem.slots.max(1) as usize {
+                broken.push(format!(
+                    "{id}: {} holders of {} slots",
+                    sem.holders.len(),
+                    sem.slots
+                ));
+            }
+            for (holder, told) in &sem.holders {
+                if !told {
+                    broken.push(format!("{holder} holds {id} but was never told"));
+                }
+            }
             let held = sem.holders.iter().map(|(h, _)| (h, "holds"));
             for (holder, how) in held.chain(sem.queue.iter().map(|w| (w, "waits for"))) {
                 slots += 1;
@@ -515,7 +541,7 @@ impl Facts {
         Verdict::of(
             "no semaphore slot outlives its run",
             format!(
-                "{slots} slots held or waited for on {} semaphores, none by an ended run",
+                "{slots} slots held or waited for on {} semaphores, none by an ended run, none over its slots, every holder told",
                 self.semaphores.len()
             ),
             broken,
