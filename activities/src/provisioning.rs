@@ -40,8 +40,8 @@ pub struct ProvisioningActivitiesImpl {
     pub client: Client,
     /// The workers' task queue (deferred runs start on it).
     pub task_queue: String,
-    /// How often a run waiting for a semaphore asks again (and, the first waiter, checks that
-    /// the holders still exist).
+    /// How often a run waiting for a semaphore asks again (and checks that the holders and the
+    /// waiters before it still exist).
     pub lock_holder_check_secs: u64,
 }
 

@@ -483,9 +483,9 @@ pub const SETTINGS: &[Setting] = &[
         kind: Kind::Positive,
         default: Some("10"),
         doc: "While a run waits for a semaphore (an environment's lock, a project's \
-              capacity), how often it asks again, and, when nobody waits before it, checks \
-              that the runs holding it still exist (one terminated by hand never releases it), \
-              in minutes. Not a spec option.",
+              capacity), how often it asks again and checks that the runs holding it and \
+              waiting before it still exist (one terminated by hand never releases it), in \
+              minutes. Not a spec option.",
     },
     Setting {
         source: Source::File("RuntimeCloud.Provisioning.UnstartedRunGraceSeconds"),

@@ -12,9 +12,9 @@
 //! no signal at all. A caller that waits is signalled `granted` (with the semaphore's id, so
 //! a workflow that holds two knows which one answered) by the release that hands it the slot.
 //! A grant lost with a killed worker is sent again by the semaphore's next take or release,
-//! and a waiter asks again every `LockHolderCheckMinutes` besides: the first waiter then also
-//! checks that the holders' workflows still exist (one terminated by hand never releases;
-//! its slot goes on, its capacity lease is recorded expired). A caller that gives up before
+//! and a waiter asks again every `LockHolderCheckMinutes` besides, then also checks that the
+//! workflows of the holders and of the waiters before it still run (one terminated by hand
+//! never releases; its slot goes on, its capacity lease is recorded expired). A caller that gives up before
 //! its turn releases too, which only drops it from the queue.
 //!
 //! Each semaphore was a workflow of its own before: a lock workflow started for every run, and
@@ -114,8 +114,8 @@ async fn take<W>(ctx: &WorkflowContext<W>, request: LockRequest) -> WorkflowResu
 }
 
 /// Waits until the semaphore grants the caller its slot, or the caller gives up. Asks again
-/// every recheck: a grant whose signal was lost, and holders that vanished (checked by the
-/// first waiter), are found that way.
+/// every recheck: a grant whose signal was lost, and holders and waiters before it that
+/// vanished, are found that way.
 pub async fn wait_for_turn<W: LockHolder>(
     ctx: &mut WorkflowContext<W>,
     unlock: &Unlock,
