@@ -313,37 +313,34 @@ impl InventoryActivitiesImpl {
 
 #[activities]
 impl InventoryActivitiesImpl {
-    /// Reads the target; an unreachable one is an answer, not a failure.
+    /// Reads the target (a few quick tries; an unreachable one is an answer, not a failure)
+    /// and records what it shows: the observation, findings and proposal.
     #[activity(definition = markers::Observe)]
     pub async fn observe(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: ObserveRequest,
-    ) -> Result<Observation, ActivityError> {
-        let span = tracing::info_span!("observe", tenant_id = %req.tenant_id, environment_id = %req.environment_id);
+    ) -> Result<RecordOutcome, ActivityError> {
+        let span = tracing::info_span!("observe", tenant_id = %req.tenant_id, environment_id = %req.environment_id, proposal_id = %req.proposal_id);
         async move {
             let target = Target {
-                tenant_id: req.tenant_id,
-                environment_id: req.environment_id,
+                tenant_id: req.tenant_id.clone(),
+                environment_id: req.environment_id.clone(),
                 limits: None,
             };
-            self.read_target(&target).await.map_err(activity_error)
+            let observation = self.read_target_with_retries(&target).await;
+            let record = RecordRequest {
+                tenant_id: req.tenant_id,
+                environment_id: req.environment_id,
+                observation,
+                proposal_id: req.proposal_id,
+            };
+            self.record_observation(&record)
+                .await
+                .map_err(activity_error)
         }
         .instrument(span)
         .await
-    }
-
-    /// Records the observation, findings and proposal.
-    #[activity(definition = markers::Record)]
-    pub async fn record(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        req: RecordRequest,
-    ) -> Result<RecordOutcome, ActivityError> {
-        let span = tracing::info_span!("record_observation", environment_id = %req.environment_id, proposal_id = %req.proposal_id);
-        async move { self.record_observation(&req).await.map_err(activity_error) }
-            .instrument(span)
-            .await
     }
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a

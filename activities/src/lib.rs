@@ -20,6 +20,8 @@
 //! - [`inventory`]: the inventory activities (observe, record, proposals).
 //! - [`provisioning`]: the provisioning activities the ProvisioningRun workflow calls.
 //! - [`scheduled`]: the observation sweep's and GitOps reconciler's activities.
+//! - [`semaphores`]: taking and releasing the environments' locks and the projects' capacity
+//!   (rows in the database), and signalling the waiters a release grants.
 //! - [`slo`]: the SloGuard port and its Prometheus adapter (fleet rollouts' SLO queries).
 //! - [`step_log`]: a runner step's log, secrets redacted, kept as the run's artifact.
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
@@ -41,6 +43,7 @@ pub mod references;
 pub mod run_control;
 pub mod sandbox;
 pub mod scheduled;
+pub mod semaphores;
 pub mod slo;
 pub mod step_log;
 

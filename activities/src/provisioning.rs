@@ -2,23 +2,19 @@
 
 use crate::error::{Error, activity_error};
 use crate::ports::{Approvals, Runner, Target};
+use crate::semaphores::Semaphores;
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
-use runtime_cloud_store::semaphores;
 use runtime_cloud_workflows::contracts::{
-    ApplyRequest, Gate, LockAnswer, LockRequest, PlanRequest, PolicyDecision, PolicyInput,
+    ApplyRequest, Finish, Gate, LockAnswer, LockRequest, PlanRequest, PolicyDecision, PolicyInput,
     RunProjection, WindowQuery, provisioning_markers as markers,
 };
-use runtime_cloud_workflows::messages::Granted;
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::errors::WorkflowInteractionError;
-use temporalio_client::{Client, WorkflowExecutionStatus, WorkflowSignalOptions};
-use temporalio_common::UntypedWorkflow;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument as _;
@@ -35,14 +31,8 @@ pub struct ProvisioningActivitiesImpl {
     pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
     pub artifacts: Arc<dyn ArtifactStore>,
-    /// Signals the semaphores' grants; starts the deferred runs a vanished holder's slot
-    /// admits.
-    pub client: Client,
-    /// The workers' task queue (deferred runs start on it).
-    pub task_queue: String,
-    /// How often a run waiting for a semaphore asks again (and checks that the holders and the
-    /// waiters before it still exist).
-    pub lock_holder_check_secs: u64,
+    /// The environments' locks and the projects' capacity.
+    pub semaphores: Semaphores,
 }
 
 fn target(
@@ -77,116 +67,6 @@ impl ProvisioningActivitiesImpl {
             .await
             .map_err(|e| activity_error(e.into()))
     }
-
-    /// Signals `granted` to each of `holders` but the requester (who learns it from its
-    /// answer) and marks them told; true when the requester was among them (a holder dropped
-    /// here made it one). A holder that no longer exists (terminated by hand) is dropped
-    /// ([`Self::drop_gone`]), and the waiter its slot goes to is signalled in turn. Any other
-    /// failure fails the activity, whose retry (or the semaphore's next take or release) names
-    /// the holders still untold again: a release during a Temporal outage grants once it is
-    /// back, not after the waiter's next look.
-    ///
-    /// All of a round at once: a release freeing ten slots does not make the tenth wait for
-    /// nine round trips.
-    async fn grant(&self, req: &LockRequest, holders: Vec<String>) -> Result<bool, ActivityError> {
-        let mut named = false;
-        let mut to_tell = holders;
-        loop {
-            named |= to_tell.contains(&req.requester_workflow_id);
-            to_tell.retain(|h| *h != req.requester_workflow_id);
-            if to_tell.is_empty() {
-                return Ok(named);
-            }
-            let round = std::mem::take(&mut to_tell);
-            let signals = round.iter().map(|holder| {
-                let handle = self
-                    .client
-                    .get_workflow_handle::<UntypedWorkflow>(holder.clone());
-                let semaphore_id = req.semaphore_id.clone();
-                async move {
-                    handle
-                        .signal(Granted, semaphore_id, WorkflowSignalOptions::default())
-                        .await
-                }
-            });
-            let answers = futures::future::join_all(signals).await;
-            let mut failed = None;
-            for (holder, answer) in round.into_iter().zip(answers) {
-                match answer {
-                    Ok(()) => semaphores::told(&self.db, &req.semaphore_id, &holder)
-                        .await
-                        .map_err(store_failed)?,
-                    Err(WorkflowInteractionError::NotFound(_)) => {
-                        to_tell.extend(self.drop_gone(req, &holder).await?);
-                    }
-                    Err(e) => failed = Some(e),
-                }
-            }
-            if let Some(e) = failed {
-                return Err(temporal_unavailable(e));
-            }
-        }
-    }
-
-    /// Drops `holder`, whose workflow no longer runs, from the semaphore: its capacity lease
-    /// is recorded expired first (with `records_leases`; idempotent, so a retry after a
-    /// killed worker expires it still), then its slot or place goes. Answers the holders to
-    /// signal.
-    async fn drop_gone(
-        &self,
-        req: &LockRequest,
-        holder: &str,
-    ) -> Result<Vec<String>, ActivityError> {
-        if req.records_leases {
-            crate::capacity::expire_vanished(
-                &self.db,
-                &self.client,
-                &self.task_queue,
-                &req.semaphore_id,
-                holder,
-            )
-            .await
-            .map_err(activity_error)?;
-        }
-        semaphores::release(&self.db, &req.semaphore_id, holder)
-            .await
-            .map_err(store_failed)
-    }
-
-    /// Drops those of `ahead` (the holders and the waiters before the requester) whose
-    /// workflow no longer runs; true when one was dropped. Asked with DescribeWorkflow, which
-    /// writes nothing to the holders' histories (a run awaiting approval may wait for days).
-    async fn drop_the_gone(
-        &self,
-        req: &LockRequest,
-        ahead: Vec<String>,
-    ) -> Result<bool, ActivityError> {
-        let described = ahead.iter().map(|id| {
-            let handle = self
-                .client
-                .get_workflow_handle::<UntypedWorkflow>(id.clone());
-            async move { handle.describe(Default::default()).await }
-        });
-        let answers = futures::future::join_all(described).await;
-        let mut dropped = false;
-        for (id, answer) in ahead.iter().zip(answers) {
-            let gone = match answer {
-                Ok(d) => d.status() != WorkflowExecutionStatus::Running,
-                Err(WorkflowInteractionError::NotFound(_)) => true,
-                Err(e) => return Err(temporal_unavailable(e)),
-            };
-            if gone {
-                let to_tell = self.drop_gone(req, id).await?;
-                self.grant(req, to_tell).await?;
-                dropped = true;
-            }
-        }
-        Ok(dropped)
-    }
-}
-
-fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
-    activity_error(e.into())
 }
 
 /// How long an apply may run before it is stopped: until shortly before the attempt's
@@ -216,18 +96,9 @@ struct ApplyHeartbeat {
     progress: Option<crate::step_log::Progress>,
 }
 
-/// A Temporal call that failed: retried by the activity's policy.
-fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
-    activity_error(Error::Temporal(e.to_string()))
-}
-
 #[activities]
 impl ProvisioningActivitiesImpl {
-    /// Takes a slot if one is free and nobody waits before the requester, else queues it;
-    /// asking again keeps its place. Signals the waiters the take granted (a raised limit), and
-    /// any holder an earlier take or release left untold. With `check_holders`, a waiter also
-    /// checks that the holders and the waiters before it still exist, and drops those that do
-    /// not.
+    /// Takes a slot of a semaphore, or queues for one ([`Semaphores::acquire`]).
     #[activity(definition = markers::AcquireLock)]
     pub async fn acquire_lock(
         self: Arc<Self>,
@@ -235,53 +106,26 @@ impl ProvisioningActivitiesImpl {
         req: LockRequest,
     ) -> Result<LockAnswer, ActivityError> {
         let span = tracing::info_span!("acquire_lock", workflow_id = %req.requester_workflow_id);
-        async move {
-            let ask = semaphores::Ask {
-                semaphore_id: &req.semaphore_id,
-                tenant_id: &req.tenant_id,
-                holder_id: &req.requester_workflow_id,
-                slots: req.slots,
-            };
-            let mut taken = semaphores::take(&self.db, ask.clone())
-                .await
-                .map_err(store_failed)?;
-            let mut named = self.grant(&req, std::mem::take(&mut taken.to_tell)).await?;
-            if !taken.holds && req.check_holders {
-                named |= self
-                    .drop_the_gone(&req, std::mem::take(&mut taken.ahead))
-                    .await?;
-            }
-            if !taken.holds && named {
-                // A holder dropped on the way made the requester one: asking again says so
-                // (and marks it told).
-                taken = semaphores::take(&self.db, ask)
-                    .await
-                    .map_err(store_failed)?;
-                self.grant(&req, taken.to_tell).await?;
-            }
-            Ok(LockAnswer {
-                holds: taken.holds,
-                recheck_secs: self.lock_holder_check_secs,
-            })
-        }
-        .instrument(span)
-        .await
+        self.semaphores.acquire(&req).instrument(span).await
     }
 
-    /// Releases a semaphore's slot, or leaves its queue, and signals the waiters it grants.
-    #[activity(definition = markers::ReleaseLock)]
-    pub async fn release_lock(
+    /// Lets the run's capacity go, records its ending, lets its environment go ([`Finish`]).
+    #[activity(definition = markers::Finish)]
+    pub async fn finish(
         self: Arc<Self>,
         _ctx: ActivityContext,
-        req: LockRequest,
+        req: Finish,
     ) -> Result<(), ActivityError> {
-        let span = tracing::info_span!("release_lock", workflow_id = %req.requester_workflow_id);
+        let run = &req.projection.run;
+        let span = tracing::info_span!("finish", run_id = %run.run_id, state = ?req.projection.status.state);
         async move {
-            let to_tell =
-                semaphores::release(&self.db, &req.semaphore_id, &req.requester_workflow_id)
-                    .await
-                    .map_err(store_failed)?;
-            self.grant(&req, to_tell).await.map(|_| ())
+            if let Some(capacity) = &req.capacity {
+                self.semaphores.release(capacity).await?;
+            }
+            runs::project(&self.db, run, &req.projection.status)
+                .await
+                .map_err(|e| activity_error(e.into()))?;
+            self.semaphores.release(&req.environment).await
         }
         .instrument(span)
         .await

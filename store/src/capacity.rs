@@ -411,6 +411,49 @@ pub async fn move_lease(
     Ok(())
 }
 
+/// Grants the `waiting` leases of `holders`, whose semaphore granted them a slot
+/// (`semaphores`, in the same transaction).
+pub async fn grant_leases(
+    db: &impl ConnectionTrait,
+    holders: &[String],
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    if holders.is_empty() {
+        return Ok(());
+    }
+    lease_rows::Entity::update_many()
+        .col_expr(
+            lease_rows::Column::State,
+            LeaseState::Granted.as_str().into(),
+        )
+        .col_expr(lease_rows::Column::GrantedAt, at.into())
+        .filter(lease_rows::Column::HolderId.is_in(holders.iter().cloned()))
+        .filter(lease_rows::Column::State.eq(LeaseState::Waiting.as_str()))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Releases every lease `holder_id` still holds or waits for, whose semaphore let it go
+/// (`semaphores`, in the same transaction).
+pub async fn release_leases(
+    db: &impl ConnectionTrait,
+    holder_id: &str,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    lease_rows::Entity::update_many()
+        .col_expr(
+            lease_rows::Column::State,
+            LeaseState::Released.as_str().into(),
+        )
+        .col_expr(lease_rows::Column::ReleasedAt, at.into())
+        .filter(lease_rows::Column::HolderId.eq(holder_id))
+        .filter(lease_rows::Column::State.is_in(HELD))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 /// The states of a lease still counted against its quota.
 const HELD: [&str; 2] = ["waiting", "granted"];
 

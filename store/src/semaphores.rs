@@ -10,13 +10,19 @@
 //! ([`Settled::to_tell`]), so a grant lost with a killed worker is sent by the next one, and
 //! the waiter reads its row again on a timer besides.
 //!
+//! A capacity semaphore's slots are its holders' capacity leases (`capacity_leases`, spec 003):
+//! with [`Ask::leases`] a holder's lease is granted in the transaction that grants its slot and
+//! released in the one that releases it, so the two never disagree and a run's lease costs no
+//! write of its own.
+//!
 //! Before, each semaphore was a workflow of its own: a lock workflow started for every run,
 //! and every ask and release a workflow task of the project's capacity semaphore. Those were
 //! most of a run's cost on the Temporal server (docs/benchmarks.md, session 25).
 
 use crate::entities::semaphore_slots as slots;
 use crate::entities::semaphores;
-use crate::{Error, begin_write};
+use crate::{Error, begin_write, capacity};
+use chrono::Utc;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
@@ -34,6 +40,8 @@ pub struct Ask<'a> {
     /// How many may hold the semaphore, as the asker reads it now: a quota changed while runs
     /// hold slots takes nothing back, it bounds the next grants.
     pub slots: u32,
+    /// The slots are capacity leases: a holder's lease moves with its slot.
+    pub leases: bool,
 }
 
 /// What a take answers.
@@ -78,7 +86,7 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
         )
         .exec_without_returning(&txn)
         .await?;
-    let mut rows = settle(&txn, ask.semaphore_id, limit).await?;
+    let (mut rows, mut granted) = settle(&txn, ask.semaphore_id, limit).await?;
     let mine = rows.iter().position(|r| r.holder_id == ask.holder_id);
     let holds = match mine {
         Some(i) if rows[i].holding => {
@@ -109,6 +117,13 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
             holds
         }
     };
+    if ask.leases {
+        // Asked again while holding: its lease may still say waiting (a lost answer).
+        if holds {
+            granted.push(ask.holder_id.to_owned());
+        }
+        capacity::grant_leases(&txn, &granted, Utc::now()).await?;
+    }
     txn.commit().await?;
     let ahead = if holds {
         Vec::new()
@@ -127,12 +142,14 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
     })
 }
 
-/// Lets `holder_id` go: its slot (which goes to the oldest waiters) or its place in the queue.
-/// Also drops a holder that no longer exists. Answers the holders to signal `granted`.
+/// Lets `holder_id` go: its slot (which goes to the oldest waiters) or its place in the queue,
+/// with its lease when the slots are `leases`. Also drops a holder that no longer exists.
+/// Answers the holders to signal `granted`.
 pub async fn release(
     db: &DatabaseConnection,
     semaphore_id: &str,
     holder_id: &str,
+    leases: bool,
 ) -> Result<Vec<String>, Error> {
     let txn = begin_write(db).await?;
     // Writes the semaphore's row first, as a take does (see there).
@@ -159,7 +176,12 @@ pub async fn release(
         .filter(slots::Column::HolderId.eq(holder_id))
         .exec(&txn)
         .await?;
-    let rows = settle(&txn, semaphore_id, u32::try_from(limit).unwrap_or(1)).await?;
+    let (rows, granted) = settle(&txn, semaphore_id, u32::try_from(limit).unwrap_or(1)).await?;
+    if leases {
+        let now = Utc::now();
+        capacity::release_leases(&txn, holder_id, now).await?;
+        capacity::grant_leases(&txn, &granted, now).await?;
+    }
     txn.commit().await?;
     Ok(untold(&rows))
 }
@@ -201,12 +223,13 @@ pub async fn of_holder(db: &impl ConnectionTrait, holder_id: &str) -> Result<Vec
         .await?)
 }
 
-/// Grants free slots (of `limit`) to the oldest waiters; answers every row, arrival order.
+/// Grants free slots (of `limit`) to the oldest waiters; answers every row, arrival order, and
+/// the waiters it granted.
 async fn settle(
     txn: &impl ConnectionTrait,
     semaphore_id: &str,
     limit: u32,
-) -> Result<Vec<slots::Model>, Error> {
+) -> Result<(Vec<slots::Model>, Vec<String>), Error> {
     let mut rows = in_arrival_order(txn, semaphore_id).await?;
     let held = rows.iter().filter(|r| r.holding).count();
     let free = (limit as usize).saturating_sub(held);
@@ -221,11 +244,11 @@ async fn settle(
             .col_expr(slots::Column::Holding, true.into())
             .col_expr(slots::Column::Told, false.into())
             .filter(slots::Column::SemaphoreId.eq(semaphore_id))
-            .filter(slots::Column::HolderId.is_in(promoted))
+            .filter(slots::Column::HolderId.is_in(promoted.clone()))
             .exec(txn)
             .await?;
     }
-    Ok(rows)
+    Ok((rows, promoted))
 }
 
 async fn in_arrival_order(
@@ -268,6 +291,7 @@ mod tests {
             tenant_id: "acme",
             holder_id: holder,
             slots,
+            leases: false,
         }
     }
 
@@ -288,15 +312,15 @@ mod tests {
         );
 
         // r1 leaves: its slot is r3's (the oldest waiter), not a newcomer's.
-        assert_eq!(release(&db, sem, "r1").await.unwrap(), ["r3"]);
+        assert_eq!(release(&db, sem, "r1", false).await.unwrap(), ["r3"]);
         let r5 = take(&db, ask("r5", 2)).await.unwrap();
         assert!(!r5.holds, "r4 waits before it");
         assert_eq!(r5.to_tell, ["r3"], "r3 not told yet: named again");
         told(&db, sem, "r3").await.unwrap();
-        assert!(release(&db, sem, "nobody").await.unwrap().is_empty());
+        assert!(release(&db, sem, "nobody", false).await.unwrap().is_empty());
 
         // A waiter leaving (it gave up) frees nothing; a raised limit grants at once.
-        assert!(release(&db, sem, "r4").await.unwrap().is_empty());
+        assert!(release(&db, sem, "r4", false).await.unwrap().is_empty());
         let r6 = take(&db, ask("r6", 4)).await.unwrap();
         assert!(r6.holds, "the limit raised grants r5, then r6 holds");
         assert_eq!(r6.to_tell, ["r5"]);
@@ -350,7 +374,7 @@ mod tests {
         // Everyone leaves, holders and waiters at once, in any order.
         let releases = names.iter().map(|n| {
             let db = db.clone();
-            async move { release(&db, sem, n).await.unwrap() }
+            async move { release(&db, sem, n, false).await.unwrap() }
         });
         futures::future::join_all(releases).await;
         let state = holders(&db, sem).await.unwrap().unwrap();

@@ -5,6 +5,7 @@
 use crate::Error;
 use runtime_cloud_activities::capacity::CapacityActivitiesImpl;
 use runtime_cloud_activities::ports::{Approvals, Observer, Policy, Runner};
+use runtime_cloud_activities::semaphores::Semaphores;
 use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
@@ -149,6 +150,7 @@ async fn serve(
         db: deps.db.clone(),
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
+        semaphores: semaphores(deps),
     };
     let activities = provisioning_activities(deps);
     let options = WorkerOptions::new(deps.task_queue.clone())
@@ -197,6 +199,14 @@ fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
         approvals: deps.approvals.clone(),
         policy: deps.policy.clone(),
         artifacts: deps.artifacts.clone(),
+        semaphores: semaphores(deps),
+    }
+}
+
+/// The environments' locks and the projects' capacity, on `deps`.
+fn semaphores(deps: &WorkerDeps) -> Semaphores {
+    Semaphores {
+        db: deps.db.clone(),
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
         lock_holder_check_secs: deps.provisioning.lock_holder_check_secs(),

@@ -648,6 +648,7 @@ impl Stack {
             tenant_id: &api.tenant,
             holder_id: &holder,
             slots: 1,
+            leases: false,
         };
         let taken = runtime_cloud_store::semaphores::take(&self.db().await, ask)
             .await

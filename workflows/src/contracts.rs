@@ -5,7 +5,6 @@
 #![allow(clippy::unimplemented)] // `#[activity_definitions]` requires `unimplemented!()` bodies.
 
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
-use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, RunInput, RunStatus, SpecificationSnapshot};
 use serde::{Deserialize, Serialize};
 use temporalio_common::ActivityError;
@@ -41,6 +40,23 @@ pub struct LockAnswer {
     pub holds: bool,
     /// A waiter looks again this often (`LockHolderCheckMinutes`).
     pub recheck_secs: u64,
+}
+
+/// Record where a run ended and let its semaphores go, in this order: its project's capacity
+/// (slot and lease), so no reader sees an ended run still holding capacity; the projection of
+/// its ending; its environment's lock, so no other run applies there before this one's ending
+/// is recorded. Each step is its own transaction and repeats harmlessly: a retry after a
+/// killed worker does again only what was not done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finish {
+    /// The capacity slot the run holds or waits for; none when it never asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<LockRequest>,
+    /// The run's final status.
+    pub projection: RunProjection,
+    /// The environment's lock, held or waited for.
+    pub environment: LockRequest,
 }
 
 /// Plan a specification against its environment's target.
@@ -96,9 +112,9 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
-    /// Release the lock, or leave its queue.
-    #[activity(name = "provisioning.release-lock")]
-    pub fn release_lock(req: LockRequest) -> Result<(), ActivityError> {
+    /// See [`Finish`].
+    #[activity(name = "provisioning.finish")]
+    pub fn finish(req: Finish) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
@@ -154,7 +170,9 @@ pub struct WindowQuery {
 }
 
 /// Ask for a run's capacity lease before it plans: read the project's quota, refuse when its
-/// day's execution minutes are spent, record the lease `waiting`.
+/// day's execution minutes are spent, record the lease `waiting`, and, when the environment
+/// has no worker pool, ask for a slot of the project's capacity semaphore at once (the lease is
+/// granted with the slot). A run whose environment has a pool asks once a worker serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRequest {
@@ -168,6 +186,8 @@ pub struct LeaseRequest {
     pub attempt_id: String,
     /// The workflow id the lease's semaphore grants to.
     pub holder_workflow_id: String,
+    /// The project's capacity semaphore (`capacity/{tenant}/{project}`).
+    pub semaphore_id: String,
 }
 
 /// The answer to a [`LeaseRequest`].
@@ -180,6 +200,10 @@ pub enum LeaseAnswer {
         quota: QuotaInForce,
         /// The environment's worker pool; none for the default task queue.
         pool_id: Option<String>,
+        /// The answer of the capacity semaphore, asked with the quota's `concurrentRuns`
+        /// slots; none when the environment has a pool (the run asks once it is served).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        taken: Option<LockAnswer>,
     },
     /// The day's execution minutes are spent: the run must not start.
     Refused { reason: String },
@@ -246,16 +270,22 @@ pub mod capacity_markers {
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
-        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Plan, Project, ReleaseLock,
+        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Finish, Plan, Project,
     };
 }
 
-/// Read an environment's target.
+/// Read an environment's target (a few quick tries, then it counts as unreachable: the
+/// environment becomes stale) and record what it shows: inventory, findings, a new proposal
+/// (with `proposal_id`), in one activity. A retry reads the target again, which changes
+/// nothing; the observation never enters the caller's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObserveRequest {
     pub tenant_id: String,
     pub environment_id: String,
+    /// The id of the proposal the observation raises, if it raises one (chosen by the
+    /// workflow, so a retry raises the same one).
+    pub proposal_id: String,
 }
 
 pub use runtime_cloud_models::inventory::RecordRequest;
@@ -318,13 +348,7 @@ pub struct InventoryActivities;
 impl InventoryActivities {
     /// See [`ObserveRequest`].
     #[activity(name = "inventory.observe")]
-    pub fn observe(req: ObserveRequest) -> Result<Observation, ActivityError> {
-        unimplemented!()
-    }
-
-    /// See [`RecordRequest`].
-    #[activity(name = "inventory.record")]
-    pub fn record(req: RecordRequest) -> Result<RecordOutcome, ActivityError> {
+    pub fn observe(req: ObserveRequest) -> Result<RecordOutcome, ActivityError> {
         unimplemented!()
     }
 
@@ -365,7 +389,7 @@ impl InventoryActivities {
 /// Marker types of the inventory activities.
 pub mod inventory_markers {
     pub use super::inventory_activities::{
-        MarkTold, Observe, ObservePage, PrepareRun, ProjectProposal, ReadProposalState, Record,
+        MarkTold, Observe, ObservePage, PrepareRun, ProjectProposal, ReadProposalState,
     };
 }
 

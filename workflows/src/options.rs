@@ -71,15 +71,6 @@ pub(crate) fn given_up_after(timeout: Duration, budget: Duration) -> LocalActivi
         .build()
 }
 
-/// Reading a target as a local activity: three quick tries, then the observation counts as
-/// failed (the environment becomes stale).
-pub(crate) fn read_target() -> LocalActivityOptions {
-    LocalActivityOptions::builder()
-        .start_to_close_timeout(Duration::from_secs(60))
-        .retry_policy(RetryPolicy::builder().maximum_attempts(3).build())
-        .build()
-}
-
 /// Five attempts, at most 10 s apart: for work a later pass does again anyway.
 fn five_tries() -> RetryPolicy {
     RetryPolicy::builder()

@@ -17,21 +17,22 @@
 //! open (`waitingForWindow`), unless an Operator breaks glass with a reason.
 //!
 //! [`ProvisioningRun::run`] takes the environment's lock and then its project's capacity, runs
-//! the stages in order, records where they ended, lets both go and observes the environment
-//! again. Each stage is one
+//! the stages in order, records where they ended as it lets both go, and observes the
+//! environment again. Each stage is one
 //! small function that goes on to the next or ends the run in a state. Every transition is
 //! projected into the read tables with its event before the run moves on, so a reader never
 //! sees an apply whose plan is not recorded.
 
 use crate::contracts::{
-    ApplyRequest, CapacityActivities, Gate, LeaseAnswer, LeaseMove, LeaseRequest, PlanRequest,
-    PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
+    ApplyRequest, CapacityActivities, Finish, Gate, LeaseAnswer, LeaseMove, LeaseRequest,
+    LockRequest, PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection,
+    WindowQuery,
 };
 use crate::handover::hand_over;
 use crate::ids::{capacity_semaphore_id, environment_lock_id, pool_task_queue};
 use crate::observe_environment::observe_locally;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
-use crate::semaphore::{self, LockHolder, Turn};
+use crate::semaphore::{self, LockHolder, Turn, Unlock};
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::capacity::{CapacityHold, CapacityWait, LeaseState};
 use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
@@ -62,8 +63,9 @@ const WINDOW_TIMEOUT: Duration = Duration::from_secs(30);
 /// A run held by a change window looks again at least this often: windows may be changed or
 /// removed while it waits.
 const WINDOW_RECHECK: Duration = Duration::from_secs(300);
-/// Each attempt to record the observation after the apply, and how long to keep trying.
-const RECORD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Each attempt to observe and record after the apply (three reads of the target at most, then
+/// the record), and how long to keep trying.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(120);
 const RECORD_BUDGET: Duration = Duration::from_secs(300);
 /// Each attempt to ask for, move or read capacity.
 const CAPACITY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -176,18 +178,17 @@ impl ProvisioningRun {
         }
 
         let lock_id = environment_lock_id(&input.tenant_id, &input.environment_id);
-        let (unlock, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
-        let ending = match turn {
+        let (environment, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
+        let (ending, capacity) = match turn {
             Turn::Ours => Self::leased(ctx, &input).await?,
             Turn::GaveUp => {
                 Self::release_deferred_lease(ctx, &input).await?;
-                Self::cancelled(ctx)
+                (Self::cancelled(ctx), None)
             }
         };
         let ended_in = ending.state;
-        Self::end(ctx, ending).await?;
+        Self::end(ctx, ending, capacity, environment).await?;
         let recorded_refusals = ctx.state(|s| s.status.refused_approvals.len());
-        unlock.release(ctx).await?;
 
         // After an apply (or a failed one, to capture the partial state) observe the
         // environment again: that observation resolves the findings the apply fixed.
@@ -205,14 +206,19 @@ impl ProvisioningRun {
         Ok(ctx.state(|s| s.status.clone()))
     }
 
-    /// Takes the project's capacity lease, runs the stages under it, and gives it back. A
-    /// project whose day's minutes are spent ends the run `Rejected` before it plans.
-    async fn leased(ctx: &mut WorkflowContext<Self>, input: &RunInput) -> WorkflowResult<Ending> {
+    /// Takes the project's capacity lease and runs the stages under it; answers how the run
+    /// ended and the capacity slot to give back with its ending. A project whose day's minutes
+    /// are spent ends the run `Rejected` before it plans.
+    async fn leased(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+    ) -> WorkflowResult<(Ending, Option<Unlock>)> {
         // A run the API deferred asks for the lease recorded with it; any other run's lease is
         // its attempt's (Temporal's run id, a UUIDv7 too). Not an id minted from the workflow's
         // clock: a workflow task lost after this local activity wrote the lease (a worker killed)
         // runs again at a later time, and a second lease would be written while the first
         // stayed `waiting` for good, counted against the project's quota (found by the soak).
+        let capacity_id = capacity_semaphore_id(&input.tenant_id, &input.project_id);
         let request = LeaseRequest {
             lease_id: input
                 .lease_id
@@ -224,18 +230,23 @@ impl ProvisioningRun {
             run_id: input.run_id.clone(),
             attempt_id: ctx.run_id().to_owned(),
             holder_workflow_id: ctx.workflow_id().to_owned(),
+            semaphore_id: capacity_id.clone(),
         };
         let lease_id = request.lease_id.clone();
         let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
         let answer = ctx
             .execute_local_activity(CapacityActivities::request_lease, request, opts)
             .await?;
-        let (quota, pool_id) = match answer {
+        let (quota, pool_id, taken) = match answer {
             LeaseAnswer::Refused { reason } => {
                 Self::release_deferred_lease(ctx, input).await?;
-                return Ok(Ending::new(ProvisioningState::Rejected, reason));
+                return Ok((Ending::new(ProvisioningState::Rejected, reason), None));
             }
-            LeaseAnswer::Ask { quota, pool_id } => (quota, pool_id),
+            LeaseAnswer::Ask {
+                quota,
+                pool_id,
+                taken,
+            } => (quota, pool_id, taken),
         };
         ctx.state_mut(|s| s.limits = Some(quota.limits.process_limits()));
         let wait = CapacityWait::quota_full(
@@ -245,22 +256,31 @@ impl ProvisioningRun {
             pool_id.clone(),
             now(ctx.workflow_time()),
         );
-        if let Some(pool_id) = &pool_id
-            && !Self::pool_served(ctx, input, pool_id, &wait).await?
-        {
-            Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
-            return Ok(Self::cancelled(ctx));
-        }
-        let capacity_id = capacity_semaphore_id(&input.tenant_id, &input.project_id);
-        let (unlock, taken) = semaphore::ask(
-            ctx,
-            &input.tenant_id,
-            capacity_id,
-            quota.limits.concurrent_runs,
-            true,
-        )
-        .await?;
-        let turn = if taken {
+        let slots = quota.limits.concurrent_runs;
+        // The request asked for the slot already when the environment has no pool; one with a
+        // pool asks once a worker serves it.
+        let (unlock, holds) = match (taken, &pool_id) {
+            (Some(answer), _) => {
+                let asked = LockRequest {
+                    tenant_id: input.tenant_id.clone(),
+                    semaphore_id: capacity_id,
+                    requester_workflow_id: ctx.workflow_id().to_owned(),
+                    slots,
+                    records_leases: true,
+                    check_holders: false,
+                };
+                Unlock::asked(asked, answer)
+            }
+            (None, Some(pool_id)) => {
+                if !Self::pool_served(ctx, input, pool_id, &wait).await? {
+                    Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
+                    return Ok((Self::cancelled(ctx), None));
+                }
+                semaphore::ask(ctx, &input.tenant_id, capacity_id, slots, true).await?
+            }
+            (None, None) => semaphore::ask(ctx, &input.tenant_id, capacity_id, slots, true).await?,
+        };
+        let turn = if holds {
             Turn::Ours
         } else {
             let held = CapacityWait {
@@ -271,8 +291,8 @@ impl ProvisioningRun {
             semaphore::wait_for_turn(ctx, &unlock).await?
         };
         let ending = match turn {
+            // The lease was granted with the slot, in the same transaction.
             Turn::Ours => {
-                Self::move_lease(ctx, &lease_id, LeaseState::Granted).await?;
                 // A deferred run's row shows the wait the API wrote.
                 if input.lease_id.is_some()
                     || ctx.state(|s| s.status.waiting_for_capacity.is_some())
@@ -284,9 +304,7 @@ impl ProvisioningRun {
             }
             Turn::GaveUp => Self::cancelled(ctx),
         };
-        unlock.release(ctx).await?;
-        Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
-        Ok(ending)
+        Ok((ending, Some(unlock)))
     }
 
     /// Waits until the environment's pool takes the run (true): it is `active` and a worker
@@ -726,14 +744,29 @@ impl ProvisioningRun {
         Ending::new(ProvisioningState::Cancelled, reason)
     }
 
-    /// Records where the run ended. Approvals still held (the run ended before it could
-    /// await one) are refused: none is dropped unrecorded.
-    async fn end(ctx: &mut WorkflowContext<Self>, ending: Ending) -> WorkflowResult<()> {
+    /// Records where the run ended and lets its semaphores go, in one local activity
+    /// ([`Finish`]: its capacity first, its environment last). Approvals still held (the run
+    /// ended before it could await one) are refused: none is dropped unrecorded.
+    async fn end(
+        ctx: &mut WorkflowContext<Self>,
+        ending: Ending,
+        capacity: Option<Unlock>,
+        environment: Unlock,
+    ) -> WorkflowResult<()> {
         ctx.state_mut(|s| {
             s.status.reason = ending.reason;
             s.weigh_held(false);
         });
-        Self::transition(ctx, ending.state).await
+        Self::set_state(ctx, ending.state);
+        let finish = Finish {
+            capacity: capacity.map(Unlock::into_release),
+            projection: Self::projection(ctx),
+            environment: environment.into_release(),
+        };
+        let opts = crate::options::must_succeed_locally(PROJECT_TIMEOUT);
+        ctx.execute_local_activity(ProvisioningActivities::finish, finish, opts)
+            .await?;
+        Ok(())
     }
 
     /// Moves to `state`: search attribute, then the read tables and the event.
@@ -741,6 +774,12 @@ impl ProvisioningRun {
         ctx: &mut WorkflowContext<Self>,
         state: ProvisioningState,
     ) -> WorkflowResult<()> {
+        Self::set_state(ctx, state);
+        Self::project(ctx).await
+    }
+
+    /// Sets the run's state and its search attribute.
+    fn set_state(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) {
         let from = ctx.state(|s| s.status.state);
         // A move the diagram does not have is a bug in this file. Panicking fails the workflow
         // task, not the run: the run waits, visibly, until a fixed worker replays it.
@@ -750,15 +789,19 @@ impl ProvisioningRun {
         );
         ctx.state_mut(|s| s.status.state = Some(state));
         ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
-        Self::project(ctx).await
+    }
+
+    /// The run's status as the read tables take it.
+    fn projection(ctx: &WorkflowContext<Self>) -> RunProjection {
+        ctx.state(|s| RunProjection {
+            run: s.input.clone(),
+            status: s.status.clone(),
+        })
     }
 
     /// Writes the run's status into the read tables, with the event of its state.
     async fn project(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        let projection = ctx.state(|s| RunProjection {
-            run: s.input.clone(),
-            status: s.status.clone(),
-        });
+        let projection = Self::projection(ctx);
         let opts = crate::options::must_succeed_locally(PROJECT_TIMEOUT);
         ctx.execute_local_activity(ProvisioningActivities::project, projection, opts)
             .await?;

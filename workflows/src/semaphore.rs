@@ -6,10 +6,11 @@
 //! - `capacity/{tenant}/{project}`, the quota's `concurrentRuns` slots: the project's capacity
 //!   leases (spec 003).
 //!
-//! Callers take it with [`ask`] (or [`lock`]) and give it back with [`Unlock::release`], like
-//! `unlock := mutex.Lock(…)` in Temporal's mutex sample. Both are local activities, one write
-//! transaction each, in the caller's workflow task: a slot free costs no workflow task and
-//! no signal at all. A caller that waits is signalled `granted` (with the semaphore's id, so
+//! Callers take it with [`ask`] (or [`lock`]) and give it back with the [`Unlock`] they got,
+//! like `unlock := mutex.Lock(…)` in Temporal's mutex sample (a provisioning run gives both of
+//! its semaphores back in the local activity that records its ending, `provisioning.finish`).
+//! Taking and giving back are local activities, one write transaction each, in the caller's
+//! workflow task: a slot free costs no workflow task and no signal at all. A caller that waits is signalled `granted` (with the semaphore's id, so
 //! a workflow that holds two knows which one answered) by the release that hands it the slot.
 //! A grant lost with a killed worker is sent again by the semaphore's next take or release,
 //! and a waiter asks again every `LockHolderCheckMinutes` besides, then also checks that the
@@ -25,7 +26,7 @@ use crate::contracts::{LockAnswer, LockRequest, ProvisioningActivities};
 use std::time::Duration;
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
-/// Each attempt to take or release a slot.
+/// Each attempt to take a slot.
 const LOCK_STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A workflow that can hold semaphores: its `granted` signal ([`crate::messages::Granted`])
@@ -58,9 +59,25 @@ pub struct Unlock {
 }
 
 impl Unlock {
+    /// The caller's side of the slot `request` asked for, given `answer`: what [`ask`] answers
+    /// when the asking was done by another activity (a run's lease request asks for its
+    /// capacity slot).
+    pub fn asked(request: LockRequest, answer: LockAnswer) -> (Self, bool) {
+        let unlock = Unlock {
+            request,
+            recheck: Duration::from_secs(answer.recheck_secs.max(1)),
+        };
+        (unlock, answer.holds)
+    }
+
     /// The semaphore's id.
     pub fn semaphore_id(&self) -> &str {
         &self.request.semaphore_id
+    }
+
+    /// What releases the slot (or leaves the queue), for the activity that lets it go.
+    pub fn into_release(self) -> LockRequest {
+        self.request
     }
 }
 
@@ -99,11 +116,7 @@ pub async fn ask<W: LockHolder>(
         check_holders: false,
     };
     let answer = take(ctx, request.clone()).await?;
-    let unlock = Unlock {
-        request,
-        recheck: Duration::from_secs(answer.recheck_secs.max(1)),
-    };
-    Ok((unlock, answer.holds))
+    Ok(Unlock::asked(request, answer))
 }
 
 async fn take<W>(ctx: &WorkflowContext<W>, request: LockRequest) -> WorkflowResult<LockAnswer> {
@@ -150,15 +163,5 @@ fn turn_taken<W: LockHolder>(ctx: &WorkflowContext<W>) -> Turn {
         Turn::GaveUp
     } else {
         Turn::Ours
-    }
-}
-
-impl Unlock {
-    /// Lets the next waiter go (or leaves the queue); the release signals it `granted`.
-    pub async fn release<W>(self, ctx: &WorkflowContext<W>) -> WorkflowResult<()> {
-        let opts = crate::options::must_succeed_locally(LOCK_STEP_TIMEOUT);
-        ctx.execute_local_activity(ProvisioningActivities::release_lock, self.request, opts)
-            .await?;
-        Ok(())
     }
 }
