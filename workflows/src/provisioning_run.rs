@@ -109,6 +109,8 @@ pub struct ProvisioningRun {
     held_approvals: Vec<HeldApproval>,
     /// An Operator's break-glass, until the run uses it.
     break_glass: Option<BreakGlass>,
+    /// The state the `ProvisioningState` search attribute last said ([`Self::show_state`]).
+    shown_state: Option<ProvisioningState>,
 }
 
 /// Where the run ends: its final state and why.
@@ -164,6 +166,7 @@ impl ProvisioningRun {
             decision: None,
             held_approvals: Vec::new(),
             break_glass: None,
+            shown_state: None,
         }
     }
 
@@ -475,6 +478,7 @@ impl ProvisioningRun {
         {
             Ok(decision) => decision,
             Err(_) => {
+                Self::show_state(ctx);
                 ctx.execute_activity(
                     ProvisioningActivities::evaluate_policy,
                     asked,
@@ -592,6 +596,7 @@ impl ProvisioningRun {
             inputs_hash: Some(plan.inputs_hash.clone()),
             at,
         };
+        Self::show_state(ctx);
         let outcome = ctx
             .execute_activity(
                 ProvisioningActivities::claim_approval,
@@ -669,6 +674,7 @@ impl ProvisioningRun {
                 ctx.state_mut(|s| s.status.waiting_for_window = Some(wait));
                 Self::project(ctx).await?;
             }
+            Self::show_state(ctx);
             let until_open = opens_at
                 .and_then(|t| (t - at).to_std().ok())
                 .unwrap_or(WINDOW_RECHECK)
@@ -688,6 +694,7 @@ impl ProvisioningRun {
         plan: PlanReceipt,
     ) -> WorkflowResult<Ending> {
         Self::transition(ctx, ProvisioningState::Applying).await?;
+        Self::show_state(ctx);
         let request = ApplyRequest {
             run_id: input.run_id.clone(),
             tenant_id: input.tenant_id.clone(),
@@ -726,6 +733,7 @@ impl ProvisioningRun {
         ctx: &mut WorkflowContext<Self>,
         expiry: Duration,
     ) -> WorkflowResult<Wait> {
+        Self::show_state(ctx);
         let decided = temporalio_sdk::workflows::select! {
             r = ctx.wait_condition(|s| s.decision.is_some() || s.cancel.is_some()) => { r?; true }
             _ = ctx.timer(expiry) => false,
@@ -758,6 +766,7 @@ impl ProvisioningRun {
             s.weigh_held(false);
         });
         Self::set_state(ctx, ending.state);
+        Self::show_state(ctx);
         let finish = Finish {
             capacity: capacity.map(Unlock::into_release),
             projection: Self::projection(ctx),
@@ -769,7 +778,8 @@ impl ProvisioningRun {
         Ok(())
     }
 
-    /// Moves to `state`: search attribute, then the read tables and the event.
+    /// Moves to `state`: the read tables and the event (the search attribute when the run
+    /// waits next, [`Self::show_state`]).
     async fn transition(
         ctx: &mut WorkflowContext<Self>,
         state: ProvisioningState,
@@ -778,7 +788,7 @@ impl ProvisioningRun {
         Self::project(ctx).await
     }
 
-    /// Sets the run's state and its search attribute.
+    /// Sets the run's state.
     fn set_state(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) {
         let from = ctx.state(|s| s.status.state);
         // A move the diagram does not have is a bug in this file. Panicking fails the workflow
@@ -788,7 +798,22 @@ impl ProvisioningRun {
             "provisioning run cannot move from {from:?} to {state}"
         );
         ctx.state_mut(|s| s.status.state = Some(state));
-        ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
+    }
+
+    /// Sets the `ProvisioningState` search attribute to the run's state, if it says another:
+    /// called where the run is about to wait (for an activity, a timer or a signal) and at its
+    /// end. A state the run passes through within one workflow task (`Planned` on its way to
+    /// `Applying`) was never seen in Temporal's visibility anyway (a task's upserts reach it
+    /// when the task completes), and each upsert is an event in the run's history and a write
+    /// on the server.
+    fn show_state(ctx: &mut WorkflowContext<Self>) {
+        let (state, shown) = ctx.state(|s| (s.status.state, s.shown_state));
+        if let Some(state) = state
+            && shown != Some(state)
+        {
+            ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
+            ctx.state_mut(|s| s.shown_state = Some(state));
+        }
     }
 
     /// The run's status as the read tables take it.

@@ -7,7 +7,7 @@ use temporalio_common::search_attributes::{SearchAttributeKey, SearchAttributeUp
 pub const TENANT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("TenantId");
 /// The environment the workflow acts on.
 pub const ENVIRONMENT_ID: SearchAttributeKey<String> = SearchAttributeKey::keyword("EnvironmentId");
-/// A provisioning run's current state (`Planned`, `AwaitingApproval` …).
+/// A provisioning run's state where it waits (`AwaitingApproval`, `Applying` …) or ended.
 pub const PROVISIONING_STATE: SearchAttributeKey<String> =
     SearchAttributeKey::keyword("ProvisioningState");
 /// A provisioning run's kind (`baseline`, `promotion` …).
