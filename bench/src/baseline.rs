@@ -13,6 +13,7 @@
 //!   environments in batch activities of 25 all in flight at once, 200 per run then
 //!   continue-as-new, a closing activity (`workflows/src/observation_sweep.rs`).
 
+use runtime_cloud_workflows::search_attributes::PROVISIONING_STATE;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_macros::{activities, workflow, workflow_methods};
@@ -71,7 +72,9 @@ fn opts() -> ActivityOptions {
 }
 
 /// A provisioning run without the product: no-op activities in sequence, one per character of
-/// its shape, `R` a regular activity and `L` a local one.
+/// its shape, `R` a regular activity and `L` a local one; `U` upserts the `ProvisioningState`
+/// search attribute, and a run whose shape has an `A` is started with the product's search
+/// attributes and its tenant's fairness key (`throughput --shape`).
 #[workflow]
 pub struct BaselineRun {
     shape: String,
@@ -88,6 +91,14 @@ impl BaselineRun {
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         let shape = ctx.state(|s| s.shape.clone());
         for step in shape.chars() {
+            if step == 'A' {
+                // Started with the product's search attributes (see `throughput`): no step.
+                continue;
+            }
+            if step == 'U' {
+                ctx.upsert_search_attributes([PROVISIONING_STATE.value_set("Applying".to_owned())]);
+                continue;
+            }
             if step == 'L' {
                 let local = LocalActivityOptions::builder()
                     .start_to_close_timeout(Duration::from_secs(30))

@@ -11,6 +11,8 @@
 //! the start request to the close time Temporal recorded. The baseline runs the six as
 //! regular activities; the second runs them split as the product does (four local), so the
 //! ratio to it is what the lock, the search attributes and the after-apply observation cost.
+//! `--shape` adds a baseline of any shape, the product's own Temporal shape among them, to tell
+//! what that shape costs Temporal from what the product's own work costs.
 
 use crate::api::{Api, for_each_concurrent, workloads};
 use crate::baseline::{self, BaselineRun, PRODUCT_SHAPED_RUN, REGULAR_RUN};
@@ -19,11 +21,13 @@ use crate::stats::{Summary, ms, rate, ratio, summarize};
 use crate::table::{Table, ratio_cell, verdict};
 use anyhow::{Context, bail};
 use runtime_cloud_store::entities::provisioning_runs as runs;
+use runtime_cloud_workflows::search_attributes::{ENVIRONMENT_ID, RUN_KIND, TENANT_ID};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use temporalio_client::{Client, WorkflowCountOptions, WorkflowListOptions, WorkflowStartOptions};
+use temporalio_common::search_attributes::SearchAttributes;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -41,6 +45,12 @@ pub struct Args {
     pub workloads: usize,
     #[arg(long, value_enum, default_value_t = Db::Sqlite)]
     pub db: Db,
+    /// Also measure a baseline of this shape (see `BaselineRun`: `L` local, `R` regular, `U` a
+    /// search attribute upsert, `A` started with the product's search attributes and fairness
+    /// key), to tell what the product's shape costs Temporal from the product's own work; the
+    /// product's today: `ALLRLLLLURULL`.
+    #[arg(long)]
+    pub shape: Option<String>,
 }
 
 /// What one side (product or baseline) measured.
@@ -70,7 +80,47 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("product-shaped baseline")?;
     report(&args, &product, &regular, &shaped);
+    if let Some(shape) = &args.shape {
+        let shape: &'static str = Box::leak(shape.clone().into_boxed_str());
+        let own = baseline(&args, shape)
+            .await
+            .context("baseline of the asked shape")?;
+        report_shape(shape, &product, &own);
+    }
     Ok(())
+}
+
+/// The baseline of `--shape` next to the product: what is left of the ratio is the product's
+/// own work (its database, files, observation), not its shape on Temporal.
+fn report_shape(shape: &str, p: &Measured, b: &Measured) {
+    let n = |m: &Measured| m.total_runs.max(1) as f64;
+    let mut t = Table::new(
+        &format!("Baseline of the shape `{shape}`"),
+        &[
+            "",
+            "runs/s",
+            "p95 ms",
+            "history events / run",
+            "actions / run (est.)",
+        ],
+    );
+    for (name, m) in [("product", p), ("baseline", b)] {
+        t.row(vec![
+            name.to_owned(),
+            format!("{:.1}", m.runs_per_sec),
+            ms(m.batch.p95),
+            format!("{:.1}", m.tally.events as f64 / n(m)),
+            format!("{:.2}", m.tally.actions / n(m)),
+        ]);
+    }
+    t.row(vec![
+        "product / baseline".to_owned(),
+        ratio_cell(ratio(p.runs_per_sec, b.runs_per_sec)),
+        ratio_cell(ratio(p.batch.p95.as_secs_f64(), b.batch.p95.as_secs_f64())),
+        ratio_cell(ratio(p.tally.events as f64, b.tally.events as f64)),
+        ratio_cell(ratio(p.tally.actions, b.tally.actions)),
+    ]);
+    t.print();
 }
 
 fn since(sent: SystemTime, done: SystemTime) -> Duration {
@@ -223,7 +273,20 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     let worker = baseline::spawn_worker(&tq, dir.path())?;
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     let start_one = |client: Client, id: String, tq: String| async move {
-        let opts = WorkflowStartOptions::new(tq, id).build();
+        let opts = WorkflowStartOptions::new(tq, id.clone());
+        let opts = if shape.contains('A') {
+            // As the API starts a run: its search attributes and its tenant's fairness key.
+            let attributes = [
+                TENANT_ID.value_set("bench".to_owned()),
+                ENVIRONMENT_ID.value_set(id),
+                RUN_KIND.value_set("baseline".to_owned()),
+            ];
+            opts.search_attributes(SearchAttributes::new(attributes))
+                .priority(runtime_cloud_workflows::fairness::of_run("bench", false))
+                .build()
+        } else {
+            opts.build()
+        };
         client
             .start_workflow(BaselineRun::run, shape.to_owned(), opts)
             .await
