@@ -25,8 +25,7 @@
 
 use crate::contracts::{
     ApplyRequest, CapacityActivities, Finish, Gate, LeaseAnswer, LeaseMove, LeaseRequest,
-    LockRequest, PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection,
-    WindowQuery,
+    PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
 };
 use crate::handover::hand_over;
 use crate::ids::{capacity_semaphore_id, environment_lock_id, pool_task_queue};
@@ -262,26 +261,21 @@ impl ProvisioningRun {
         let slots = quota.limits.concurrent_runs;
         // The request asked for the slot already when the environment has no pool; one with a
         // pool asks once a worker serves it.
-        let (unlock, holds) = match (taken, &pool_id) {
-            (Some(answer), _) => {
-                let asked = LockRequest {
-                    tenant_id: input.tenant_id.clone(),
-                    semaphore_id: capacity_id,
-                    requester_workflow_id: ctx.workflow_id().to_owned(),
-                    slots,
-                    records_leases: true,
-                    check_holders: false,
-                };
+        let (unlock, holds) = match taken {
+            Some(answer) => {
+                let asked =
+                    semaphore::slot_request(ctx, &input.tenant_id, capacity_id, slots, true);
                 Unlock::asked(asked, answer)
             }
-            (None, Some(pool_id)) => {
-                if !Self::pool_served(ctx, input, pool_id, &wait).await? {
+            None => {
+                if let Some(pool_id) = &pool_id
+                    && !Self::pool_served(ctx, input, pool_id, &wait).await?
+                {
                     Self::move_lease(ctx, &lease_id, LeaseState::Released).await?;
                     return Ok((Self::cancelled(ctx), None));
                 }
                 semaphore::ask(ctx, &input.tenant_id, capacity_id, slots, true).await?
             }
-            (None, None) => semaphore::ask(ctx, &input.tenant_id, capacity_id, slots, true).await?,
         };
         let turn = if holds {
             Turn::Ours

@@ -107,16 +107,28 @@ pub async fn ask<W: LockHolder>(
     slots: u32,
     records_leases: bool,
 ) -> WorkflowResult<(Unlock, bool)> {
-    let request = LockRequest {
+    let request = slot_request(ctx, tenant_id, semaphore_id, slots, records_leases);
+    let answer = take(ctx, request.clone()).await?;
+    Ok(Unlock::asked(request, answer))
+}
+
+/// The calling workflow's request for a slot of `semaphore_id` (of `slots`), as [`ask`] sends
+/// it; with [`Unlock::asked`] when another activity asked for it.
+pub fn slot_request<W>(
+    ctx: &WorkflowContext<W>,
+    tenant_id: &str,
+    semaphore_id: String,
+    slots: u32,
+    records_leases: bool,
+) -> LockRequest {
+    LockRequest {
         tenant_id: tenant_id.to_owned(),
         semaphore_id,
         requester_workflow_id: ctx.workflow_id().to_owned(),
         slots,
         records_leases,
         check_holders: false,
-    };
-    let answer = take(ctx, request.clone()).await?;
-    Ok(Unlock::asked(request, answer))
+    }
 }
 
 async fn take<W>(ctx: &WorkflowContext<W>, request: LockRequest) -> WorkflowResult<LockAnswer> {
