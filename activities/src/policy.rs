@@ -140,6 +140,11 @@ fn load(dir: Option<&Path>) -> Result<Bundle, Error> {
         version.update([0]);
         version.update(text.as_bytes());
     }
+    // Analyse the modules now, once: a clone of a prepared engine stays prepared, while an
+    // unprepared one analysed and scheduled every module again on every evaluation.
+    engine
+        .eval_query("true".to_owned(), false)
+        .map_err(|e| Error::PlanInvalid(format!("the policies do not prepare: {e}")))?;
     Ok(Bundle {
         engine,
         version: format!("sha256:{}", hex::encode(version.finalize())),

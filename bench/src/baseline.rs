@@ -74,7 +74,8 @@ fn opts() -> ActivityOptions {
 /// A provisioning run without the product: no-op activities in sequence, one per character of
 /// its shape, `R` a regular activity and `L` a local one; `U` upserts the `ProvisioningState`
 /// search attribute, and a run whose shape has an `A` is started with the product's search
-/// attributes and its tenant's fairness key (`throughput --shape`).
+/// attributes and its tenant's fairness key (`S` only the attributes, `F` only the key;
+/// `throughput --shape`).
 #[workflow]
 pub struct BaselineRun {
     shape: String,
@@ -91,8 +92,8 @@ impl BaselineRun {
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
         let shape = ctx.state(|s| s.shape.clone());
         for step in shape.chars() {
-            if step == 'A' {
-                // Started with the product's search attributes (see `throughput`): no step.
+            if matches!(step, 'A' | 'S' | 'F') {
+                // How it was started (see `throughput`): no step.
                 continue;
             }
             if step == 'U' {

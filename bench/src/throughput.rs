@@ -47,7 +47,7 @@ pub struct Args {
     pub db: Db,
     /// Also measure a baseline of this shape (see `BaselineRun`: `L` local, `R` regular, `U` a
     /// search attribute upsert, `A` started with the product's search attributes and fairness
-    /// key), to tell what the product's shape costs Temporal from the product's own work; the
+    /// key, `S` with the search attributes only, `F` with the fairness key only), to tell what the product's shape costs Temporal from the product's own work; the
     /// product's today: `ALLRLLLLURULL`.
     #[arg(long)]
     pub shape: Option<String>,
@@ -273,20 +273,22 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     let worker = baseline::spawn_worker(&tq, dir.path())?;
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     let start_one = |client: Client, id: String, tq: String| async move {
-        let opts = WorkflowStartOptions::new(tq, id.clone());
-        let opts = if shape.contains('A') {
-            // As the API starts a run: its search attributes and its tenant's fairness key.
-            let attributes = [
+        // As the API starts a run: its search attributes (`A` or `S`) and its tenant's
+        // fairness key (`A` or `F`).
+        let attributes = shape.contains(['A', 'S']).then(|| {
+            SearchAttributes::new([
                 TENANT_ID.value_set("bench".to_owned()),
-                ENVIRONMENT_ID.value_set(id),
+                ENVIRONMENT_ID.value_set(id.clone()),
                 RUN_KIND.value_set("baseline".to_owned()),
-            ];
-            opts.search_attributes(SearchAttributes::new(attributes))
-                .priority(runtime_cloud_workflows::fairness::of_run("bench", false))
-                .build()
-        } else {
-            opts.build()
-        };
+            ])
+        });
+        let priority = shape
+            .contains(['A', 'F'])
+            .then(|| runtime_cloud_workflows::fairness::of_run("bench", false));
+        let opts = WorkflowStartOptions::new(tq, id)
+            .maybe_search_attributes(attributes)
+            .maybe_priority(priority)
+            .build();
         client
             .start_workflow(BaselineRun::run, shape.to_owned(), opts)
             .await

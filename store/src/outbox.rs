@@ -5,7 +5,8 @@ use crate::Error;
 use crate::entities::outbox_events;
 use chrono::Utc;
 use runtime_cloud_models::events::OutboxEvent;
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait};
 use uuid::Uuid;
 
 /// Namespace of the deterministic event ids: a retried projection writes the same id.
@@ -41,23 +42,25 @@ pub async fn append_new(
 }
 
 /// Appends an event to the outbox on `db` (the caller's transaction) unless an event with
-/// this id is already there.
+/// this id is already there (a retried projection): one statement, the unique `event_id`
+/// deciding, rather than a read and an insert.
 pub async fn append(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     event: OutboxEvent,
     event_id: String,
 ) -> Result<(), Error> {
-    if outbox_events::Entity::find()
-        .filter(outbox_events::Column::EventId.eq(&event_id))
-        .one(db)
-        .await?
-        .is_some()
-    {
-        return Ok(());
-    }
-    // Not read back: the payload is the caller's own.
-    crate::write::put(db, row(tenant_id, event, event_id, Utc::now()), true).await
+    // `exec_without_returning` answers how many rows were inserted, none on a conflict,
+    // where `exec` would call that an error.
+    outbox_events::Entity::insert(row(tenant_id, event, event_id, Utc::now()))
+        .on_conflict(
+            OnConflict::column(outbox_events::Column::EventId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
 }
 
 /// The row of an event not yet published; `seq` comes from the database.

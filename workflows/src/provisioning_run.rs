@@ -688,7 +688,7 @@ impl ProvisioningRun {
         plan: PlanReceipt,
     ) -> WorkflowResult<Ending> {
         Self::transition(ctx, ProvisioningState::Applying).await?;
-        Self::show_state(ctx);
+        Self::move_shown_state_on(ctx);
         let request = ApplyRequest {
             run_id: input.run_id.clone(),
             tenant_id: input.tenant_id.clone(),
@@ -795,11 +795,11 @@ impl ProvisioningRun {
     }
 
     /// Sets the `ProvisioningState` search attribute to the run's state, if it says another:
-    /// called where the run is about to wait (for an activity, a timer or a signal) and at its
-    /// end. A state the run passes through within one workflow task (`Planned` on its way to
-    /// `Applying`) was never seen in Temporal's visibility anyway (a task's upserts reach it
-    /// when the task completes), and each upsert is an event in the run's history and a write
-    /// on the server.
+    /// called where the run is about to wait on something outside it (a policy engine, an
+    /// approval, a change window) and at its end. A state the run passes through within one
+    /// workflow task (`Planned` on its way to `Applying`) was never seen in Temporal's
+    /// visibility anyway (a task's upserts reach it when the task completes), and each upsert
+    /// is an event in the run's history and a write on the server's visibility store.
     fn show_state(ctx: &mut WorkflowContext<Self>) {
         let (state, shown) = ctx.state(|s| (s.status.state, s.shown_state));
         if let Some(state) = state
@@ -807,6 +807,17 @@ impl ProvisioningRun {
         {
             ctx.upsert_search_attributes([PROVISIONING_STATE.value_set(state.as_str().to_owned())]);
             ctx.state_mut(|s| s.shown_state = Some(state));
+        }
+    }
+
+    /// Moves the attribute on to the run's state where it says a wait the run has left (it
+    /// applies after an approval or a window), so it never says a state the run has left. A
+    /// run that never waited shows none until it ends: an `Applying` would cost every run an
+    /// event and a visibility write on the server (docs/benchmarks.md, issue 18's part 5), and
+    /// the read API answers which runs apply (`GET /factory/provisioning/runs?state=Applying`).
+    fn move_shown_state_on(ctx: &mut WorkflowContext<Self>) {
+        if ctx.state(|s| s.shown_state.is_some()) {
+            Self::show_state(ctx);
         }
     }
 
