@@ -47,8 +47,9 @@ pub struct Args {
     pub db: Db,
     /// Also measure a baseline of this shape (see `BaselineRun`: `L` local, `R` regular, `U` a
     /// search attribute upsert, `A` started with the product's search attributes and fairness
-    /// key, `S` with the search attributes only, `F` with the fairness key only), to tell what the product's shape costs Temporal from the product's own work; the
-    /// product's today: `ALLRLLLLURULL`.
+    /// key, `S` with the search attributes only, `F` with the fairness key only), to tell what
+    /// the product's shape costs Temporal from the product's own work; the product's today:
+    /// `ALLRLLLLRULL`.
     #[arg(long)]
     pub shape: Option<String>,
 }
