@@ -109,7 +109,8 @@ impl ProvisioningActivitiesImpl {
         self.semaphores.acquire(&req).instrument(span).await
     }
 
-    /// Lets the run's capacity go, records its ending, lets its environment go ([`Finish`]).
+    /// Lets the run's capacity go, records its ending, lets its environment go ([`Finish`]), in
+    /// one write transaction ([`runs::end`]).
     #[activity(definition = markers::Finish)]
     pub async fn finish(
         self: Arc<Self>,
@@ -119,13 +120,23 @@ impl ProvisioningActivitiesImpl {
         let run = &req.projection.run;
         let span = tracing::info_span!("finish", run_id = %run.run_id, state = ?req.projection.status.state);
         async move {
-            if let Some(capacity) = &req.capacity {
-                self.semaphores.release(capacity).await?;
+            // One transaction; the waiters it promoted are told once it committed (a retry
+            // after a failed signal releases nothing more and tells them again).
+            let (capacity, environment) = runs::end(
+                &self.db,
+                run,
+                &req.projection.status,
+                req.capacity.as_ref().map(letting),
+                letting(&req.environment),
+            )
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+            if let Some(c) = &req.capacity {
+                self.semaphores.released(c, capacity).await?;
             }
-            runs::project(&self.db, run, &req.projection.status)
+            self.semaphores
+                .released(&req.environment, environment)
                 .await
-                .map_err(|e| activity_error(e.into()))?;
-            self.semaphores.release(&req.environment).await
         }
         .instrument(span)
         .await
@@ -325,6 +336,15 @@ impl ProvisioningActivitiesImpl {
                 .await
                 .map_err(|e| activity_error(e.into()))?;
         Ok(runtime_cloud_models::windows::gate(&windows, q.at))
+    }
+}
+
+/// The slot `r` lets go, as the store takes it.
+fn letting(r: &LockRequest) -> runs::Letting<'_> {
+    runs::Letting {
+        semaphore_id: &r.semaphore_id,
+        holder_id: &r.requester_workflow_id,
+        leases: r.records_leases,
     }
 }
 

@@ -77,6 +77,16 @@ impl Semaphores {
         )
         .await
         .map_err(store_failed)?;
+        self.released(req, to_tell).await
+    }
+
+    /// After a release committed: signals the waiters it promoted (`to_tell`) and, for a
+    /// capacity slot, admits the deferred runs it lets start.
+    pub async fn released(
+        &self,
+        req: &LockRequest,
+        to_tell: Vec<String>,
+    ) -> Result<(), ActivityError> {
         self.grant(req, to_tell).await?;
         // A release frees a slot of its project's quota and, when its tenant has no other run
         // at work, gives other tenants' backlogs back the share they yielded to it

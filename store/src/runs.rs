@@ -23,7 +23,8 @@ use runtime_cloud_models::{
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect, SelectModel,
+    DatabaseTransaction, EntityTrait, FromQueryResult, QueryFilter, QueryOrder, QuerySelect,
+    SelectModel,
 };
 use serde_json::value::RawValue;
 
@@ -256,9 +257,54 @@ pub async fn project(
     status: &RunStatus,
 ) -> Result<(), Error> {
     let txn = crate::begin_write(db).await?;
+    project_in(&txn, run, status).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// A semaphore slot a run lets go as it ends ([`end`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Letting<'a> {
+    pub semaphore_id: &'a str,
+    pub holder_id: &'a str,
+    /// The slots are a project's capacity: the holder's lease is released with its slot.
+    pub leases: bool,
+}
+
+/// Records a run's ending and lets its semaphores go, in one transaction: its capacity slot
+/// (with its lease), then the ending's projection and event, then its environment's slot. A
+/// reader never sees an ended run holding capacity, nor an environment free while the run
+/// that held it has no recorded ending. Answers the holders each release promoted (capacity,
+/// environment), to signal `granted` once committed.
+pub async fn end(
+    db: &DatabaseConnection,
+    run: &RunInput,
+    status: &RunStatus,
+    capacity: Option<Letting<'_>>,
+    environment: Letting<'_>,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    use crate::semaphores::release_in;
+    let txn = crate::begin_write(db).await?;
+    let capacity_promoted = match capacity {
+        Some(c) => release_in(&txn, c.semaphore_id, c.holder_id, c.leases).await?,
+        None => Vec::new(),
+    };
+    project_in(&txn, run, status).await?;
+    let e = environment;
+    let environment_promoted = release_in(&txn, e.semaphore_id, e.holder_id, e.leases).await?;
+    txn.commit().await?;
+    Ok((capacity_promoted, environment_promoted))
+}
+
+/// [`project`] in the caller's write transaction.
+async fn project_in(
+    txn: &DatabaseTransaction,
+    run: &RunInput,
+    status: &RunStatus,
+) -> Result<(), Error> {
     let now = Utc::now();
     let existing = rows::Entity::find_by_id(run.run_id.clone())
-        .one(&txn)
+        .one(txn)
         .await?;
     let new = existing.is_none();
     if let Some(row) = &existing {
@@ -328,10 +374,10 @@ pub async fn project(
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
     // `save` would update a new row (its primary key is set), so say which.
-    crate::write::put(&txn, row, new).await?;
+    crate::write::put(txn, row, new).await?;
     if let Some(event) = event(run, status) {
         let id = outbox::event_id(&run.run_id, event.event_type);
-        outbox::append(&txn, &run.tenant_id, event, id).await?;
+        outbox::append(txn, &run.tenant_id, event, id).await?;
     }
     if let (true, Some(glass)) = (broke_glass, &status.break_glass) {
         let event = ChangeWindowOverridden {
@@ -343,9 +389,8 @@ pub async fn project(
             reason: glass.reason.clone(),
         };
         let id = outbox::event_id(&run.run_id, "ChangeWindowOverridden");
-        outbox::append(&txn, &run.tenant_id, event.into(), id).await?;
+        outbox::append(txn, &run.tenant_id, event.into(), id).await?;
     }
-    txn.commit().await?;
     Ok(())
 }
 
@@ -968,6 +1013,93 @@ mod tests {
         a_run_is_created_and_projected_idempotently_sqlite,
         a_run_is_created_and_projected_idempotently_postgres,
         a_run_is_created_and_projected_idempotently_on
+    );
+
+    /// A run's ending is recorded as its capacity and its environment go, in one transaction:
+    /// the waiters each release promoted are answered, and a retry (a signal that failed)
+    /// releases nothing more and names them again.
+    async fn a_run_ends_letting_its_capacity_and_environment_go_on(db: DatabaseConnection) {
+        use crate::semaphores::{self, Ask};
+        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
+        let spec =
+            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 1)]))
+                .await
+                .unwrap();
+        let new = fixtures::new_run("0190f000-0000-7000-8000-000000000009", &env, &spec);
+        let input = create(&db, &new, &ProvisioningOptions::default())
+            .await
+            .unwrap();
+        let (environment, capacity) = ("environment/acme/dev", "capacity/acme/shop");
+        let ask = |semaphore_id, holder_id| Ask {
+            semaphore_id,
+            tenant_id: "acme",
+            holder_id,
+            slots: 1,
+            leases: false,
+        };
+        for (sem, holder, holds) in [
+            (environment, "run", true),
+            (environment, "next-on-env", false),
+            (capacity, "run", true),
+            (capacity, "next-on-capacity", false),
+        ] {
+            assert_eq!(
+                semaphores::take(&db, ask(sem, holder)).await.unwrap().holds,
+                holds
+            );
+        }
+        for state in [ProvisioningState::Planned, ProvisioningState::Applying] {
+            let status = RunStatus {
+                state: Some(state),
+                plan_receipt: Some(plan()),
+                ..Default::default()
+            };
+            project(&db, &input, &status).await.unwrap();
+        }
+        let ended = RunStatus {
+            state: Some(ProvisioningState::Failed),
+            plan_receipt: Some(plan()),
+            reason: Some("the apply failed".into()),
+            ..Default::default()
+        };
+        let letting = |semaphore_id| Letting {
+            semaphore_id,
+            holder_id: "run",
+            leases: false,
+        };
+        for _ in 0..2 {
+            let promoted = end(
+                &db,
+                &input,
+                &ended,
+                Some(letting(capacity)),
+                letting(environment),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                promoted,
+                (
+                    vec!["next-on-capacity".to_owned()],
+                    vec!["next-on-env".to_owned()]
+                )
+            );
+        }
+        let row = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+        assert_eq!(row.state, Some(ProvisioningState::Failed));
+        assert_eq!(row.reason.as_deref(), Some("the apply failed"));
+        assert_eq!(fixtures::events(&db, "ProvisioningFailed").await.len(), 1);
+        for (sem, next) in [(environment, "next-on-env"), (capacity, "next-on-capacity")] {
+            let state = semaphores::holders(&db, sem).await.unwrap().unwrap();
+            assert_eq!(state.holders, [(next.to_owned(), false)], "{sem}");
+            assert!(state.queue.is_empty(), "{sem}");
+        }
+    }
+
+    crate::fixtures::on_both_databases!(
+        a_run_ends_letting_its_capacity_and_environment_go_sqlite,
+        a_run_ends_letting_its_capacity_and_environment_go_postgres,
+        a_run_ends_letting_its_capacity_and_environment_go_on
     );
 
     #[tokio::test]

@@ -25,8 +25,8 @@ use crate::{Error, begin_write, capacity};
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
 /// A workflow asking for a slot.
@@ -152,6 +152,18 @@ pub async fn release(
     leases: bool,
 ) -> Result<Vec<String>, Error> {
     let txn = begin_write(db).await?;
+    let to_tell = release_in(&txn, semaphore_id, holder_id, leases).await?;
+    txn.commit().await?;
+    Ok(to_tell)
+}
+
+/// [`release`] in the caller's write transaction (begun with [`begin_write`]).
+pub(crate) async fn release_in(
+    txn: &DatabaseTransaction,
+    semaphore_id: &str,
+    holder_id: &str,
+    leases: bool,
+) -> Result<Vec<String>, Error> {
     // Writes the semaphore's row first, as a take does (see there).
     let touched = semaphores::Entity::update_many()
         .col_expr(
@@ -159,7 +171,7 @@ pub async fn release(
             Expr::col(semaphores::Column::Slots).into(),
         )
         .filter(semaphores::Column::Id.eq(semaphore_id))
-        .exec(&txn)
+        .exec(txn)
         .await?;
     if touched.rows_affected == 0 {
         return Ok(Vec::new());
@@ -168,21 +180,20 @@ pub async fn release(
         .select_only()
         .column(semaphores::Column::Slots)
         .into_tuple()
-        .one(&txn)
+        .one(txn)
         .await?
         .unwrap_or(1);
     slots::Entity::delete_many()
         .filter(slots::Column::SemaphoreId.eq(semaphore_id))
         .filter(slots::Column::HolderId.eq(holder_id))
-        .exec(&txn)
+        .exec(txn)
         .await?;
-    let (rows, granted) = settle(&txn, semaphore_id, u32::try_from(limit).unwrap_or(1)).await?;
+    let (rows, granted) = settle(txn, semaphore_id, u32::try_from(limit).unwrap_or(1)).await?;
     if leases {
         let now = Utc::now();
-        capacity::release_leases(&txn, holder_id, now).await?;
-        capacity::grant_leases(&txn, &granted, now).await?;
+        capacity::release_leases(txn, holder_id, now).await?;
+        capacity::grant_leases(txn, &granted, now).await?;
     }
-    txn.commit().await?;
     Ok(untold(&rows))
 }
 
