@@ -868,12 +868,25 @@ mod tests {
         RefusedApproval::new(approval, at, RefusalReason::OtherPlan)
     }
 
-    async fn a_run_is_created_and_projected_idempotently_on(db: DatabaseConnection) {
-        let env = fixtures::environment(&db, "prod", EnvironmentClass::Production).await;
+    /// Environment `env` of class `class`, with a specification of one workload.
+    async fn declared(
+        db: &DatabaseConnection,
+        env: &str,
+        class: EnvironmentClass,
+    ) -> (
+        crate::environments::Environment,
+        specifications::Specification,
+    ) {
+        let environment = fixtures::environment(db, env, class).await;
         let spec =
-            specifications::declare(&db, &declaration("prod", vec![workload("api", "1.0.0", 2)]))
+            specifications::declare(db, &declaration(env, vec![workload("api", "1.0.0", 2)]))
                 .await
                 .unwrap();
+        (environment, spec)
+    }
+
+    async fn a_run_is_created_and_projected_idempotently_on(db: DatabaseConnection) {
+        let (env, spec) = declared(&db, "prod", EnvironmentClass::Production).await;
         let new = NewRun {
             idempotency_key: Some("deploy-1".into()),
             request_hash: Some("hash-1".into()),
@@ -1020,11 +1033,7 @@ mod tests {
     /// releases nothing more and names them again.
     async fn a_run_ends_letting_its_capacity_and_environment_go_on(db: DatabaseConnection) {
         use crate::semaphores::{self, Ask};
-        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        let spec =
-            specifications::declare(&db, &declaration("dev", vec![workload("api", "1.0.0", 1)]))
-                .await
-                .unwrap();
+        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
         let new = fixtures::new_run("0190f000-0000-7000-8000-000000000009", &env, &spec);
         let input = create(&db, &new, &ProvisioningOptions::default())
             .await
