@@ -2,7 +2,7 @@
 
 use crate::error::{Error, activity_error};
 use crate::ports::{Approvals, Runner, Target};
-use crate::semaphores::Semaphores;
+use crate::semaphores::{Semaphores, letting};
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
@@ -336,15 +336,6 @@ impl ProvisioningActivitiesImpl {
                 .await
                 .map_err(|e| activity_error(e.into()))?;
         Ok(runtime_cloud_models::windows::gate(&windows, q.at))
-    }
-}
-
-/// The slot `r` lets go, as the store takes it.
-fn letting(r: &LockRequest) -> runs::Letting<'_> {
-    runs::Letting {
-        semaphore_id: &r.semaphore_id,
-        holder_id: &r.requester_workflow_id,
-        leases: r.records_leases,
     }
 }
 

@@ -215,3 +215,12 @@ fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
 fn temporal_unavailable(e: impl std::fmt::Display) -> ActivityError {
     activity_error(Error::Temporal(e.to_string()))
 }
+
+/// The slot `req` lets go, as the store takes it.
+pub(crate) fn letting(req: &LockRequest) -> semaphores::Letting<'_> {
+    semaphores::Letting {
+        semaphore_id: &req.semaphore_id,
+        holder_id: &req.requester_workflow_id,
+        leases: req.records_leases,
+    }
+}

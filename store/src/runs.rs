@@ -262,15 +262,6 @@ pub async fn project(
     Ok(())
 }
 
-/// A semaphore slot a run lets go as it ends ([`end`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Letting<'a> {
-    pub semaphore_id: &'a str,
-    pub holder_id: &'a str,
-    /// The slots are a project's capacity: the holder's lease is released with its slot.
-    pub leases: bool,
-}
-
 /// Records a run's ending and lets its semaphores go, in one transaction: its capacity slot
 /// (with its lease), then the ending's projection and event, then its environment's slot. A
 /// reader never sees an ended run holding capacity, nor an environment free while the run
@@ -280,18 +271,17 @@ pub async fn end(
     db: &DatabaseConnection,
     run: &RunInput,
     status: &RunStatus,
-    capacity: Option<Letting<'_>>,
-    environment: Letting<'_>,
+    capacity: Option<crate::semaphores::Letting<'_>>,
+    environment: crate::semaphores::Letting<'_>,
 ) -> Result<(Vec<String>, Vec<String>), Error> {
     use crate::semaphores::release_in;
     let txn = crate::begin_write(db).await?;
     let capacity_promoted = match capacity {
-        Some(c) => release_in(&txn, c.semaphore_id, c.holder_id, c.leases).await?,
+        Some(capacity) => release_in(&txn, capacity).await?,
         None => Vec::new(),
     };
     project_in(&txn, run, status).await?;
-    let e = environment;
-    let environment_promoted = release_in(&txn, e.semaphore_id, e.holder_id, e.leases).await?;
+    let environment_promoted = release_in(&txn, environment).await?;
     txn.commit().await?;
     Ok((capacity_promoted, environment_promoted))
 }
@@ -1032,7 +1022,7 @@ mod tests {
     /// the waiters each release promoted are answered, and a retry (a signal that failed)
     /// releases nothing more and names them again.
     async fn a_run_ends_letting_its_capacity_and_environment_go_on(db: DatabaseConnection) {
-        use crate::semaphores::{self, Ask};
+        use crate::semaphores::{self, Ask, Letting};
         let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
         let new = fixtures::new_run("0190f000-0000-7000-8000-000000000009", &env, &spec);
         let input = create(&db, &new, &ProvisioningOptions::default())

@@ -152,18 +152,35 @@ pub async fn release(
     leases: bool,
 ) -> Result<Vec<String>, Error> {
     let txn = begin_write(db).await?;
-    let to_tell = release_in(&txn, semaphore_id, holder_id, leases).await?;
+    let letting = Letting {
+        semaphore_id,
+        holder_id,
+        leases,
+    };
+    let to_tell = release_in(&txn, letting).await?;
     txn.commit().await?;
     Ok(to_tell)
+}
+
+/// A slot (or a place in the queue) a holder lets go.
+#[derive(Debug, Clone, Copy)]
+pub struct Letting<'a> {
+    pub semaphore_id: &'a str,
+    pub holder_id: &'a str,
+    /// The slots are a project's capacity: the holder's lease is released with its slot.
+    pub leases: bool,
 }
 
 /// [`release`] in the caller's write transaction (begun with [`begin_write`]).
 pub(crate) async fn release_in(
     txn: &DatabaseTransaction,
-    semaphore_id: &str,
-    holder_id: &str,
-    leases: bool,
+    letting: Letting<'_>,
 ) -> Result<Vec<String>, Error> {
+    let Letting {
+        semaphore_id,
+        holder_id,
+        leases,
+    } = letting;
     // Writes the semaphore's row first, as a take does (see there).
     let touched = semaphores::Entity::update_many()
         .col_expr(
