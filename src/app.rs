@@ -35,6 +35,12 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     // bounded channel (50 rows by default); a list page is up to 201 rows, and a full channel
     // parks the thread until the reader catches up. Room for a whole page avoids that.
     opts.map_sqlx_sqlite_opts(|o| o.row_buffer_size(256));
+    if url.starts_with("sqlite:") {
+        // A SQLite connection is a file open in this process: nothing can have broken it
+        // between uses, and the ping sqlx sends before handing one out is a round trip to the
+        // connection's thread, one per statement outside a transaction.
+        opts.test_before_acquire(false);
+    }
     let db = Database::connect(opts)
         .await
         .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))?;

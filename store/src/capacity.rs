@@ -441,14 +441,8 @@ pub async fn release_leases(
     holder_id: &str,
     at: DateTime<Utc>,
 ) -> Result<(), Error> {
-    lease_rows::Entity::update_many()
-        .col_expr(
-            lease_rows::Column::State,
-            LeaseState::Released.as_str().into(),
-        )
-        .col_expr(lease_rows::Column::ReleasedAt, at.into())
-        .filter(lease_rows::Column::HolderId.eq(holder_id))
-        .filter(lease_rows::Column::State.is_in(HELD))
+    let released = LeaseState::Released;
+    end_held(holder_id, released, lease_rows::Column::ReleasedAt, at)
         .exec(db)
         .await?;
     Ok(())
@@ -464,17 +458,27 @@ pub async fn expire_leases(
     holder_id: &str,
     at: DateTime<Utc>,
 ) -> Result<u64, Error> {
-    let done = lease_rows::Entity::update_many()
-        .col_expr(
-            lease_rows::Column::State,
-            LeaseState::Expired.as_str().into(),
-        )
-        .col_expr(lease_rows::Column::ExpiresAt, at.into())
-        .filter(lease_rows::Column::HolderId.eq(holder_id))
-        .filter(lease_rows::Column::State.is_in(HELD))
+    let expired = LeaseState::Expired;
+    let done = end_held(holder_id, expired, lease_rows::Column::ExpiresAt, at)
         .exec(db)
         .await?;
     Ok(done.rows_affected)
+}
+
+/// The update that moves every lease `holder_id` still holds or waits for to `to`, stamping
+/// `stamped` with `at`. Found by the holder's index (`ix_capacity_leases_holder`), not among
+/// every tenant's held leases.
+fn end_held(
+    holder_id: &str,
+    to: LeaseState,
+    stamped: lease_rows::Column,
+    at: DateTime<Utc>,
+) -> sea_orm::UpdateMany<lease_rows::Entity> {
+    lease_rows::Entity::update_many()
+        .col_expr(lease_rows::Column::State, to.as_str().into())
+        .col_expr(stamped, at.into())
+        .filter(lease_rows::Column::HolderId.eq(holder_id))
+        .filter(lease_rows::Column::State.is_in(HELD))
 }
 
 /// The apply minutes the project's runs completed since `since` counted.
@@ -838,6 +842,21 @@ mod tests {
             1
         );
         assert_eq!(minutes_used(&db, "acme", "shop", at).await.unwrap(), 0);
+    }
+
+    /// A run's ending finds its leases by its holder's index, not by walking every tenant's
+    /// held leases.
+    #[tokio::test]
+    async fn a_holders_leases_are_found_by_its_index_on_sqlite() {
+        let db = fixtures::sqlite().await;
+        let query = end_held(
+            "run-1",
+            LeaseState::Released,
+            lease_rows::Column::ReleasedAt,
+            Utc::now(),
+        );
+        let plan = fixtures::sqlite_plan(&db, &query).await;
+        assert!(plan.contains("ix_capacity_leases_holder"), "{plan}");
     }
 
     fixtures::on_both_databases!(

@@ -29,6 +29,7 @@ mod m20261203_000024_deferred_run_starts;
 mod m20261204_000025_leases_by_state;
 mod m20261204_000026_untold_supersessions;
 mod m20261204_000027_semaphores;
+mod m20261204_000028_leases_by_holder;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -64,6 +65,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000025_leases_by_state::Migration),
             Box::new(m20261204_000026_untold_supersessions::Migration),
             Box::new(m20261204_000027_semaphores::Migration),
+            Box::new(m20261204_000028_leases_by_holder::Migration),
         ]
     }
 }
