@@ -218,17 +218,63 @@ async fn poll(mut worker: Worker, shutdown: impl Future<Output = ()>) -> Result<
     let stop = worker.shutdown_handle();
     let run = worker.run();
     tokio::pin!(run);
-    tokio::select! {
-        r = &mut run => return Ok(r?),
-        _ = shutdown => stop(),
+    let stopped = tokio::select! {
+        r = &mut run => r,
+        _ = shutdown => {
+            stop();
+            run.await
+        }
+    };
+    if stopped.is_err() {
+        // A worker that stopped on its own (its first look at the namespace failed, say, in a
+        // network blip) is still registered with the client for its task queue, and the
+        // client refuses a second worker there: the next start would fail for good. Shutting
+        // it down lets the queue go.
+        stop();
     }
-    Ok(run.await?)
+    Ok(stopped?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::RestartPauses;
     use std::time::Duration;
+
+    /// A worker whose start fails (here its namespace does not exist; in production a network
+    /// blip while it first describes the namespace) leaves its task queue to the next worker
+    /// of the same client, instead of every later start being refused as a second worker on
+    /// the queue. Needs the suite's Temporal dev server (`./scripts/test`).
+    #[tokio::test]
+    async fn a_worker_that_failed_to_start_leaves_its_task_queue_to_the_next() {
+        use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+        let Ok(address) = std::env::var("RC_TEST_TEMPORAL_ADDRESS") else {
+            panic!("RC_TEST_TEMPORAL_ADDRESS is not set: run the tests with ./scripts/test");
+        };
+        let client = crate::connect(&address, "no-such-namespace").await.unwrap();
+        let runtime = Runtime::from_current_tokio(Default::default()).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let queue = format!("test-{}", now.unwrap().as_nanos());
+        let start = || {
+            let options = WorkerOptions::new(queue.clone())
+                .register_workflow::<super::GitOpsReconciler>()
+                .unwrap()
+                .build();
+            let worker = Worker::new(&runtime, client.clone(), options).map_err(|e| e.to_string());
+            async move {
+                super::poll(worker?, std::future::pending())
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        };
+        for attempt in ["first", "second"] {
+            let failed = start().await.expect_err("the namespace does not exist");
+            assert!(failed.contains("namespace"), "{attempt} start: {failed}");
+            assert!(
+                !failed.contains("multiple workers"),
+                "{attempt} start: {failed}"
+            );
+        }
+    }
 
     #[test]
     fn restart_pauses_double_from_a_second_up_to_half_a_minute() {
