@@ -441,10 +441,13 @@ pub async fn release_leases(
     holder_id: &str,
     at: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let released = LeaseState::Released;
-    end_held(holder_id, released, lease_rows::Column::ReleasedAt, at)
-        .exec(db)
-        .await?;
+    let query = end_held(
+        holder_id,
+        LeaseState::Released,
+        lease_rows::Column::ReleasedAt,
+        at,
+    );
+    query.exec(db).await?;
     Ok(())
 }
 
@@ -458,10 +461,13 @@ pub async fn expire_leases(
     holder_id: &str,
     at: DateTime<Utc>,
 ) -> Result<u64, Error> {
-    let expired = LeaseState::Expired;
-    let done = end_held(holder_id, expired, lease_rows::Column::ExpiresAt, at)
-        .exec(db)
-        .await?;
+    let query = end_held(
+        holder_id,
+        LeaseState::Expired,
+        lease_rows::Column::ExpiresAt,
+        at,
+    );
+    let done = query.exec(db).await?;
     Ok(done.rows_affected)
 }
 
