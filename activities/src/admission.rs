@@ -68,6 +68,22 @@ pub async fn admit_all(
     start_admitted(db, client, task_queue, admitted).await
 }
 
+/// After a release freed a slot (`freed_by` names it in the log): [`admit_all`], because the
+/// slot may let a deferred run of its project start and, when its tenant has no other run at
+/// work, gives other tenants' backlogs back the share they yielded to it
+/// (`models::capacity::backlog_share`). A failure is only logged: the release itself is
+/// committed, and the next release or the API's next start admits them.
+pub async fn admit_after_release(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    freed_by: &str,
+) {
+    if let Err(e) = admit_all(db, client, task_queue).await {
+        tracing::warn!(error = %e, freed_by, "deferred runs not admitted yet");
+    }
+}
+
 async fn start_admitted(
     db: &DatabaseConnection,
     client: &Client,

@@ -187,14 +187,9 @@ impl CapacityActivitiesImpl {
         capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
             .await
             .map_err(|e| activity_error(e.into()))?;
-        // A release frees a slot of its project's quota and, when its tenant has no other
-        // run at work, gives other tenants' backlogs back the share they yielded to it
-        // (`models::capacity::backlog_share`): every backlog is looked at.
-        if req.to == runtime_cloud_models::capacity::LeaseState::Released
-            && let Err(e) =
-                crate::admission::admit_all(&self.db, &self.client, &self.task_queue).await
-        {
-            tracing::warn!(error = %e, lease_id = %req.lease_id, "deferred runs not admitted yet");
+        if req.to == runtime_cloud_models::capacity::LeaseState::Released {
+            let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
+            crate::admission::admit_after_release(db, client, queue, &req.lease_id).await;
         }
         Ok(())
     }
@@ -238,10 +233,8 @@ pub(crate) async fn expire_vanished(
         expired,
         "holder gone: its capacity lease expired"
     );
-    if expired > 0
-        && let Err(e) = crate::admission::admit_all(db, client, task_queue).await
-    {
-        tracing::warn!(error = %e, "deferred runs not admitted yet");
+    if expired > 0 {
+        crate::admission::admit_after_release(db, client, task_queue, holder).await;
     }
     Ok(())
 }

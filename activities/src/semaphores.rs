@@ -88,14 +88,9 @@ impl Semaphores {
         to_tell: Vec<String>,
     ) -> Result<(), ActivityError> {
         self.grant(req, to_tell).await?;
-        // A release frees a slot of its project's quota and, when its tenant has no other run
-        // at work, gives other tenants' backlogs back the share they yielded to it
-        // (`models::capacity::backlog_share`): every backlog is looked at.
-        if req.records_leases
-            && let Err(e) =
-                crate::admission::admit_all(&self.db, &self.client, &self.task_queue).await
-        {
-            tracing::warn!(error = %e, semaphore = %req.semaphore_id, "deferred runs not admitted yet");
+        if req.records_leases {
+            let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
+            crate::admission::admit_after_release(db, client, queue, &req.semaphore_id).await;
         }
         Ok(())
     }
