@@ -23,6 +23,7 @@
 //! - [`runner`]: the Pulumi runner's overhead over the CLI commands it runs.
 //! - [`rollout`]: a fleet rollout over many instances next to bare provisioning runs.
 //! - [`fairness`]: one tenant's runs while another floods the stack, next to the same runs idle.
+//! - [`minutes`]: the day's apply minutes a run's start sums, by the index that holds them.
 //! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
 //!   [`comparer_report`] turns its results into a table).
 //!
@@ -39,6 +40,7 @@ pub mod fairness;
 pub mod fleet;
 pub mod idle;
 pub mod loadgen;
+pub mod minutes;
 pub mod read;
 pub mod rollout;
 pub mod rss;

@@ -294,18 +294,23 @@ impl Stack {
         self.api.take();
         self.worker.take();
         if let Some((admin, name)) = self.postgres.take() {
-            use sea_orm::ConnectionTrait;
-            if let Ok(db) = sea_orm::Database::connect(&admin).await {
-                let _ = db
-                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await;
-            }
+            drop_postgres(&admin, &name).await;
         }
     }
 }
 
+/// Drops the database `name` that [`fresh_postgres`] created (from `admin`), if it can.
+pub async fn drop_postgres(admin: &str, name: &str) {
+    use sea_orm::ConnectionTrait;
+    if let Ok(db) = sea_orm::Database::connect(admin).await {
+        let _ = db
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    }
+}
+
 /// Creates `rc_bench_{random}`; returns its URL, the admin URL and its name.
-async fn fresh_postgres() -> anyhow::Result<(String, String, String)> {
+pub async fn fresh_postgres() -> anyhow::Result<(String, String, String)> {
     use sea_orm::ConnectionTrait;
     let admin = std::env::var("RC_BENCH_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());

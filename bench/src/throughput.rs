@@ -52,6 +52,14 @@ pub struct Args {
     /// `ALLRLLLLRULL`.
     #[arg(long)]
     pub shape: Option<String>,
+    /// Measure only baselines of these shapes (comma-separated), alternating them `--rounds`
+    /// times on the same server: what a change of shape costs, apart from the noise of one
+    /// run against another.
+    #[arg(long, value_delimiter = ',')]
+    pub shapes: Vec<String>,
+    /// Rounds of `--shapes`.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// What one side (product or baseline) measured.
@@ -75,6 +83,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.single,
         args.db.name()
     );
+    if !args.shapes.is_empty() {
+        return shapes(&args).await;
+    }
     let product = product(&args).await.context("product")?;
     let regular = baseline(&args, REGULAR_RUN).await.context("baseline")?;
     let shaped = baseline(&args, PRODUCT_SHAPED_RUN)
@@ -87,6 +98,37 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .context("baseline of the asked shape")?;
         report_shape(shape, &product, &own);
+    }
+    Ok(())
+}
+
+/// `--shapes`: each shape's baseline in turn, `--rounds` times, each rate next to the first
+/// shape's in the same round.
+async fn shapes(args: &Args) -> anyhow::Result<()> {
+    let shapes: Vec<&'static str> = args
+        .shapes
+        .iter()
+        .map(|s| &*Box::leak(s.clone().into_boxed_str()))
+        .collect();
+    println!(
+        "| round | shape | runs/s | / `{}` | history events / run | actions / run |",
+        shapes[0]
+    );
+    println!("|---|---|---|---|---|---|");
+    for round in 1..=args.rounds {
+        let mut first = None;
+        for shape in &shapes {
+            let m = baseline(args, shape).await.context("baseline of a shape")?;
+            let n = m.total_runs.max(1) as f64;
+            let base = *first.get_or_insert(m.runs_per_sec);
+            println!(
+                "| {round} | `{shape}` | {:.1} | {:.2} | {:.1} | {:.2} |",
+                m.runs_per_sec,
+                m.runs_per_sec / base,
+                m.tally.events as f64 / n,
+                m.tally.actions / n
+            );
+        }
     }
     Ok(())
 }

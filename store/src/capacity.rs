@@ -4,7 +4,8 @@
 use crate::Error;
 use crate::decode::At;
 use crate::entities::{
-    capacity_leases as lease_rows, quotas as quota_rows, worker_pools as pool_rows,
+    capacity_leases as lease_rows, provisioning_runs as runs, quotas as quota_rows,
+    worker_pools as pool_rows,
 };
 use crate::page::Page;
 use chrono::{DateTime, Utc};
@@ -13,6 +14,7 @@ use runtime_cloud_models::capacity::{
 };
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+    QuerySelect, sea_query::Expr,
 };
 
 /// A worker pool as recorded (the API adds its size and utilisation, read from Temporal).
@@ -494,9 +496,21 @@ pub async fn minutes_used(
     project_id: &str,
     since: DateTime<Utc>,
 ) -> Result<u32, Error> {
-    use crate::entities::provisioning_runs as runs;
-    use sea_orm::{QuerySelect, sea_query::Expr};
-    let sum: Option<Option<i64>> = runs::Entity::find()
+    let sum: Option<Option<i64>> = minutes_query(tenant_id, project_id, since)
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(u32::try_from(sum.flatten().unwrap_or(0)).unwrap_or(u32::MAX))
+}
+
+/// The sum of [`minutes_used`], read from the index alone (migration 29): every run's start
+/// asks it, over as many runs as its project completed that day.
+fn minutes_query(
+    tenant_id: &str,
+    project_id: &str,
+    since: DateTime<Utc>,
+) -> sea_orm::Select<runs::Entity> {
+    runs::Entity::find()
         .select_only()
         .column_as(
             Expr::col(runs::Column::ApplyMinutes)
@@ -507,10 +521,6 @@ pub async fn minutes_used(
         .filter(runs::Column::TenantId.eq(tenant_id))
         .filter(runs::Column::ProjectId.eq(project_id))
         .filter(runs::Column::CompletedAt.gte(since))
-        .into_tuple()
-        .one(db)
-        .await?;
-    Ok(u32::try_from(sum.flatten().unwrap_or(0)).unwrap_or(u32::MAX))
 }
 
 /// The project's quota, and whether its day's execution minutes are spent at `now` (then no
@@ -560,7 +570,6 @@ pub async fn granted_in_pool(
 /// The granted leases, as (tenant, run) pairs: what works now (admission's backlog share,
 /// `run_starts::admit`).
 pub async fn granted(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
-    use sea_orm::QuerySelect;
     Ok(lease_rows::Entity::find()
         .select_only()
         .column(lease_rows::Column::TenantId)
@@ -575,7 +584,6 @@ pub async fn granted(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>,
 pub async fn lease_counts(
     db: &impl ConnectionTrait,
 ) -> Result<Vec<(String, String, LeaseState, u64)>, Error> {
-    use sea_orm::{QuerySelect, sea_query::Expr};
     let rows: Vec<(String, String, String, i64)> = lease_rows::Entity::find()
         .select_only()
         .column(lease_rows::Column::TenantId)
@@ -634,8 +642,6 @@ pub async fn quota_use(
     db: &impl ConnectionTrait,
     since: DateTime<Utc>,
 ) -> Result<Vec<QuotaUse>, Error> {
-    use crate::entities::provisioning_runs as runs;
-    use sea_orm::{QuerySelect, sea_query::Expr};
     use std::collections::BTreeMap;
     let granted: Vec<(String, String, i64)> = lease_rows::Entity::find()
         .select_only()
@@ -863,6 +869,18 @@ mod tests {
         );
         let plan = fixtures::sqlite_plan(&db, &query).await;
         assert!(plan.contains("ix_capacity_leases_holder"), "{plan}");
+    }
+
+    /// Every run's start sums its project's minutes of the day: from the index alone, not a
+    /// read of each completed run's row.
+    #[tokio::test]
+    async fn the_days_minutes_are_summed_from_an_index_alone_on_sqlite() {
+        let db = fixtures::sqlite().await;
+        let plan = fixtures::sqlite_plan(&db, &minutes_query("acme", "shop", Utc::now())).await;
+        assert!(
+            plan.contains("COVERING INDEX ix_provisioning_runs_project_minutes"),
+            "{plan}"
+        );
     }
 
     fixtures::on_both_databases!(

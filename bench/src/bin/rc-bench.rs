@@ -2,7 +2,7 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fairness, fleet, idle, read, rollout, runner, throughput};
+use runtime_cloud_bench::{fairness, fleet, idle, minutes, read, rollout, runner, throughput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +30,8 @@ enum Command {
     Rollout(rollout::Args),
     /// 8. One tenant's runs while another floods the stack, next to the same runs idle.
     Fairness(fairness::Args),
+    /// 9. The day's apply minutes a run's start sums, with and without their index.
+    Minutes(minutes::Args),
     /// 3. without criterion: a plain median timer (criterion's bench is the reference).
     CompareQuick,
     /// The baseline worker (started by the benchmarks as its own process).
@@ -56,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Runner(args) => runner::run(args).await,
         Command::Rollout(args) => rollout::run(args).await,
         Command::Fairness(args) => fairness::run(args).await,
+        Command::Minutes(args) => minutes::run(args).await,
         Command::CompareQuick => {
             runtime_cloud_bench::comparer::quick();
             Ok(())

@@ -30,6 +30,7 @@ mod m20261204_000025_leases_by_state;
 mod m20261204_000026_untold_supersessions;
 mod m20261204_000027_semaphores;
 mod m20261204_000028_leases_by_holder;
+mod m20261204_000029_minutes_covered;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -66,6 +67,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000026_untold_supersessions::Migration),
             Box::new(m20261204_000027_semaphores::Migration),
             Box::new(m20261204_000028_leases_by_holder::Migration),
+            Box::new(m20261204_000029_minutes_covered::Migration),
         ]
     }
 }
