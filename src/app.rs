@@ -207,8 +207,11 @@ pub async fn run_pool_worker(
     Ok(())
 }
 
+/// How often a worker folds PostgreSQL's metric deltas into the counts.
+const METRIC_FOLD_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs the worker (every workflow and activity) until `shutdown`, with the outbox relay beside
-/// it when NATS is configured.
+/// it when NATS is configured, and the metric deltas' folding.
 pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
     let deps = tokio::select! {
@@ -230,6 +233,19 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
             stop,
         ))
     });
+    // PostgreSQL's metric deltas are folded into the counts here, every minute, whether or not
+    // anything scrapes `/metrics` (`store::metrics::keep_folding`; nothing to do on SQLite).
+    let folding = {
+        let mut rx = stop_relay.subscribe();
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        tokio::spawn(runtime_cloud_store::metrics::keep_folding(
+            deps.db.clone(),
+            METRIC_FOLD_EVERY,
+            stop,
+        ))
+    };
     let shutdown = async move {
         shutdown.await;
         let _ = stop_relay.send(true);
@@ -238,6 +254,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     if let Some(relay) = relay {
         let _ = relay.await;
     }
+    let _ = folding.await;
     result?;
     Ok(())
 }

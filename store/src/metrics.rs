@@ -113,6 +113,27 @@ impl Counter {
     }
 }
 
+/// PostgreSQL: folds the deltas writers appended into the counts every `every`, until `stop`
+/// (SQLite keeps its counts in place: nothing to do). The worker runs it, so the deltas stay a
+/// few minutes' writes whether or not anything scrapes `/metrics`: without it they grew with
+/// every run and finding until the next scrape, which then folded and read them all at once.
+/// A failed fold is logged and tried again at the next tick (the deltas stay where they are).
+pub async fn keep_folding(db: DatabaseConnection, every: std::time::Duration, stop: impl Future) {
+    if db.get_database_backend() != DbBackend::Postgres {
+        return;
+    }
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = fold(&db).await {
+            tracing::warn!(error = %e, "metric deltas not folded; trying again");
+        }
+    }
+}
+
 /// PostgreSQL: folds the deltas writers appended into the counts, in one transaction (the
 /// read adds what is left, so a fold skipped or under way changes no value). One replica
 /// folds at a time (a transaction-scoped advisory lock; the others skip it). A fold lost in a
@@ -968,6 +989,48 @@ mod tests {
     #[tokio::test]
     async fn the_migration_counts_the_rows_already_there_postgres() {
         the_migration_counts_the_rows_already_there_on(fixtures::postgres_unmigrated().await).await;
+    }
+
+    /// PostgreSQL: the deltas writers append are folded into the counts by the worker's
+    /// [`keep_folding`], with no scrape, and the counts stay exact.
+    #[tokio::test]
+    async fn deltas_are_folded_without_a_scrape_postgres() {
+        let db = fixtures::postgres().await;
+        let deltas = |db: DatabaseConnection| async move {
+            let row = db
+                .query_one(Statement::from_string(
+                    DbBackend::Postgres,
+                    "SELECT COUNT(*) AS n FROM metric_deltas",
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            row.try_get::<i64>("", "n").unwrap()
+        };
+        register(&db, "acme", "dev").await;
+        finding(&db, "f1", "dev", "missing").await;
+        assert!(
+            deltas(db.clone()).await > 0,
+            "the writes appended no deltas"
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let folding = tokio::spawn(keep_folding(
+            db.clone(),
+            std::time::Duration::from_millis(20),
+            stopped,
+        ));
+        let folded = async {
+            while deltas(db.clone()).await > 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), folded)
+            .await
+            .expect("the deltas were not folded");
+        stop.send(()).unwrap();
+        folding.await.unwrap();
+        let c = exact(&db, Utc::now()).await;
+        assert_eq!(c.open_findings.values().sum::<u64>(), 1);
     }
 
     /// PostgreSQL: writers of the same count never wait for each other (they append deltas).
