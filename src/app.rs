@@ -218,37 +218,34 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         deps = worker_deps(config) => deps?,
         () = &mut shutdown => return Ok(()),
     };
+    // What runs beside the worker stops when it does.
+    let (stop_beside, _) = tokio::sync::watch::channel(false);
+    let stopped = || {
+        let mut rx = stop_beside.subscribe();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
     // The outbox relay runs beside the worker when NATS is configured; without it events stay
     // readable in the outbox table.
-    let (stop_relay, relay_stopped) = tokio::sync::watch::channel(false);
     let relay = config.nats_url.clone().map(|url| {
-        let mut rx = relay_stopped;
-        let stop = async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
         tokio::spawn(outbox_relay::run(
             deps.db.clone(),
             url,
             std::time::Duration::from_millis(250),
-            stop,
+            stopped(),
         ))
     });
     // PostgreSQL's metric deltas are folded into the counts here, every minute, whether or not
     // anything scrapes `/metrics` (`store::metrics::keep_folding`; nothing to do on SQLite).
-    let folding = {
-        let mut rx = stop_relay.subscribe();
-        let stop = async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        tokio::spawn(runtime_cloud_store::metrics::keep_folding(
-            deps.db.clone(),
-            METRIC_FOLD_EVERY,
-            stop,
-        ))
-    };
+    let folding = tokio::spawn(runtime_cloud_store::metrics::keep_folding(
+        deps.db.clone(),
+        METRIC_FOLD_EVERY,
+        stopped(),
+    ));
     let shutdown = async move {
         shutdown.await;
-        let _ = stop_relay.send(true);
+        let _ = stop_beside.send(true);
     };
     let result = runtime_cloud_temporal::worker::run(deps, shutdown).await;
     if let Some(relay) = relay {

@@ -43,16 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if args.fresh { ", not vacuumed" } else { "" }
     );
     let dir = crate::stack::work_dir()?;
-    let (url, postgres) = match args.db {
-        Db::Sqlite => (
-            format!("sqlite://{}?mode=rwc", dir.path().join("read.db").display()),
-            None,
-        ),
-        Db::Postgres => {
-            let (url, admin, name) = crate::stack::fresh_postgres().await?;
-            (url, Some((admin, name)))
-        }
-    };
+    let (url, postgres) = crate::stack::fresh_db(args.db, dir.path()).await?;
     let db = sea_orm::Database::connect(&url).await?;
     let result = measure(&db, &args).await;
     db.close().await.ok();

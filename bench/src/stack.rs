@@ -130,16 +130,7 @@ impl Stack {
     /// [`Stack::start`] with more environment for the processes.
     pub async fn start_with(db_kind: Db, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
         let dir = work_dir()?;
-        let (database_url, postgres) = match db_kind {
-            Db::Sqlite => (
-                format!("sqlite://{}?mode=rwc", dir.path().join("read.db").display()),
-                None,
-            ),
-            Db::Postgres => {
-                let (url, admin, name) = fresh_postgres().await?;
-                (url, Some((admin, name)))
-            }
-        };
+        let (database_url, postgres) = fresh_db(db_kind, dir.path()).await?;
         let sfx = suffix();
         let mut stack = Stack {
             dir,
@@ -299,6 +290,24 @@ impl Stack {
     }
 }
 
+/// A new, empty read DB of `db_kind`: its URL, and for PostgreSQL the admin URL and the name
+/// to drop it by ([`drop_postgres`]). SQLite's is `read.db` in `dir`.
+pub async fn fresh_db(
+    db_kind: Db,
+    dir: &Path,
+) -> anyhow::Result<(String, Option<(String, String)>)> {
+    Ok(match db_kind {
+        Db::Sqlite => (
+            format!("sqlite://{}?mode=rwc", dir.join("read.db").display()),
+            None,
+        ),
+        Db::Postgres => {
+            let (url, admin, name) = fresh_postgres().await?;
+            (url, Some((admin, name)))
+        }
+    })
+}
+
 /// Drops the database `name` that [`fresh_postgres`] created (from `admin`), if it can.
 pub async fn drop_postgres(admin: &str, name: &str) {
     use sea_orm::ConnectionTrait;
@@ -310,7 +319,7 @@ pub async fn drop_postgres(admin: &str, name: &str) {
 }
 
 /// Creates `rc_bench_{random}`; returns its URL, the admin URL and its name.
-pub async fn fresh_postgres() -> anyhow::Result<(String, String, String)> {
+async fn fresh_postgres() -> anyhow::Result<(String, String, String)> {
     use sea_orm::ConnectionTrait;
     let admin = std::env::var("RC_BENCH_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
