@@ -34,6 +34,7 @@ pub mod actions;
 pub mod api;
 pub mod baseline;
 pub mod bulk;
+pub mod cpu;
 pub mod comparer;
 pub mod comparer_report;
 pub mod fairness;

@@ -73,6 +73,9 @@ struct Measured {
     tally: crate::actions::Tally,
     /// Runs the tally covers.
     total_runs: usize,
+    /// CPU milliseconds a batch run cost the Temporal server, the worker and the API (0: the
+    /// side has no API; the server's is 0 when `RC_BENCH_TEMPORAL_PID` is not set).
+    cpu: [f64; 3],
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -111,10 +114,10 @@ async fn shapes(args: &Args) -> anyhow::Result<()> {
         .map(|s| &*Box::leak(s.clone().into_boxed_str()))
         .collect();
     println!(
-        "| round | shape | runs/s | / `{}` | history events / run | actions / run |",
+        "| round | shape | runs/s | / `{}` | history events / run | actions / run | server CPU ms / run | worker CPU ms / run |",
         shapes[0]
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for round in 1..=args.rounds {
         let mut first = None;
         for shape in &shapes {
@@ -122,11 +125,13 @@ async fn shapes(args: &Args) -> anyhow::Result<()> {
             let n = m.total_runs.max(1) as f64;
             let base = *first.get_or_insert(m.runs_per_sec);
             println!(
-                "| {round} | `{shape}` | {:.1} | {:.2} | {:.1} | {:.2} |",
+                "| {round} | `{shape}` | {:.1} | {:.2} | {:.1} | {:.2} | {:.1} | {:.1} |",
                 m.runs_per_sec,
                 m.runs_per_sec / base,
                 m.tally.events as f64 / n,
-                m.tally.actions / n
+                m.tally.actions / n,
+                m.cpu[0],
+                m.cpu[1]
             );
         }
     }
@@ -219,6 +224,11 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     }
 
     let sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
+    let meter = crate::cpu::Meter::start(vec![
+        crate::cpu::server_pid(),
+        Some(stack.worker_pid()),
+        Some(stack.api_pid()),
+    ]);
     let start = SystemTime::now();
     for_each_concurrent(batch.clone(), args.concurrency, |env| {
         let (api, sent) = (api.clone(), sent.clone());
@@ -258,6 +268,11 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     )
     .await?;
     let worker_peak_mib = crate::rss::of(stack.worker_pid()).peak_mib;
+    // Let the observations the runs started after their apply finish: the batch's CPU is
+    // all of its runs' work.
+    let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
+    stack::wait_idle(&client, &stack.task_queue).await?;
+    let cpu = cpu_of(&meter, args.runs);
     // Read the receipts as a user would: the list, filtered by state.
     let applied = api.runs_in_state("Applied").await?;
     let sent = sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -271,9 +286,6 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
             lat.push(since(*at, done));
         }
     }
-    // Let the observations the runs started after their apply finish, then count the cost.
-    let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
-    stack::wait_idle(&client, &stack.task_queue).await?;
     let tally =
         crate::actions::tally(&client, &crate::stack::product_workflows(&stack.task_queue)).await?;
     stack.stop().await;
@@ -286,6 +298,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         worker_peak_mib,
         tally,
         total_runs: want as usize,
+        cpu,
     })
 }
 
@@ -351,6 +364,7 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     }
 
     let batch_sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
+    let meter = crate::cpu::Meter::start(vec![crate::cpu::server_pid(), Some(worker.pid()), None]);
     let start = SystemTime::now();
     let ids: Vec<String> = (0..args.runs).map(|i| format!("{tq}/run-{i:05}")).collect();
     for_each_concurrent(ids, args.concurrency, |id| {
@@ -384,6 +398,7 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     )
     .await?;
     let worker_peak_mib = crate::rss::of(worker.pid()).peak_mib;
+    let cpu = cpu_of(&meter, args.runs);
 
     // Close times as Temporal recorded them.
     use futures::StreamExt;
@@ -420,7 +435,13 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
         worker_peak_mib,
         tally,
         total_runs: want,
+        cpu,
     })
+}
+
+fn cpu_of(meter: &crate::cpu::Meter, runs: usize) -> [f64; 3] {
+    let v = meter.per_run(runs);
+    [v[0], v[1], v[2]]
 }
 
 /// The sides in the order they are printed.
@@ -534,6 +555,30 @@ fn report(args: &Args, p: &Measured, b: &Measured, shaped: &Measured) {
         ]);
     }
     c.print();
+
+    let mut u = Table::new(
+        "CPU per batch run, process by process (ms; /proc/{pid}/stat over the batch and the \
+         observations it started)",
+        &["", "Temporal server", "worker", "API", "total"],
+    );
+    let total = |m: &Measured| m.cpu.iter().sum::<f64>();
+    for (name, m) in sides {
+        let mut row = vec![name.to_owned()];
+        row.extend(m.cpu.iter().chain([total(m)].iter()).map(|v| format!("{v:.1}")));
+        u.row(row);
+    }
+    for (name, b) in [(REGULAR, b), (SHAPED, shaped)] {
+        // Inverted (baseline / product) like the rates: ≥ 0.8 is the CPU target 5 needs.
+        let inv = |x: f64, y: f64| ratio_cell(ratio(y, x));
+        u.row(vec![
+            format!("{name} / product"),
+            inv(p.cpu[0], b.cpu[0]),
+            inv(p.cpu[1], b.cpu[1]),
+            String::new(),
+            inv(total(p), total(b)),
+        ]);
+    }
+    u.print();
 
     // The issue's target is against the baseline of regular activities.
     let rate_ratio = ratio(p.runs_per_sec, b.runs_per_sec);
