@@ -85,6 +85,20 @@ fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
     left.saturating_sub((left / 4).min(Duration::from_secs(60)))
 }
 
+/// How often a plan or an apply heartbeats.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+
+/// A plan's or an apply's heartbeat clock: the first beat one period in, not at once. A step
+/// that ends within it (a sandbox's, most plans) sends none: a heartbeat is a call to Temporal
+/// and a write on its server, and one at the start of every plan and apply was two of each a
+/// run for nothing (the worker was not lost yet). The heartbeat timeout (10 s) is five periods.
+fn heartbeats() -> tokio::time::Interval {
+    tokio::time::interval_at(
+        tokio::time::Instant::now() + HEARTBEAT_EVERY,
+        HEARTBEAT_EVERY,
+    )
+}
+
 /// What an apply's heartbeat carries: whose apply it is and, once the runner reports it, how
 /// many of the plan's resources are done (`temporal workflow describe` shows it under the
 /// pending activity's heartbeat details).
@@ -160,7 +174,7 @@ impl ProvisioningActivitiesImpl {
             let plan = {
                 let plan = self.runner.plan(&target, &req.specification, &log);
                 tokio::pin!(plan);
-                let mut beat = tokio::time::interval(Duration::from_secs(2));
+                let mut beat = heartbeats();
                 loop {
                     tokio::select! {
                         plan = &mut plan => break plan,
@@ -207,7 +221,7 @@ impl ProvisioningActivitiesImpl {
                 tokio::pin!(out_of_time);
                 // Heartbeat while the runner works, so a lost worker is noticed within the
                 // heartbeat timeout instead of the whole ApplyTimeoutMinutes.
-                let mut beat = tokio::time::interval(Duration::from_secs(2));
+                let mut beat = heartbeats();
                 loop {
                     tokio::select! {
                         receipt = &mut apply => break Some(receipt),

@@ -153,14 +153,11 @@ impl Sandbox {
             path: path.display().to_string(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(io)?;
-        }
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         let bytes = serde_json::to_vec_pretty(doc).map_err(|e| Error::Invalid(e.to_string()))?;
-        tokio::fs::write(&tmp, bytes).await.map_err(io)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(io)?;
-        Ok(())
+        runtime_cloud_store::artifacts::write_atomically(path.clone(), tmp, bytes)
+            .await
+            .map_err(io)
     }
 
     /// Changes a target's document under its lock.

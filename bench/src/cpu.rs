@@ -16,7 +16,12 @@ pub fn used_ms(pid: u32) -> f64 {
     };
     // After the name: state is field 3, utime field 14, stime field 15.
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (tick(11) + tick(12)) * 1000.0 / TICKS_PER_SEC
 }
 

@@ -564,7 +564,12 @@ fn report(args: &Args, p: &Measured, b: &Measured, shaped: &Measured) {
     let total = |m: &Measured| m.cpu.iter().sum::<f64>();
     for (name, m) in sides {
         let mut row = vec![name.to_owned()];
-        row.extend(m.cpu.iter().chain([total(m)].iter()).map(|v| format!("{v:.1}")));
+        row.extend(
+            m.cpu
+                .iter()
+                .chain([total(m)].iter())
+                .map(|v| format!("{v:.1}")),
+        );
         u.row(row);
     }
     for (name, b) in [(REGULAR, b), (SHAPED, shaped)] {

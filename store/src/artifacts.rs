@@ -60,17 +60,9 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 impl ArtifactStore for FileArtifacts {
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
         let path = self.path(key)?;
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|e| io(dir, e))?;
-        }
         // Written beside and renamed: a reader never sees half a log.
         let partial = path.with_extension("partial");
-        tokio::fs::write(&partial, bytes)
-            .await
-            .map_err(|e| io(&partial, e))?;
-        tokio::fs::rename(&partial, &path)
+        write_atomically(path.clone(), partial, bytes)
             .await
             .map_err(|e| io(&path, e))
     }
@@ -83,6 +75,26 @@ impl ArtifactStore for FileArtifacts {
             Err(e) => Err(io(&path, e)),
         }
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all: into `beside` (in the same directory), then
+/// renamed over `path`, creating the directory first. One trip to Tokio's blocking threads for
+/// the three (`tokio::fs` makes each its own: a hand-off to a thread and back, three times for
+/// every log a run keeps).
+pub async fn write_atomically(
+    path: PathBuf,
+    beside: PathBuf,
+    bytes: Vec<u8>,
+) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&beside, bytes)?;
+        std::fs::rename(&beside, &path)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 /// Where `artifacts_url` says: `s3://bucket[/prefix]` is an S3-compatible bucket, anything
