@@ -7,8 +7,8 @@ use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity::{self, NewLease};
 use runtime_cloud_store::environments;
 use runtime_cloud_workflows::contracts::{
-    LeaseAnswer, LeaseMove, LeaseRequest, LockRequest, PoolQuery, QuotaInForce,
-    capacity_markers as markers,
+    LeaseAnswer, LeaseMove, LeaseRequest, LockRequest, PoolQuery, QuotaInForce, TurnAnswer,
+    TurnRequest, capacity_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -128,6 +128,71 @@ impl CapacityActivitiesImpl {
         _ctx: ActivityContext,
         req: LeaseRequest,
     ) -> Result<LeaseAnswer, ActivityError> {
+        self.lease(req).await
+    }
+
+    /// Takes the environment's lock and, when it was free, asks for the lease. Retried, both
+    /// steps keep what they did: asking again for a slot held answers it held, and the lease is
+    /// recorded once.
+    #[activity(definition = markers::TakeTurn)]
+    pub async fn take_turn(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: TurnRequest,
+    ) -> Result<TurnAnswer, ActivityError> {
+        let lock = self.semaphores.acquire(&req.lock).await?;
+        let lease = if lock.holds {
+            Some(self.lease(req.lease).await?)
+        } else {
+            None
+        };
+        Ok(TurnAnswer { lock, lease })
+    }
+
+    /// Records the lease granted or released: a lease moved without its semaphore (released
+    /// by a run that ends before it asks for a slot).
+    #[activity(definition = markers::MoveLease)]
+    pub async fn move_lease(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: LeaseMove,
+    ) -> Result<(), ActivityError> {
+        capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+        if req.to == runtime_cloud_models::capacity::LeaseState::Released {
+            let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
+            crate::admission::admit_after_release(db, client, queue, &req.lease_id).await;
+        }
+        Ok(())
+    }
+
+    /// Why a run cannot go to its pool yet (not active, or no worker polls its queue).
+    #[activity(definition = markers::PoolHold)]
+    pub async fn pool_hold(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: PoolQuery,
+    ) -> Result<Option<String>, ActivityError> {
+        let pool = capacity::find_pool(&self.db, &req.tenant_id, &req.pool_id)
+            .await
+            .map_err(|e| activity_error(e.into()))?;
+        // A pool removed from under its environment holds the run like a disabled one.
+        let state = pool.map_or(PoolState::Disabled, |p| p.state);
+        let load = pool_load(&self.client, &req.task_queue)
+            .await
+            .map_err(activity_error)?;
+        Ok(runtime_cloud_models::capacity::pool_hold(
+            &req.pool_id,
+            state,
+            load.workers,
+        ))
+    }
+}
+
+impl CapacityActivitiesImpl {
+    /// [`CapacityActivitiesImpl::request_lease`]'s work.
+    async fn lease(&self, req: LeaseRequest) -> Result<LeaseAnswer, ActivityError> {
         let now = Utc::now();
         let (quota, spent) =
             capacity::minutes_spent(&self.db, &req.tenant_id, &req.project_id, now)
@@ -174,46 +239,6 @@ impl CapacityActivitiesImpl {
             pool_id,
             taken,
         })
-    }
-
-    /// Records the lease granted or released: a lease moved without its semaphore (released
-    /// by a run that ends before it asks for a slot).
-    #[activity(definition = markers::MoveLease)]
-    pub async fn move_lease(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        req: LeaseMove,
-    ) -> Result<(), ActivityError> {
-        capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
-            .await
-            .map_err(|e| activity_error(e.into()))?;
-        if req.to == runtime_cloud_models::capacity::LeaseState::Released {
-            let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
-            crate::admission::admit_after_release(db, client, queue, &req.lease_id).await;
-        }
-        Ok(())
-    }
-
-    /// Why a run cannot go to its pool yet (not active, or no worker polls its queue).
-    #[activity(definition = markers::PoolHold)]
-    pub async fn pool_hold(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        req: PoolQuery,
-    ) -> Result<Option<String>, ActivityError> {
-        let pool = capacity::find_pool(&self.db, &req.tenant_id, &req.pool_id)
-            .await
-            .map_err(|e| activity_error(e.into()))?;
-        // A pool removed from under its environment holds the run like a disabled one.
-        let state = pool.map_or(PoolState::Disabled, |p| p.state);
-        let load = pool_load(&self.client, &req.task_queue)
-            .await
-            .map_err(activity_error)?;
-        Ok(runtime_cloud_models::capacity::pool_hold(
-            &req.pool_id,
-            state,
-            load.workers,
-        ))
     }
 }
 

@@ -9,8 +9,8 @@ use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
 use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::contracts::{
-    ApplyRequest, Finish, Gate, LockAnswer, LockRequest, PlanRequest, PolicyDecision, PolicyInput,
-    RunProjection, WindowQuery, provisioning_markers as markers,
+    ApplyRequest, DecideOnPlan, Finish, Gate, LockAnswer, LockRequest, PlanDecisions, PlanRequest,
+    PolicyDecision, PolicyInput, RunProjection, WindowQuery, provisioning_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -139,7 +139,7 @@ impl ProvisioningActivitiesImpl {
             let (capacity, environment) = runs::end(
                 &self.db,
                 run,
-                &req.projection.status,
+                (&req.projection.passed, &req.projection.status),
                 req.capacity.as_ref().map(letting),
                 letting(&req.environment),
             )
@@ -302,7 +302,7 @@ impl ProvisioningActivitiesImpl {
         let span =
             tracing::info_span!("project_run", run_id = %p.run.run_id, state = ?p.status.state);
         async move {
-            runs::project(&self.db, &p.run, &p.status)
+            runs::project(&self.db, &p.run, &p.passed, &p.status)
                 .await
                 .map_err(|e| activity_error(e.into()))?;
             Ok(())
@@ -316,6 +316,41 @@ impl ProvisioningActivitiesImpl {
     pub async fn evaluate_policy(
         self: Arc<Self>,
         _ctx: ActivityContext,
+        input: PolicyInput,
+    ) -> Result<PolicyDecision, ActivityError> {
+        self.policy_decision(input).await
+    }
+
+    /// The gate the environment's change windows make at the asked time.
+    #[activity(definition = markers::ChangeWindow)]
+    pub async fn change_window(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        q: WindowQuery,
+    ) -> Result<Gate, ActivityError> {
+        self.window_gate(&q).await
+    }
+
+    /// The policies' decision and the change windows' gate, both read at once.
+    #[activity(definition = markers::DecideOnPlan)]
+    pub async fn decide_on_plan(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: DecideOnPlan,
+    ) -> Result<PlanDecisions, ActivityError> {
+        let (policy, window) = futures::try_join!(
+            self.policy_decision(req.policy),
+            self.window_gate(&req.window)
+        )?;
+        Ok(PlanDecisions { policy, window })
+    }
+}
+
+impl ProvisioningActivitiesImpl {
+    /// The policies' decision on `input`, which is given the environment's last observed
+    /// workloads.
+    async fn policy_decision(
+        &self,
         mut input: PolicyInput,
     ) -> Result<PolicyDecision, ActivityError> {
         let span = tracing::info_span!("evaluate_policy", run_id = %input.run.run_id);
@@ -338,13 +373,8 @@ impl ProvisioningActivitiesImpl {
         .await
     }
 
-    /// The gate the environment's change windows make at the asked time.
-    #[activity(definition = markers::ChangeWindow)]
-    pub async fn change_window(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        q: WindowQuery,
-    ) -> Result<Gate, ActivityError> {
+    /// The gate the environment's change windows make at `q.at`.
+    async fn window_gate(&self, q: &WindowQuery) -> Result<Gate, ActivityError> {
         let windows =
             runtime_cloud_store::windows::applying(&self.db, &q.tenant_id, &q.environment_id)
                 .await

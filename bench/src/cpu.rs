@@ -30,27 +30,25 @@ pub fn server_pid() -> Option<u32> {
     std::env::var("RC_BENCH_TEMPORAL_PID").ok()?.parse().ok()
 }
 
-/// CPU time of some processes over a stretch of a benchmark.
-pub struct Meter {
-    pids: Vec<Option<u32>>,
-    at_start: Vec<f64>,
+/// CPU time of `N` processes over a stretch of a benchmark.
+pub struct Meter<const N: usize> {
+    pids: [Option<u32>; N],
+    at_start: [f64; N],
 }
 
-impl Meter {
+impl<const N: usize> Meter<N> {
     /// Starts measuring `pids` (None: a process the benchmark does not have, measured as 0).
-    pub fn start(pids: Vec<Option<u32>>) -> Self {
-        let at_start = pids.iter().map(|p| p.map_or(0.0, used_ms)).collect();
+    pub fn start(pids: [Option<u32>; N]) -> Self {
+        let at_start = pids.map(|p| p.map_or(0.0, used_ms));
         Self { pids, at_start }
     }
 
     /// Each process's CPU milliseconds since [`Meter::start`], divided by `runs`.
-    pub fn per_run(&self, runs: usize) -> Vec<f64> {
+    pub fn per_run(&self, runs: usize) -> [f64; N] {
         let n = runs.max(1) as f64;
-        self.pids
-            .iter()
-            .zip(&self.at_start)
-            .map(|(p, start)| p.map_or(0.0, |p| (used_ms(p) - start).max(0.0) / n))
-            .collect()
+        std::array::from_fn(|i| {
+            self.pids[i].map_or(0.0, |p| (used_ms(p) - self.at_start[i]).max(0.0) / n)
+        })
     }
 }
 

@@ -224,7 +224,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     }
 
     let sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
-    let meter = crate::cpu::Meter::start(vec![
+    let meter = crate::cpu::Meter::start([
         crate::cpu::server_pid(),
         Some(stack.worker_pid()),
         Some(stack.api_pid()),
@@ -272,7 +272,7 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
     // all of its runs' work.
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     stack::wait_idle(&client, &stack.task_queue).await?;
-    let cpu = cpu_of(&meter, args.runs);
+    let cpu = meter.per_run(args.runs);
     // Read the receipts as a user would: the list, filtered by state.
     let applied = api.runs_in_state("Applied").await?;
     let sent = sent.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -364,7 +364,7 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     }
 
     let batch_sent: Arc<Mutex<HashMap<String, SystemTime>>> = Default::default();
-    let meter = crate::cpu::Meter::start(vec![crate::cpu::server_pid(), Some(worker.pid()), None]);
+    let meter = crate::cpu::Meter::start([crate::cpu::server_pid(), Some(worker.pid()), None]);
     let start = SystemTime::now();
     let ids: Vec<String> = (0..args.runs).map(|i| format!("{tq}/run-{i:05}")).collect();
     for_each_concurrent(ids, args.concurrency, |id| {
@@ -398,7 +398,7 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
     )
     .await?;
     let worker_peak_mib = crate::rss::of(worker.pid()).peak_mib;
-    let cpu = cpu_of(&meter, args.runs);
+    let cpu = meter.per_run(args.runs);
 
     // Close times as Temporal recorded them.
     use futures::StreamExt;
@@ -437,11 +437,6 @@ async fn baseline(args: &Args, shape: &'static str) -> anyhow::Result<Measured> 
         total_runs: want,
         cpu,
     })
-}
-
-fn cpu_of(meter: &crate::cpu::Meter, runs: usize) -> [f64; 3] {
-    let v = meter.per_run(runs);
-    [v[0], v[1], v[2]]
 }
 
 /// The sides in the order they are printed.

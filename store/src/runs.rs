@@ -248,16 +248,19 @@ pub fn event(run: &RunInput, status: &RunStatus) -> Option<OutboxEvent> {
     }
 }
 
-/// Projects a run's status into its row, with its event, in one transaction. Creates the row
-/// when the run was not started through [`create`] (a promotion starting the workflow
+/// Projects a run's status into its row, with its event, in one transaction, after the
+/// states it `passed` through since its last projection (oldest first, each with its event):
+/// a run that goes from `Planned` straight on to `Applying` records both in one write. Creates
+/// the row when the run was not started through [`create`] (a promotion starting the workflow
 /// directly). Idempotent: projecting the same status twice writes the same row and one event.
 pub async fn project(
     db: &DatabaseConnection,
     run: &RunInput,
+    passed: &[RunStatus],
     status: &RunStatus,
 ) -> Result<(), Error> {
     let txn = crate::begin_write(db).await?;
-    project_in(&txn, run, status).await?;
+    project_through_in(&txn, run, passed, status).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -270,7 +273,7 @@ pub async fn project(
 pub async fn end(
     db: &DatabaseConnection,
     run: &RunInput,
-    status: &RunStatus,
+    (passed, status): (&[RunStatus], &RunStatus),
     capacity: Option<crate::semaphores::Letting<'_>>,
     environment: crate::semaphores::Letting<'_>,
 ) -> Result<(Vec<String>, Vec<String>), Error> {
@@ -280,13 +283,26 @@ pub async fn end(
         Some(capacity) => release_in(&txn, capacity).await?,
         None => Vec::new(),
     };
-    project_in(&txn, run, status).await?;
+    project_through_in(&txn, run, passed, status).await?;
     let environment_promoted = release_in(&txn, environment).await?;
     txn.commit().await?;
     Ok((capacity_promoted, environment_promoted))
 }
 
 /// [`project`] in the caller's write transaction.
+async fn project_through_in(
+    txn: &DatabaseTransaction,
+    run: &RunInput,
+    passed: &[RunStatus],
+    status: &RunStatus,
+) -> Result<(), Error> {
+    for status in passed.iter().chain([status]) {
+        project_in(txn, run, status).await?;
+    }
+    Ok(())
+}
+
+/// One status of [`project_through_in`].
 async fn project_in(
     txn: &DatabaseTransaction,
     run: &RunInput,
@@ -914,16 +930,16 @@ mod tests {
             plan_receipt: Some(plan()),
             ..Default::default()
         };
-        project(&db, &input, &planned).await.unwrap();
-        project(&db, &input, &planned).await.unwrap();
+        project(&db, &input, &[], &planned).await.unwrap();
+        project(&db, &input, &[], &planned).await.unwrap();
         assert_eq!(
             fixtures::events(&db, "ProvisioningPlanned").await.len(),
             1,
             "one event"
         );
-        project(&db, &input, &status).await.unwrap();
+        project(&db, &input, &[], &status).await.unwrap();
         let first = find(&db, "acme", new.run_id).await.unwrap().unwrap();
-        project(&db, &input, &status).await.unwrap();
+        project(&db, &input, &[], &status).await.unwrap();
         let second = find(&db, "acme", new.run_id).await.unwrap().unwrap();
         assert_eq!(format!("{first:?}"), format!("{second:?}"), "the same row");
         assert_eq!(first.state, Some(ProvisioningState::AwaitingApproval));
@@ -946,15 +962,15 @@ mod tests {
             ..status.clone()
         };
         // The diagram has no arrow from AwaitingApproval to Applied: refused, nothing written.
-        let err = project(&db, &input, &applied).await.unwrap_err();
+        let err = project(&db, &input, &[], &applied).await.unwrap_err();
         assert!(matches!(err, Error::IllegalTransition { .. }), "{err:?}");
         assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 0);
         let applying = RunStatus {
             state: Some(ProvisioningState::Applying),
             ..status.clone()
         };
-        project(&db, &input, &applying).await.unwrap();
-        project(&db, &input, &applied).await.unwrap();
+        project(&db, &input, &[], &applying).await.unwrap();
+        project(&db, &input, &[], &applied).await.unwrap();
         let done = find(&db, "acme", new.run_id).await.unwrap().unwrap();
         assert!(done.completed_at.is_some());
         assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 1);
@@ -1002,9 +1018,9 @@ mod tests {
         assert_eq!(metrics[0].1.as_ref().map(|r| r.duration_ms), Some(1500));
         // An ended run moves nowhere; projecting its end again is fine, and a replay of an
         // earlier projection (a worker that died before reporting its task) writes nothing.
-        project(&db, &input, &applied).await.unwrap();
+        project(&db, &input, &[], &applied).await.unwrap();
         let before = format!("{:?}", find(&db, "acme", new.run_id).await.unwrap());
-        project(&db, &input, &planned).await.unwrap();
+        project(&db, &input, &[], &planned).await.unwrap();
         let after = format!("{:?}", find(&db, "acme", new.run_id).await.unwrap());
         assert_eq!(after, before);
         assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 1);
@@ -1016,6 +1032,59 @@ mod tests {
         a_run_is_created_and_projected_idempotently_sqlite,
         a_run_is_created_and_projected_idempotently_postgres,
         a_run_is_created_and_projected_idempotently_on
+    );
+
+    /// A run that goes from `Planned` straight on to `Applying` records both in one write: the
+    /// plan's event, then the row as it applies. Again (a retried local activity, a replay)
+    /// it writes the same row and no second event.
+    async fn a_run_passing_through_a_state_records_it_with_the_next_on(db: DatabaseConnection) {
+        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
+        let new = fixtures::new_run("0190f000-0000-7000-8000-000000000003", &env, &spec);
+        let input = create(&db, &new, &ProvisioningOptions::default())
+            .await
+            .unwrap();
+        let planned = RunStatus {
+            state: Some(ProvisioningState::Planned),
+            plan_receipt: Some(plan()),
+            ..Default::default()
+        };
+        let applying = RunStatus {
+            state: Some(ProvisioningState::Applying),
+            ..planned.clone()
+        };
+        for _ in 0..2 {
+            project(&db, &input, std::slice::from_ref(&planned), &applying)
+                .await
+                .unwrap();
+            let row = find(&db, "acme", new.run_id).await.unwrap().unwrap();
+            assert_eq!(row.state, Some(ProvisioningState::Applying));
+            assert_eq!(row.plan().unwrap(), Some(plan()));
+            let events = fixtures::events(&db, "ProvisioningPlanned").await;
+            assert_eq!(events.len(), 1, "{events:?}");
+        }
+        // A move the diagram does not have (`Planned` → `Applied`) is refused, and the state
+        // passed through before it is not written either.
+        let applied = RunStatus {
+            state: Some(ProvisioningState::Applied),
+            ..planned.clone()
+        };
+        let other = fixtures::new_run("0190f000-0000-7000-8000-000000000004", &env, &spec);
+        let other_input = create(&db, &other, &ProvisioningOptions::default())
+            .await
+            .unwrap();
+        let err = project(&db, &other_input, &[planned], &applied)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::IllegalTransition { .. }), "{err:?}");
+        let untouched = find(&db, "acme", other.run_id).await.unwrap().unwrap();
+        assert_eq!(untouched.state, None, "the transaction wrote nothing");
+        assert_eq!(fixtures::events(&db, "ProvisioningPlanned").await.len(), 1);
+    }
+
+    crate::fixtures::on_both_databases!(
+        a_run_passing_through_a_state_records_it_with_the_next_sqlite,
+        a_run_passing_through_a_state_records_it_with_the_next_postgres,
+        a_run_passing_through_a_state_records_it_with_the_next_on
     );
 
     /// A run's ending is recorded as its capacity and its environment go, in one transaction:
@@ -1053,7 +1122,7 @@ mod tests {
                 plan_receipt: Some(plan()),
                 ..Default::default()
             };
-            project(&db, &input, &status).await.unwrap();
+            project(&db, &input, &[], &status).await.unwrap();
         }
         let ended = RunStatus {
             state: Some(ProvisioningState::Failed),
@@ -1070,7 +1139,7 @@ mod tests {
             let promoted = end(
                 &db,
                 &input,
-                &ended,
+                (&[], &ended),
                 Some(letting(capacity)),
                 letting(environment),
             )

@@ -87,11 +87,16 @@ pub struct ApplyRequest {
     pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
 }
 
-/// Project a run's current status into the read tables, with its event, in one transaction.
+/// Project a run's current status into the read tables, with its event, in one transaction,
+/// after the states it passed through since its last projection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunProjection {
     pub run: RunInput,
+    /// The statuses of the states the run went on from without waiting (`Planned` on its way
+    /// to `Applying`), oldest first: projected with their events before `status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed: Vec<RunStatus>,
     pub status: RunStatus,
 }
 
@@ -155,6 +160,31 @@ impl ProvisioningActivities {
     pub fn change_window(q: WindowQuery) -> Result<Gate, ActivityError> {
         unimplemented!()
     }
+
+    /// See [`DecideOnPlan`].
+    #[activity(name = "provisioning.decide-on-plan")]
+    pub fn decide_on_plan(req: DecideOnPlan) -> Result<PlanDecisions, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// The policies' decision on a plan ([`ProvisioningActivities::evaluate_policy`]) and the
+/// change windows' gate at the plan's time ([`ProvisioningActivities::change_window`]), read
+/// in one local activity: both are reads, and most runs go from their plan straight on to
+/// their apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecideOnPlan {
+    pub policy: PolicyInput,
+    pub window: WindowQuery,
+}
+
+/// The answer to a [`DecideOnPlan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanDecisions {
+    pub policy: PolicyDecision,
+    pub window: Gate,
 }
 
 pub use runtime_cloud_models::policy::{PolicyDecision, PolicyInput};
@@ -218,6 +248,28 @@ pub struct QuotaInForce {
     pub source: String,
 }
 
+/// A run's first step: take its environment's lock ([`ProvisioningActivities::acquire_lock`])
+/// and, when that was free, ask for its capacity lease ([`LeaseRequest`]) in the same local
+/// activity. Most runs find their environment free; one that waits for it asks for the lease
+/// once it has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRequest {
+    pub lock: LockRequest,
+    pub lease: LeaseRequest,
+}
+
+/// The answer to a [`TurnRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnAnswer {
+    /// The environment's lock.
+    pub lock: LockAnswer,
+    /// The lease's answer; none when the lock was not free (nothing was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseAnswer>,
+}
+
 /// Move a run's lease to `granted` or `released`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -248,6 +300,12 @@ impl CapacityActivities {
         unimplemented!()
     }
 
+    /// See [`TurnRequest`].
+    #[activity(name = "capacity.take-turn")]
+    pub fn take_turn(req: TurnRequest) -> Result<TurnAnswer, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`LeaseMove`].
     #[activity(name = "capacity.move-lease")]
     pub fn move_lease(req: LeaseMove) -> Result<(), ActivityError> {
@@ -263,14 +321,15 @@ impl CapacityActivities {
 
 /// Marker types of the capacity activities.
 pub mod capacity_markers {
-    pub use super::capacity_activities::{MoveLease, PoolHold, RequestLease};
+    pub use super::capacity_activities::{MoveLease, PoolHold, RequestLease, TakeTurn};
 }
 
 /// Marker types of the provisioning activities, for `#[activity(definition = …)]` on the
 /// implementations.
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
-        AcquireLock, Apply, ChangeWindow, ClaimApproval, EvaluatePolicy, Finish, Plan, Project,
+        AcquireLock, Apply, ChangeWindow, ClaimApproval, DecideOnPlan, EvaluatePolicy, Finish,
+        Plan, Project,
     };
 }
 

@@ -31,7 +31,7 @@ impl SignalDefinition for Supersede {
 
 /// Signal `granted`: the release of a semaphore (an environment's lock, a project's capacity)
 /// tells a waiting workflow that it now holds a slot; the payload is the semaphore's id.
-/// Every workflow that takes one ([`crate::semaphore::lock`]) has it.
+/// Every workflow that takes one ([`crate::semaphore::ask`]) has it.
 pub struct Granted;
 
 impl SignalDefinition for Granted {

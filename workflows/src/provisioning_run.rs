@@ -20,12 +20,15 @@
 //! the stages in order, records where they ended as it lets both go, and observes the
 //! environment again. Each stage is one
 //! small function that goes on to the next or ends the run in a state. Every transition is
-//! projected into the read tables with its event before the run moves on, so a reader never
-//! sees an apply whose plan is not recorded.
+//! projected into the read tables with its event before the run waits on anything or acts on
+//! its target, so a reader never sees an apply whose plan is not recorded. A state the run goes
+//! straight on from (`Planned`, when the policies allow, no approval is needed and the windows
+//! are open) is projected with the next one, in one write.
 
 use crate::contracts::{
-    ApplyRequest, CapacityActivities, Finish, Gate, LeaseAnswer, LeaseMove, LeaseRequest,
-    PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection, WindowQuery,
+    ApplyRequest, CapacityActivities, DecideOnPlan, Finish, Gate, LeaseAnswer, LeaseMove,
+    LeaseRequest, PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection,
+    TurnRequest, WindowQuery,
 };
 use crate::handover::hand_over;
 use crate::ids::{capacity_semaphore_id, environment_lock_id, pool_task_queue};
@@ -110,6 +113,12 @@ pub struct ProvisioningRun {
     break_glass: Option<BreakGlass>,
     /// The state the `ProvisioningState` search attribute last said ([`Self::show_state`]).
     shown_state: Option<ProvisioningState>,
+    /// The statuses of the states the run went on from since its last projection, oldest
+    /// first ([`Self::pass_through`]).
+    passed: Vec<RunStatus>,
+    /// The change windows' gate read with the policies' decision, and the workflow time it was
+    /// read at: the window stage's first look when it comes at that same time.
+    window_read: Option<(chrono::DateTime<chrono::Utc>, Gate)>,
 }
 
 /// Where the run ends: its final state and why.
@@ -166,6 +175,8 @@ impl ProvisioningRun {
             held_approvals: Vec::new(),
             break_glass: None,
             shown_state: None,
+            passed: Vec::new(),
+            window_read: None,
         }
     }
 
@@ -179,10 +190,26 @@ impl ProvisioningRun {
             ctx.upsert_search_attributes(run_attributes(&input));
         }
 
+        // The environment's lock and, when it is free, the capacity lease, in one local
+        // activity: most runs find their environment free.
         let lock_id = environment_lock_id(&input.tenant_id, &input.environment_id);
-        let (environment, turn) = semaphore::lock(ctx, &input.tenant_id, lock_id, 1).await?;
+        let lock = semaphore::slot_request(ctx, &input.tenant_id, lock_id, 1, false);
+        let turn = TurnRequest {
+            lock: lock.clone(),
+            lease: Self::lease_request(ctx, &input),
+        };
+        let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
+        let answer = ctx
+            .execute_local_activity(CapacityActivities::take_turn, turn, opts)
+            .await?;
+        let (environment, free) = Unlock::asked(lock, answer.lock);
+        let turn = if free {
+            semaphore::turn_taken(ctx)
+        } else {
+            semaphore::wait_for_turn(ctx, &environment).await?
+        };
         let (ending, capacity) = match turn {
-            Turn::Ours => Self::leased(ctx, &input).await?,
+            Turn::Ours => Self::leased(ctx, &input, answer.lease).await?,
             Turn::GaveUp => {
                 Self::release_deferred_lease(ctx, &input).await?;
                 (Self::cancelled(ctx), None)
@@ -208,20 +235,15 @@ impl ProvisioningRun {
         Ok(ctx.state(|s| s.status.clone()))
     }
 
-    /// Takes the project's capacity lease and runs the stages under it; answers how the run
-    /// ended and the capacity slot to give back with its ending. A project whose day's minutes
-    /// are spent ends the run `Rejected` before it plans.
-    async fn leased(
-        ctx: &mut WorkflowContext<Self>,
-        input: &RunInput,
-    ) -> WorkflowResult<(Ending, Option<Unlock>)> {
+    /// The run's request for its project's capacity lease.
+    fn lease_request(ctx: &WorkflowContext<Self>, input: &RunInput) -> LeaseRequest {
         // A run the API deferred asks for the lease recorded with it; any other run's lease is
         // its attempt's (Temporal's run id, a UUIDv7 too). Not an id minted from the workflow's
         // clock: a workflow task lost after this local activity wrote the lease (a worker killed)
         // runs again at a later time, and a second lease would be written while the first
         // stayed `waiting` for good, counted against the project's quota (found by the soak).
         let capacity_id = capacity_semaphore_id(&input.tenant_id, &input.project_id);
-        let request = LeaseRequest {
+        LeaseRequest {
             lease_id: input
                 .lease_id
                 .clone()
@@ -232,13 +254,29 @@ impl ProvisioningRun {
             run_id: input.run_id.clone(),
             attempt_id: ctx.run_id().to_owned(),
             holder_workflow_id: ctx.workflow_id().to_owned(),
-            semaphore_id: capacity_id.clone(),
+            semaphore_id: capacity_id,
+        }
+    }
+
+    /// Takes the project's capacity lease (already `asked` with the environment's lock when
+    /// that was free) and runs the stages under it; answers how the run ended and the capacity
+    /// slot to give back with its ending. A project whose day's minutes are spent ends the run
+    /// `Rejected` before it plans.
+    async fn leased(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+        asked: Option<LeaseAnswer>,
+    ) -> WorkflowResult<(Ending, Option<Unlock>)> {
+        let request = Self::lease_request(ctx, input);
+        let (lease_id, capacity_id) = (request.lease_id.clone(), request.semaphore_id.clone());
+        let answer = match asked {
+            Some(answer) => answer,
+            None => {
+                let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
+                ctx.execute_local_activity(CapacityActivities::request_lease, request, opts)
+                    .await?
+            }
         };
-        let lease_id = request.lease_id.clone();
-        let opts = crate::options::must_succeed_locally(CAPACITY_TIMEOUT);
-        let answer = ctx
-            .execute_local_activity(CapacityActivities::request_lease, request, opts)
-            .await?;
         let (quota, pool_id, taken) = match answer {
             LeaseAnswer::Refused { reason } => {
                 Self::release_deferred_lease(ctx, input).await?;
@@ -278,7 +316,7 @@ impl ProvisioningRun {
             }
         };
         let turn = if holds {
-            Turn::Ours
+            semaphore::turn_taken(ctx)
         } else {
             let held = CapacityWait {
                 since: now(ctx.workflow_time()),
@@ -428,13 +466,14 @@ impl ProvisioningRun {
             }
         };
         ctx.state_mut(|s| s.status.plan_receipt = Some(plan.clone()));
-        Self::transition(ctx, ProvisioningState::Planned).await?;
+        Self::pass_through(ctx, ProvisioningState::Planned);
         Ok(Stage::GoOn(plan))
     }
 
     /// The policies decide on the plan before anything else can happen to it (recorded as the
     /// run's `policy`): a deny ends the run `Rejected` with the policies' messages. A policy
     /// engine that cannot answer holds the run (retried): a plan is never applied undecided.
+    /// The change windows are read with the decision, for the window stage's first look.
     async fn policy_stage(
         ctx: &mut WorkflowContext<Self>,
         input: &RunInput,
@@ -455,24 +494,32 @@ impl ProvisioningRun {
             plan: plan.clone(),
             observed: Vec::new(),
         };
-        // A local activity: a read and a decision, run in the workflow task the plan's result
+        // A local activity: reads and a decision, run in the workflow task the plan's result
         // opened, which then goes on to the gate and the apply (a workflow task and an
         // activity task fewer per run than a scheduled activity, docs/benchmarks.md). An
         // engine that does not answer within [`POLICY_LOCAL_BUDGET`] is waited for by a
         // scheduled activity: a local activity retried for hours would heartbeat its workflow
         // task every few seconds and grow the run's history without bound.
         let local = crate::options::given_up_after(POLICY_TIMEOUT, POLICY_LOCAL_BUDGET);
+        let at = now(ctx.workflow_time());
+        let both = DecideOnPlan {
+            policy: asked.clone(),
+            window: WindowQuery {
+                tenant_id: input.tenant_id.clone(),
+                environment_id: input.environment_id.clone(),
+                at,
+            },
+        };
         let decision = match ctx
-            .execute_local_activity(
-                ProvisioningActivities::evaluate_policy,
-                asked.clone(),
-                local,
-            )
+            .execute_local_activity(ProvisioningActivities::decide_on_plan, both, local)
             .await
         {
-            Ok(decision) => decision,
+            Ok(decided) => {
+                ctx.state_mut(|s| s.window_read = Some((at, decided.window)));
+                decided.policy
+            }
             Err(_) => {
-                Self::show_state(ctx);
+                Self::before_waiting(ctx).await?;
                 ctx.execute_activity(
                     ProvisioningActivities::evaluate_policy,
                     asked,
@@ -590,7 +637,7 @@ impl ProvisioningRun {
             inputs_hash: Some(plan.inputs_hash.clone()),
             at,
         };
-        Self::show_state(ctx);
+        Self::before_waiting(ctx).await?;
         let outcome = ctx
             .execute_activity(
                 ProvisioningActivities::claim_approval,
@@ -630,15 +677,20 @@ impl ProvisioningRun {
                 return Ok(Stage::End(Self::cancelled(ctx)));
             }
             let at = now(ctx.workflow_time());
-            let query = WindowQuery {
-                tenant_id: input.tenant_id.clone(),
-                environment_id: input.environment_id.clone(),
-                at,
+            let gate = match ctx.state_mut(|s| s.window_read.take()) {
+                // Read with the policies' decision in this same workflow task.
+                Some((read_at, gate)) if read_at == at => gate,
+                _ => {
+                    let query = WindowQuery {
+                        tenant_id: input.tenant_id.clone(),
+                        environment_id: input.environment_id.clone(),
+                        at,
+                    };
+                    let opts = crate::options::must_succeed_locally(WINDOW_TIMEOUT);
+                    ctx.execute_local_activity(ProvisioningActivities::change_window, query, opts)
+                        .await?
+                }
             };
-            let opts = crate::options::must_succeed_locally(WINDOW_TIMEOUT);
-            let gate = ctx
-                .execute_local_activity(ProvisioningActivities::change_window, query, opts)
-                .await?;
             let Gate::Closed {
                 window_id,
                 opens_at,
@@ -668,7 +720,7 @@ impl ProvisioningRun {
                 ctx.state_mut(|s| s.status.waiting_for_window = Some(wait));
                 Self::project(ctx).await?;
             }
-            Self::show_state(ctx);
+            Self::before_waiting(ctx).await?;
             let until_open = opens_at
                 .and_then(|t| (t - at).to_std().ok())
                 .unwrap_or(WINDOW_RECHECK)
@@ -727,7 +779,7 @@ impl ProvisioningRun {
         ctx: &mut WorkflowContext<Self>,
         expiry: Duration,
     ) -> WorkflowResult<Wait> {
-        Self::show_state(ctx);
+        Self::before_waiting(ctx).await?;
         let decided = temporalio_sdk::workflows::select! {
             r = ctx.wait_condition(|s| s.decision.is_some() || s.cancel.is_some()) => { r?; true }
             _ = ctx.timer(expiry) => false,
@@ -782,6 +834,25 @@ impl ProvisioningRun {
         Self::project(ctx).await
     }
 
+    /// Moves to `state` and goes straight on: its status is projected, with its event, before
+    /// the next state's in the same write ([`RunProjection::passed`]), or by
+    /// [`Self::before_waiting`] if the run waits first.
+    fn pass_through(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) {
+        Self::set_state(ctx, state);
+        ctx.state_mut(|s| s.passed.push(s.status.clone()));
+    }
+
+    /// Before the run waits on anything outside it (a policy engine, an approval, a change
+    /// window): the states it passed through are recorded, and the search attribute says
+    /// where it waits.
+    async fn before_waiting(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        if ctx.state(|s| !s.passed.is_empty()) {
+            Self::project(ctx).await?;
+        }
+        Self::show_state(ctx);
+        Ok(())
+    }
+
     /// Sets the run's state.
     fn set_state(ctx: &mut WorkflowContext<Self>, state: ProvisioningState) {
         let from = ctx.state(|s| s.status.state);
@@ -821,10 +892,12 @@ impl ProvisioningRun {
         }
     }
 
-    /// The run's status as the read tables take it.
-    fn projection(ctx: &WorkflowContext<Self>) -> RunProjection {
-        ctx.state(|s| RunProjection {
+    /// The run's status as the read tables take it, after those of the states it passed
+    /// through since its last projection.
+    fn projection(ctx: &mut WorkflowContext<Self>) -> RunProjection {
+        ctx.state_mut(|s| RunProjection {
             run: s.input.clone(),
+            passed: std::mem::take(&mut s.passed),
             status: s.status.clone(),
         })
     }

@@ -6,17 +6,19 @@
 //! - `capacity/{tenant}/{project}`, the quota's `concurrentRuns` slots: the project's capacity
 //!   leases (spec 003).
 //!
-//! Callers take it with [`ask`] (or [`lock`]) and give it back with the [`Unlock`] they got,
-//! like `unlock := mutex.Lock(…)` in Temporal's mutex sample (a provisioning run gives both of
-//! its semaphores back in the local activity that records its ending, `provisioning.finish`).
-//! Taking and giving back are local activities, one write transaction each, in the caller's
-//! workflow task: a slot free costs no workflow task and no signal at all. A caller that waits is signalled `granted` (with the semaphore's id, so
-//! a workflow that holds two knows which one answered) by the release that hands it the slot.
-//! A grant lost with a killed worker is sent again by the semaphore's next take or release,
-//! and a waiter asks again every `LockHolderCheckMinutes` besides, then also checks that the
-//! workflows of the holders and of the waiters before it still run (one terminated by hand
-//! never releases; its slot goes on, its capacity lease is recorded expired). A caller that gives up before
-//! its turn releases too, which only drops it from the queue.
+//! Callers take it with [`ask`] (then [`wait_for_turn`] when it is not free) and give it back
+//! with the [`Unlock`] they got, like `unlock := mutex.Lock(…)` in Temporal's mutex sample (a
+//! provisioning run asks for its environment's lock with its capacity lease, in
+//! `capacity.take-turn`, and gives both back in the local activity that records its ending,
+//! `provisioning.finish`). Taking and giving back are local activities, one write transaction
+//! each, in the caller's workflow task: a slot free costs no workflow task and no signal at
+//! all. A caller that waits is signalled `granted` (with the semaphore's id, so a workflow that
+//! holds two knows which one answered) by the release that hands it the slot. A grant lost with
+//! a killed worker is sent again by the semaphore's next take or release, and a waiter asks
+//! again every `LockHolderCheckMinutes` besides, then also checks that the workflows of the
+//! holders and of the waiters before it still run (one terminated by hand never releases; its
+//! slot goes on, its capacity lease is recorded expired). A caller that gives up before its
+//! turn releases too, which only drops it from the queue.
 //!
 //! Each semaphore was a workflow of its own before: a lock workflow started for every run, and
 //! every ask and release a workflow task of the project's one capacity semaphore — most of a
@@ -79,22 +81,6 @@ impl Unlock {
     pub fn into_release(self) -> LockRequest {
         self.request
     }
-}
-
-/// Takes a slot of `semaphore_id` (of `slots`) for the calling workflow, waiting for its turn.
-pub async fn lock<W: LockHolder>(
-    ctx: &mut WorkflowContext<W>,
-    tenant_id: &str,
-    semaphore_id: String,
-    slots: u32,
-) -> WorkflowResult<(Unlock, Turn)> {
-    let (unlock, taken) = ask(ctx, tenant_id, semaphore_id, slots, false).await?;
-    let turn = if taken {
-        turn_taken(ctx)
-    } else {
-        wait_for_turn(ctx, &unlock).await?
-    };
-    Ok((unlock, turn))
 }
 
 /// Asks for a slot: true when the caller holds it at once (a slot was free and nobody waited,
@@ -169,8 +155,9 @@ pub async fn wait_for_turn<W: LockHolder>(
     Ok(turn_taken(ctx))
 }
 
-/// Giving up wins over a grant that came with it: nothing has happened under the slot yet.
-fn turn_taken<W: LockHolder>(ctx: &WorkflowContext<W>) -> Turn {
+/// The caller's turn on a slot it holds: giving up wins over a grant that came with it,
+/// nothing has happened under the slot yet.
+pub fn turn_taken<W: LockHolder>(ctx: &WorkflowContext<W>) -> Turn {
     if ctx.state(|s| s.gives_up()) {
         Turn::GaveUp
     } else {
