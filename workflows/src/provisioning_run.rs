@@ -116,9 +116,9 @@ pub struct ProvisioningRun {
     /// The statuses of the states the run went on from since its last projection, oldest
     /// first ([`Self::pass_through`]).
     passed: Vec<RunStatus>,
-    /// The change windows' gate read with the policies' decision, and the workflow time it was
-    /// read at: the window stage's first look when it comes at that same time.
-    window_read: Option<(chrono::DateTime<chrono::Utc>, Gate)>,
+    /// The change windows' gate read with the policies' decision: the window stage's first
+    /// look, unless the run waited on something since ([`Self::before_waiting`] drops it).
+    window_read: Option<Gate>,
 }
 
 /// Where the run ends: its final state and why.
@@ -515,7 +515,7 @@ impl ProvisioningRun {
             .await
         {
             Ok(decided) => {
-                ctx.state_mut(|s| s.window_read = Some((at, decided.window)));
+                ctx.state_mut(|s| s.window_read = Some(decided.window));
                 decided.policy
             }
             Err(_) => {
@@ -677,10 +677,10 @@ impl ProvisioningRun {
                 return Ok(Stage::End(Self::cancelled(ctx)));
             }
             let at = now(ctx.workflow_time());
+            // Read with the policies' decision, and the run has not waited since.
             let gate = match ctx.state_mut(|s| s.window_read.take()) {
-                // Read with the policies' decision in this same workflow task.
-                Some((read_at, gate)) if read_at == at => gate,
-                _ => {
+                Some(gate) => gate,
+                None => {
                     let query = WindowQuery {
                         tenant_id: input.tenant_id.clone(),
                         environment_id: input.environment_id.clone(),
@@ -846,6 +846,8 @@ impl ProvisioningRun {
     /// window): the states it passed through are recorded, and the search attribute says
     /// where it waits.
     async fn before_waiting(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        // A gate read before the wait is stale after it.
+        ctx.state_mut(|s| s.window_read = None);
         if ctx.state(|s| !s.passed.is_empty()) {
             Self::project(ctx).await?;
         }
