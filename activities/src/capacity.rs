@@ -5,12 +5,12 @@ use crate::error::{Error, activity_error};
 use chrono::Utc;
 use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity::{self, NewLease};
-use runtime_cloud_store::environments;
+use runtime_cloud_store::{begin_write, environments, semaphores};
 use runtime_cloud_workflows::contracts::{
     LeaseAnswer, LeaseMove, LeaseRequest, LockRequest, PoolQuery, QuotaInForce, TurnAnswer,
     TurnRequest, capacity_markers as markers,
 };
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DatabaseTransaction};
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::{Client, NamespacedClient};
@@ -120,31 +120,46 @@ pub struct PoolLoad {
 impl CapacityActivitiesImpl {
     /// Reads the project's quota and the environment's pool, refuses when the day's apply
     /// minutes are spent, and records the lease `waiting` (once, however often retried). An
-    /// environment without a pool asks for a slot of the project's capacity at once: one local
-    /// activity, not three, for most runs (the lease is granted with the slot).
+    /// environment without a pool asks for a slot of the project's capacity at once, in the
+    /// same transaction: one local activity, not three, for most runs (the lease is granted
+    /// with the slot).
     #[activity(definition = markers::RequestLease)]
     pub async fn request_lease(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: LeaseRequest,
     ) -> Result<LeaseAnswer, ActivityError> {
-        self.lease(req).await
+        let txn = begin_write(&self.db).await.map_err(store_failed)?;
+        let lease = self.lease_in(&txn, req).await?;
+        txn.commit().await.map_err(|e| store_failed(e.into()))?;
+        self.leased(lease).await
     }
 
-    /// Takes the environment's lock and, when it was free, asks for the lease. Retried, both
-    /// steps keep what they did: asking again for a slot held answers it held, and the lease is
-    /// recorded once.
+    /// Takes the environment's lock and, when it was free, asks for the lease: one write
+    /// transaction for both (and the capacity slot with the lease). Retried, every step keeps
+    /// what it did: asking again for a slot held answers it held, and the lease is recorded
+    /// once.
     #[activity(definition = markers::TakeTurn)]
     pub async fn take_turn(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: TurnRequest,
     ) -> Result<TurnAnswer, ActivityError> {
-        let lock = self.semaphores.acquire(&req.lock).await?;
+        let txn = begin_write(&self.db).await.map_err(store_failed)?;
+        let lock = semaphores::take_in(&txn, crate::semaphores::ask(&req.lock))
+            .await
+            .map_err(store_failed)?;
         let lease = if lock.holds {
-            Some(self.lease(req.lease).await?)
+            Some(self.lease_in(&txn, req.lease).await?)
         } else {
             None
+        };
+        txn.commit().await.map_err(|e| store_failed(e.into()))?;
+        // Waiters promoted are told once the transaction committed, as a take alone does.
+        let lock = self.semaphores.taken(&req.lock, lock).await?;
+        let lease = match lease {
+            Some(lease) => Some(self.leased(lease).await?),
+            None => None,
         };
         Ok(TurnAnswer { lock, lease })
     }
@@ -159,7 +174,7 @@ impl CapacityActivitiesImpl {
     ) -> Result<(), ActivityError> {
         capacity::move_lease(&self.db, &req.lease_id, req.to, req.at)
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
         if req.to == runtime_cloud_models::capacity::LeaseState::Released {
             let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
             crate::admission::admit_after_release(db, client, queue, &req.lease_id).await;
@@ -176,7 +191,7 @@ impl CapacityActivitiesImpl {
     ) -> Result<Option<String>, ActivityError> {
         let pool = capacity::find_pool(&self.db, &req.tenant_id, &req.pool_id)
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
         // A pool removed from under its environment holds the run like a disabled one.
         let state = pool.map_or(PoolState::Disabled, |p| p.state);
         let load = pool_load(&self.client, &req.task_queue)
@@ -190,22 +205,34 @@ impl CapacityActivitiesImpl {
     }
 }
 
+/// A lease asked for in a transaction not yet committed: its answer, and the capacity slot
+/// taken with it, whose promoted waiters are told once it is.
+struct AskedLease {
+    answer: LeaseAnswer,
+    slot: Option<(LockRequest, semaphores::Taken)>,
+}
+
 impl CapacityActivitiesImpl {
-    /// [`CapacityActivitiesImpl::request_lease`]'s work.
-    async fn lease(&self, req: LeaseRequest) -> Result<LeaseAnswer, ActivityError> {
+    /// [`CapacityActivitiesImpl::request_lease`]'s work, in the caller's write transaction.
+    async fn lease_in(
+        &self,
+        txn: &DatabaseTransaction,
+        req: LeaseRequest,
+    ) -> Result<AskedLease, ActivityError> {
         let now = Utc::now();
-        let (quota, spent) =
-            capacity::minutes_spent(&self.db, &req.tenant_id, &req.project_id, now)
-                .await
-                .map_err(|e| activity_error(e.into()))?;
+        let (quota, spent) = capacity::minutes_spent(txn, &req.tenant_id, &req.project_id, now)
+            .await
+            .map_err(store_failed)?;
         if let Some(spent) = spent {
-            return Ok(LeaseAnswer::Refused {
-                reason: spent.to_string(),
+            let reason = spent.to_string();
+            return Ok(AskedLease {
+                answer: LeaseAnswer::Refused { reason },
+                slot: None,
             });
         }
-        let pool_id = environments::find(&self.db, &req.tenant_id, &req.environment_id)
+        let pool_id = environments::find(txn, &req.tenant_id, &req.environment_id)
             .await
-            .map_err(|e| activity_error(e.into()))?
+            .map_err(store_failed)?
             .and_then(|env| env.pool_id);
         let slot = LockRequest {
             tenant_id: req.tenant_id.clone(),
@@ -224,22 +251,43 @@ impl CapacityActivitiesImpl {
             pool_id.clone(),
             &quota.limits,
         );
-        capacity::request_lease(&self.db, lease, now)
+        capacity::request_lease(txn, lease, now)
             .await
-            .map_err(|e| activity_error(e.into()))?;
-        let taken = match pool_id {
-            None => Some(self.semaphores.acquire(&slot).await?),
+            .map_err(store_failed)?;
+        // An environment with a pool asks for its slot once a worker serves the pool.
+        let slot = match pool_id {
+            None => {
+                let taken = semaphores::take_in(txn, crate::semaphores::ask(&slot))
+                    .await
+                    .map_err(store_failed)?;
+                Some((slot, taken))
+            }
             Some(_) => None,
         };
-        Ok(LeaseAnswer::Ask {
+        let answer = LeaseAnswer::Ask {
             quota: QuotaInForce {
                 limits: quota.limits,
                 source: quota.source,
             },
             pool_id,
-            taken,
-        })
+            taken: None,
+        };
+        Ok(AskedLease { answer, slot })
     }
+
+    /// The answer to a lease asked for, once its transaction committed: the slot's promoted
+    /// waiters told.
+    async fn leased(&self, lease: AskedLease) -> Result<LeaseAnswer, ActivityError> {
+        let AskedLease { mut answer, slot } = lease;
+        if let (LeaseAnswer::Ask { taken, .. }, Some((req, slot))) = (&mut answer, slot) {
+            *taken = Some(self.semaphores.taken(&req, slot).await?);
+        }
+        Ok(answer)
+    }
+}
+
+fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
+    activity_error(e.into())
 }
 
 /// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as

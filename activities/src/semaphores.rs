@@ -36,16 +36,19 @@ impl Semaphores {
     /// checks that the holders and the waiters before it still exist, and drops those that do
     /// not.
     pub async fn acquire(&self, req: &LockRequest) -> Result<LockAnswer, ActivityError> {
-        let ask = semaphores::Ask {
-            semaphore_id: &req.semaphore_id,
-            tenant_id: &req.tenant_id,
-            holder_id: &req.requester_workflow_id,
-            slots: req.slots,
-            leases: req.records_leases,
-        };
-        let mut taken = semaphores::take(&self.db, ask.clone())
+        let taken = semaphores::take(&self.db, ask(req))
             .await
             .map_err(store_failed)?;
+        self.taken(req, taken).await
+    }
+
+    /// After a take committed ([`semaphores::take`], or [`semaphores::take_in`] in the
+    /// caller's transaction): what [`Self::acquire`] does with its answer.
+    pub async fn taken(
+        &self,
+        req: &LockRequest,
+        mut taken: semaphores::Taken,
+    ) -> Result<LockAnswer, ActivityError> {
         let mut named = self.grant(req, std::mem::take(&mut taken.to_tell)).await?;
         if !taken.holds && req.check_holders {
             named |= self
@@ -55,7 +58,7 @@ impl Semaphores {
         if !taken.holds && named {
             // A holder dropped on the way made the requester one: asking again says so
             // (and marks it told).
-            taken = semaphores::take(&self.db, ask)
+            taken = semaphores::take(&self.db, ask(req))
                 .await
                 .map_err(store_failed)?;
             self.grant(req, taken.to_tell).await?;
@@ -199,6 +202,17 @@ impl Semaphores {
             }
         }
         Ok(dropped)
+    }
+}
+
+/// `req` as the store takes it.
+pub(crate) fn ask(req: &LockRequest) -> semaphores::Ask<'_> {
+    semaphores::Ask {
+        semaphore_id: &req.semaphore_id,
+        tenant_id: &req.tenant_id,
+        holder_id: &req.requester_workflow_id,
+        slots: req.slots,
+        leases: req.records_leases,
     }
 }
 

@@ -75,4 +75,4 @@ pub use migration::Migrator;
 pub use page::Page;
 /// The connection every function here takes; re-exported so callers need no sea-orm import.
 pub use sea_orm::DatabaseConnection;
-pub(crate) use write::begin_write;
+pub use write::begin_write;

@@ -289,54 +289,74 @@ pub async fn end(
     Ok((capacity_promoted, environment_promoted))
 }
 
-/// [`project`] in the caller's write transaction.
+/// [`project`] in the caller's write transaction: the row is read once and written once, with
+/// the last status, and each status's event is appended in order.
 async fn project_through_in(
     txn: &DatabaseTransaction,
     run: &RunInput,
     passed: &[RunStatus],
     status: &RunStatus,
 ) -> Result<(), Error> {
-    for status in passed.iter().chain([status]) {
-        project_in(txn, run, status).await?;
-    }
-    Ok(())
-}
-
-/// One status of [`project_through_in`].
-async fn project_in(
-    txn: &DatabaseTransaction,
-    run: &RunInput,
-    status: &RunStatus,
-) -> Result<(), Error> {
     let now = Utc::now();
     let existing = rows::Entity::find_by_id(run.run_id.clone())
         .one(txn)
         .await?;
-    let new = existing.is_none();
-    if let Some(row) = &existing {
-        let at = At {
-            table: TABLE,
-            row: &row.provisioning_run_id,
-        };
-        let from = at.wire_opt::<ProvisioningState>("state", row.state.as_deref())?;
+    let at = At {
+        table: TABLE,
+        row: &run.run_id,
+    };
+    // The state the row holds, as each status moves it on; `None` while there is no row.
+    let mut holds = match &existing {
+        Some(row) => Some(at.wire_opt::<ProvisioningState>("state", row.state.as_deref())?),
+        None => None,
+    };
+    let mut glass_recorded = existing.as_ref().is_some_and(|r| r.break_glass.is_some());
+    let mut last = None;
+    for status in passed.iter().chain([status]) {
         let to = status.state;
-        if from != to && leads_to(to, from) {
-            // A replay behind the row (a worker died after projecting a later state but before
-            // reporting its workflow task): the row already holds more; write nothing.
-            return Ok(());
+        if let Some(from) = holds {
+            if from != to && leads_to(to, from) {
+                // A replay behind the row (a worker died after projecting a later state but
+                // before reporting its workflow task): the row already holds more.
+                continue;
+            }
+            // The same state again is a retried (or completed) projection of the same
+            // transition.
+            if let Some(to) = to
+                && from != Some(to)
+                && !can_move(from, to)
+            {
+                return Err(Error::IllegalTransition {
+                    run: run.run_id.clone(),
+                    from,
+                    to,
+                });
+            }
         }
-        // The same state again is a retried (or completed) projection of the same transition.
-        if let Some(to) = to
-            && from != Some(to)
-            && !can_move(from, to)
-        {
-            return Err(Error::IllegalTransition {
-                run: run.run_id.clone(),
-                from,
-                to,
-            });
+        holds = Some(to);
+        if let Some(event) = event(run, status) {
+            let id = outbox::event_id(&run.run_id, event.event_type);
+            outbox::append(txn, &run.tenant_id, event, id).await?;
         }
+        if let (false, Some(glass)) = (glass_recorded, &status.break_glass) {
+            glass_recorded = true;
+            let event = ChangeWindowOverridden {
+                provisioning_run_id: run.run_id.clone(),
+                tenant_id: run.tenant_id.clone(),
+                environment_id: run.environment_id.clone(),
+                window_id: glass.window_id.clone(),
+                by: glass.by.clone(),
+                reason: glass.reason.clone(),
+            };
+            let id = outbox::event_id(&run.run_id, "ChangeWindowOverridden");
+            outbox::append(txn, &run.tenant_id, event.into(), id).await?;
+        }
+        last = Some(status);
     }
+    let Some(status) = last else {
+        return Ok(());
+    };
+    let new = existing.is_none();
     let mut row: rows::ActiveModel = match existing {
         Some(row) => row.into(),
         None => rows::ActiveModel {
@@ -362,11 +382,6 @@ async fn project_in(
     row.approval = Set(opt_json(&status.approval)?);
     row.apply_receipt = Set(opt_json(&status.apply_receipt)?);
     row.refused_approvals = Set(Some(to_json(&status.refused_approvals)?));
-    let broke_glass = status.break_glass.is_some()
-        && matches!(
-            &row.break_glass,
-            sea_orm::ActiveValue::Unchanged(None) | sea_orm::ActiveValue::NotSet
-        );
     row.waiting_for_window = Set(opt_json(&status.waiting_for_window)?);
     row.waiting_for_capacity = Set(opt_json(&status.waiting_for_capacity)?);
     // A failed apply used its minutes too.
@@ -380,24 +395,7 @@ async fn project_in(
     row.completed_at = Set(status.state.filter(|s| s.is_terminal()).map(|_| now));
     row.updated_at = Set(now);
     // `save` would update a new row (its primary key is set), so say which.
-    crate::write::put(txn, row, new).await?;
-    if let Some(event) = event(run, status) {
-        let id = outbox::event_id(&run.run_id, event.event_type);
-        outbox::append(txn, &run.tenant_id, event, id).await?;
-    }
-    if let (true, Some(glass)) = (broke_glass, &status.break_glass) {
-        let event = ChangeWindowOverridden {
-            provisioning_run_id: run.run_id.clone(),
-            tenant_id: run.tenant_id.clone(),
-            environment_id: run.environment_id.clone(),
-            window_id: glass.window_id.clone(),
-            by: glass.by.clone(),
-            reason: glass.reason.clone(),
-        };
-        let id = outbox::event_id(&run.run_id, "ChangeWindowOverridden");
-        outbox::append(txn, &run.tenant_id, event.into(), id).await?;
-    }
-    Ok(())
+    crate::write::put(txn, row, new).await
 }
 
 fn opt_json<T: serde::Serialize>(v: &Option<T>) -> Result<Option<serde_json::Value>, Error> {

@@ -3,8 +3,10 @@
 //! capacity (`capacity/{tenant}/{project}`, the quota's `concurrentRuns` slots).
 //!
 //! At most `slots` workflows hold a semaphore; the rest wait in arrival order. A take, a release
-//! and the grants they make are one write transaction each, one at a time per semaphore (SQLite's
-//! write lock; on PostgreSQL the semaphore's row, which every take and release writes first).
+//! and the grants they make are one write transaction each (or part of the caller's: a run takes
+//! its environment's lock and its capacity slot in one, [`take_in`]), one at a time per
+//! semaphore (SQLite's write lock; on PostgreSQL the semaphore's row, which every take and
+//! release writes first).
 //! A waiter made holder is not told by this module: the caller signals it `granted` and marks
 //! it [`told`]; until then every take and release of the semaphore names it again
 //! ([`Settled::to_tell`]), so a grant lost with a killed worker is sent by the next one, and
@@ -70,6 +72,14 @@ pub struct Holders {
 /// it; asking again keeps its place (or its slot). Grants the waiters a raised limit frees.
 pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error> {
     let txn = begin_write(db).await?;
+    let taken = take_in(&txn, ask).await?;
+    txn.commit().await?;
+    Ok(taken)
+}
+
+/// [`take`] in the caller's write transaction (begun with [`begin_write`]): a run takes its
+/// environment's lock and its project's capacity slot in one.
+pub async fn take_in(txn: &DatabaseTransaction, ask: Ask<'_>) -> Result<Taken, Error> {
     // The upsert writes the semaphore's row first: on PostgreSQL it holds the row's lock
     // until commit, so takes and releases of one semaphore go one at a time.
     let limit = ask.slots.max(1);
@@ -84,15 +94,15 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
                 .update_column(semaphores::Column::Slots)
                 .to_owned(),
         )
-        .exec_without_returning(&txn)
+        .exec_without_returning(txn)
         .await?;
-    let (mut rows, mut granted) = settle(&txn, ask.semaphore_id, limit).await?;
+    let (mut rows, mut granted) = settle(txn, ask.semaphore_id, limit).await?;
     let mine = rows.iter().position(|r| r.holder_id == ask.holder_id);
     let holds = match mine {
         Some(i) if rows[i].holding => {
             // It asks again: it did not learn it holds (a lost answer or grant).
             if !rows[i].told {
-                mark(&txn, ask.semaphore_id, ask.holder_id).await?;
+                mark(txn, ask.semaphore_id, ask.holder_id).await?;
                 rows[i].told = true;
             }
             true
@@ -111,7 +121,7 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
                 arrived,
             };
             slots::Entity::insert(slots::ActiveModel::from(row.clone()))
-                .exec_without_returning(&txn)
+                .exec_without_returning(txn)
                 .await?;
             rows.push(row);
             holds
@@ -122,9 +132,8 @@ pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error>
         if holds {
             granted.push(ask.holder_id.to_owned());
         }
-        capacity::grant_leases(&txn, &granted, Utc::now()).await?;
+        capacity::grant_leases(txn, &granted, Utc::now()).await?;
     }
-    txn.commit().await?;
     let ahead = if holds {
         Vec::new()
     } else {
@@ -181,25 +190,19 @@ pub(crate) async fn release_in(
         holder_id,
         leases,
     } = letting;
-    // Writes the semaphore's row first, as a take does (see there).
+    // Writes the semaphore's row first, as a take does (see there), and reads its limit back
+    // in the same statement.
     let touched = semaphores::Entity::update_many()
         .col_expr(
             semaphores::Column::Slots,
             Expr::col(semaphores::Column::Slots).into(),
         )
         .filter(semaphores::Column::Id.eq(semaphore_id))
-        .exec(txn)
+        .exec_with_returning(txn)
         .await?;
-    if touched.rows_affected == 0 {
+    let Some(limit) = touched.first().map(|sem| sem.slots) else {
         return Ok(Vec::new());
-    }
-    let limit: i32 = semaphores::Entity::find_by_id(semaphore_id)
-        .select_only()
-        .column(semaphores::Column::Slots)
-        .into_tuple()
-        .one(txn)
-        .await?
-        .unwrap_or(1);
+    };
     slots::Entity::delete_many()
         .filter(slots::Column::SemaphoreId.eq(semaphore_id))
         .filter(slots::Column::HolderId.eq(holder_id))
@@ -416,5 +419,60 @@ mod tests {
         takers_at_once_never_hold_more_than_the_slots_sqlite,
         takers_at_once_never_hold_more_than_the_slots_postgres,
         takers_at_once_never_hold_more_than_the_slots_on
+    );
+
+    /// Two takes in one transaction (a run's lock and its capacity slot) stand or fall
+    /// together: rolled back, neither semaphore holds the run; committed, both do, and a
+    /// release reads the limit its take wrote.
+    async fn takes_in_one_transaction_stand_or_fall_together_on(db: DatabaseConnection) {
+        let (lock, capacity) = ("environment/acme/dev", "capacity/acme/shop");
+        let conn = &db;
+        let both = |holder: &'static str| async move {
+            let txn = begin_write(conn).await.unwrap();
+            let lock = take_in(
+                &txn,
+                Ask {
+                    semaphore_id: lock,
+                    ..ask(holder, 1)
+                },
+            )
+            .await
+            .unwrap();
+            let slot = take_in(
+                &txn,
+                Ask {
+                    semaphore_id: capacity,
+                    ..ask(holder, 2)
+                },
+            )
+            .await
+            .unwrap();
+            (txn, lock, slot)
+        };
+        let (txn, lock_taken, slot_taken) = both("r1").await;
+        assert!(lock_taken.holds && slot_taken.holds);
+        txn.rollback().await.unwrap();
+        assert_eq!(
+            holders(&db, lock).await.unwrap(),
+            None,
+            "nothing half-written"
+        );
+        assert_eq!(holders(&db, capacity).await.unwrap(), None);
+
+        let (txn, ..) = both("r1").await;
+        txn.commit().await.unwrap();
+        assert_eq!(of_holder(&db, "r1").await.unwrap().len(), 2);
+        let (txn, lock_taken, _) = both("r2").await;
+        assert!(!lock_taken.holds, "one slot: r2 waits for the lock");
+        txn.commit().await.unwrap();
+        assert_eq!(release(&db, lock, "r1", false).await.unwrap(), ["r2"]);
+        let state = holders(&db, capacity).await.unwrap().unwrap();
+        assert_eq!((state.slots, state.holders.len()), (2, 2));
+    }
+
+    fixtures::on_both_databases!(
+        takes_in_one_transaction_stand_or_fall_together_sqlite,
+        takes_in_one_transaction_stand_or_fall_together_postgres,
+        takes_in_one_transaction_stand_or_fall_together_on
     );
 }
