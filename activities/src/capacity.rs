@@ -1,7 +1,7 @@
 //! The capacity activities behind [`CapacityActivities`]'s contracts: a run's lease on its
 //! project's quota, recorded in `capacity_leases`, and how many workers serve a pool.
 
-use crate::error::{Error, activity_error};
+use crate::error::{Error, activity_error, store_failed};
 use chrono::Utc;
 use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity::{self, NewLease};
@@ -284,10 +284,6 @@ impl CapacityActivitiesImpl {
         }
         Ok(answer)
     }
-}
-
-fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
-    activity_error(e.into())
 }
 
 /// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as

@@ -56,6 +56,11 @@ pub enum Error {
     Invalid(String),
 }
 
+/// A store call that failed: retried by the activity's policy (see [`activity_error`]).
+pub(crate) fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
+    activity_error(e.into())
+}
+
 /// Runner failures and invalid plans are terminal (typed, so the workflow's retry policy names
 /// them); everything else (the DB, the target's reachability) is retried by the activity's policy.
 pub(crate) fn activity_error(e: Error) -> ActivityError {

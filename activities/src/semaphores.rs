@@ -4,7 +4,7 @@
 //! (the environment's lock, the releases at a run's end) and the capacity activities (a run's
 //! lease asks for its project's capacity in the same local activity).
 
-use crate::error::{Error, activity_error};
+use crate::error::{Error, activity_error, store_failed};
 use runtime_cloud_store::semaphores;
 use runtime_cloud_workflows::contracts::{LockAnswer, LockRequest};
 use runtime_cloud_workflows::messages::Granted;
@@ -214,10 +214,6 @@ pub(crate) fn ask(req: &LockRequest) -> semaphores::Ask<'_> {
         slots: req.slots,
         leases: req.records_leases,
     }
-}
-
-fn store_failed(e: runtime_cloud_store::Error) -> ActivityError {
-    activity_error(e.into())
 }
 
 /// A Temporal call that failed: retried by the activity's policy.

@@ -427,26 +427,17 @@ mod tests {
     async fn takes_in_one_transaction_stand_or_fall_together_on(db: DatabaseConnection) {
         let (lock, capacity) = ("environment/acme/dev", "capacity/acme/shop");
         let conn = &db;
+        async fn take_on(txn: &DatabaseTransaction, sem: &str, holder: &str, slots: u32) -> Taken {
+            let ask = Ask {
+                semaphore_id: sem,
+                ..ask(holder, slots)
+            };
+            take_in(txn, ask).await.unwrap()
+        }
         let both = |holder: &'static str| async move {
             let txn = begin_write(conn).await.unwrap();
-            let lock = take_in(
-                &txn,
-                Ask {
-                    semaphore_id: lock,
-                    ..ask(holder, 1)
-                },
-            )
-            .await
-            .unwrap();
-            let slot = take_in(
-                &txn,
-                Ask {
-                    semaphore_id: capacity,
-                    ..ask(holder, 2)
-                },
-            )
-            .await
-            .unwrap();
+            let lock = take_on(&txn, lock, holder, 1).await;
+            let slot = take_on(&txn, capacity, holder, 2).await;
             (txn, lock, slot)
         };
         let (txn, lock_taken, slot_taken) = both("r1").await;
