@@ -165,6 +165,18 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
     })
 }
 
+/// Connects to Temporal as the configuration says.
+async fn connect_temporal(
+    config: &Config,
+) -> Result<runtime_cloud_temporal::Client, runtime_cloud_temporal::Error> {
+    let how = runtime_cloud_temporal::Connect {
+        trace_context: config.otlp_endpoint.is_some(),
+        gzip: config.temporal_grpc_gzip,
+    };
+    runtime_cloud_temporal::connect_with(&config.temporal_address, &config.temporal_namespace, how)
+        .await
+}
+
 /// Connects a worker to Temporal, trying again while it is unreachable (the pause doubles up
 /// to `worker::RestartPauses::MAX`): a worker started during an outage of Temporal serves once it
 /// is back, as one that was running does. A bad address is an error at once.
@@ -173,12 +185,7 @@ async fn connect_temporal_patiently(
 ) -> anyhow::Result<runtime_cloud_temporal::Client> {
     let mut pauses = runtime_cloud_temporal::worker::RestartPauses::default();
     loop {
-        let connected = runtime_cloud_temporal::connect_with(
-            &config.temporal_address,
-            &config.temporal_namespace,
-            config.otlp_endpoint.is_some(),
-        )
-        .await;
+        let connected = connect_temporal(config).await;
         match connected {
             Ok(client) => return Ok(client),
             Err(e @ runtime_cloud_temporal::Error::Connect { .. }) => {
@@ -266,12 +273,7 @@ pub async fn run_api(
     // First: a misconfigured provider is reported before anything else is connected to.
     let (auth, sign_in) = authenticator(config, sign_in).await?;
     let db = connect_db(config).await?;
-    let temporal = runtime_cloud_temporal::connect_with(
-        &config.temporal_address,
-        &config.temporal_namespace,
-        config.otlp_endpoint.is_some(),
-    )
-    .await?;
+    let temporal = connect_temporal(config).await?;
     let state = AppState {
         db,
         temporal,

@@ -46,6 +46,8 @@ pub struct Config {
     pub temporal_address: String,
     /// The Temporal namespace.
     pub temporal_namespace: String,
+    /// Gzip the gRPC messages to and from Temporal.
+    pub temporal_grpc_gzip: bool,
     /// The task queue of every workflow and activity.
     pub task_queue: String,
     /// The API's listen address.

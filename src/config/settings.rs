@@ -186,6 +186,15 @@ pub const SETTINGS: &[Setting] = &[
         doc: "The Temporal namespace.",
     },
     Setting {
+        source: Source::File("temporal_grpc_gzip"),
+        env: "RUNTIME_CLOUD_TEMPORAL_GRPC_GZIP",
+        kind: Kind::Bool,
+        default: Some("false"),
+        doc: "Gzip the gRPC messages to and from Temporal. Worth it across a WAN (Temporal \
+              Cloud, say); on a LAN it only costs CPU in every process and in the Temporal \
+              server (docs/benchmarks.md).",
+    },
+    Setting {
         source: Source::File("task_queue"),
         env: "RUNTIME_CLOUD_TASK_QUEUE",
         kind: Kind::Text,

@@ -14,7 +14,7 @@ pub mod dev_server;
 pub mod schedules;
 pub mod worker;
 
-pub use connection::{connect, connect_with, in_current_span};
+pub use connection::{Connect, connect, connect_with, in_current_span};
 /// What Temporal says of a worker pool's task queue (its workers and backlog).
 pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
 /// A worker pool's task queue.
