@@ -104,6 +104,27 @@ impl InventoryActivitiesImpl {
         }
     }
 
+    /// Reads the environment's target (a few quick tries, then unreachable) and records what
+    /// it shows: an operator's observation, and a run's after it let its environment go.
+    pub(crate) async fn observe_and_record(
+        &self,
+        req: ObserveRequest,
+    ) -> Result<RecordOutcome, Error> {
+        let target = Target {
+            tenant_id: req.tenant_id.clone(),
+            environment_id: req.environment_id.clone(),
+            limits: None,
+        };
+        let observation = self.read_target_with_retries(&target).await;
+        let record = RecordRequest {
+            tenant_id: req.tenant_id,
+            environment_id: req.environment_id,
+            observation,
+            proposal_id: req.proposal_id,
+        };
+        self.record_observation(&record).await
+    }
+
     async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
         let outcome = observations::record(&self.db, req, self.acceptance(req)).await?;
         self.settle_auto_accept(req, outcome).await
@@ -323,19 +344,7 @@ impl InventoryActivitiesImpl {
     ) -> Result<RecordOutcome, ActivityError> {
         let span = tracing::info_span!("observe", tenant_id = %req.tenant_id, environment_id = %req.environment_id, proposal_id = %req.proposal_id);
         async move {
-            let target = Target {
-                tenant_id: req.tenant_id.clone(),
-                environment_id: req.environment_id.clone(),
-                limits: None,
-            };
-            let observation = self.read_target_with_retries(&target).await;
-            let record = RecordRequest {
-                tenant_id: req.tenant_id,
-                environment_id: req.environment_id,
-                observation,
-                proposal_id: req.proposal_id,
-            };
-            self.record_observation(&record)
+            self.observe_and_record(req)
                 .await
                 .map_err(activity_error)
         }

@@ -10,7 +10,8 @@ use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, DecideOnPlan, Finish, Gate, LockAnswer, LockRequest, PlanDecisions, PlanRequest,
-    PolicyDecision, PolicyInput, RunProjection, WindowQuery, provisioning_markers as markers,
+    PolicyDecision, PolicyInput, RecordOutcome, RunProjection, WindowQuery,
+    provisioning_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -33,6 +34,9 @@ pub struct ProvisioningActivitiesImpl {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// The environments' locks and the projects' capacity.
     pub semaphores: Semaphores,
+    /// Observes an environment after its run let it go; none in a pool's worker, which runs
+    /// only plans and applies.
+    pub inventory: Option<Arc<crate::inventory::InventoryActivitiesImpl>>,
 }
 
 fn target(
@@ -85,6 +89,19 @@ fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
     left.saturating_sub((left / 4).min(Duration::from_secs(60)))
 }
 
+/// How long the observation after a run may take: until shortly before the finish's deadline,
+/// which must not pass (the finish is retried then, and its record is already written),
+/// leaving it a tenth of the time, at least a second; two minutes without a deadline.
+fn observe_within(deadline: Option<std::time::SystemTime>) -> Duration {
+    let left = match deadline {
+        Some(d) => d
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+        None => Duration::from_secs(120),
+    };
+    left.saturating_sub((left / 10).max(Duration::from_secs(1)))
+}
+
 /// How often a plan or an apply heartbeats.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 
@@ -124,13 +141,14 @@ impl ProvisioningActivitiesImpl {
     }
 
     /// Lets the run's capacity go, records its ending, lets its environment go ([`Finish`]), in
-    /// one write transaction ([`runs::end`]).
+    /// one write transaction ([`runs::end`]); then observes the environment, if asked, within
+    /// the attempt's time ([`observe_within`]).
     #[activity(definition = markers::Finish)]
     pub async fn finish(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         req: Finish,
-    ) -> Result<(), ActivityError> {
+    ) -> Result<Option<RecordOutcome>, ActivityError> {
         let run = &req.projection.run;
         let span = tracing::info_span!("finish", run_id = %run.run_id, state = ?req.projection.status.state);
         async move {
@@ -150,7 +168,22 @@ impl ProvisioningActivitiesImpl {
             }
             self.semaphores
                 .released(&req.environment, environment)
-                .await
+                .await?;
+            let (Some(observe), Some(inventory)) = (req.observe, &self.inventory) else {
+                return Ok(None);
+            };
+            let within = observe_within(ctx.info().deadline);
+            match tokio::time::timeout(within, inventory.observe_and_record(observe)).await {
+                Ok(Ok(outcome)) => Ok(Some(outcome)),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the observation after the run is given up");
+                    Ok(None)
+                }
+                Err(_) => {
+                    tracing::warn!("the observation after the run took over {within:?}; given up");
+                    Ok(None)
+                }
+            }
         }
         .instrument(span)
         .await
@@ -402,5 +435,21 @@ mod tests {
         assert!(stop <= Duration::from_secs(44 * 60), "{stop:?}");
         assert!(stop > Duration::from_secs(44 * 60 - 2), "{stop:?}");
         assert_eq!(stop_before(Some(SystemTime::UNIX_EPOCH)), Duration::ZERO);
+    }
+
+    /// The observation after a run ends before its finish's deadline: a tenth of the time
+    /// left, at least a second, is kept for the rest; nothing when the deadline has passed.
+    #[test]
+    fn the_observation_after_a_run_ends_before_its_deadline() {
+        let at = |secs| Some(SystemTime::now() + Duration::from_secs(secs));
+        let within = observe_within(at(150));
+        assert!(
+            within <= Duration::from_secs(135) && within > Duration::from_secs(133),
+            "{within:?}"
+        );
+        let within = observe_within(at(5));
+        assert!(within <= Duration::from_secs(4), "{within:?}");
+        assert_eq!(observe_within(Some(SystemTime::UNIX_EPOCH)), Duration::ZERO);
+        assert_eq!(observe_within(None), Duration::from_secs(108));
     }
 }

@@ -137,22 +137,17 @@ async fn serve(
         inventory: deps.inventory.clone(),
         provisioning: deps.provisioning.clone(),
     };
-    let inventory = InventoryActivitiesImpl {
-        db: deps.db.clone(),
-        observer: deps.observer.clone(),
-        policy: deps.policy.clone(),
-        inventory: deps.inventory.clone(),
-        provisioning: deps.provisioning.clone(),
-        client: deps.client.clone(),
-        task_queue: deps.task_queue.clone(),
-    };
     let capacity = CapacityActivitiesImpl {
         db: deps.db.clone(),
         client: deps.client.clone(),
         task_queue: deps.task_queue.clone(),
         semaphores: semaphores(deps),
     };
-    let activities = provisioning_activities(deps);
+    // The run observes its environment after its apply in its finish.
+    let activities = ProvisioningActivitiesImpl {
+        inventory: Some(Arc::new(inventory_activities(deps))),
+        ..provisioning_activities(deps)
+    };
     let options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
         .register_workflow::<ObserveEnvironment>()?
@@ -161,7 +156,7 @@ async fn serve(
         .register_workflow::<GitOpsReconciler>()?
         .register_workflow::<FleetRollout>()?
         .register_activities(activities)
-        .register_activities(inventory)
+        .register_activities(inventory_activities(deps))
         .register_activities(scheduled)
         .register_activities(fleet)
         .register_activities(capacity)
@@ -191,6 +186,19 @@ pub async fn run_pool(
     poll(Worker::new(&runtime, deps.client, options)?, shutdown).await
 }
 
+/// The inventory activities (observations, proposals) on `deps`.
+fn inventory_activities(deps: &WorkerDeps) -> InventoryActivitiesImpl {
+    InventoryActivitiesImpl {
+        db: deps.db.clone(),
+        observer: deps.observer.clone(),
+        policy: deps.policy.clone(),
+        inventory: deps.inventory.clone(),
+        provisioning: deps.provisioning.clone(),
+        client: deps.client.clone(),
+        task_queue: deps.task_queue.clone(),
+    }
+}
+
 /// The provisioning activities (plan, apply and the steps around them) on `deps`.
 fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
     ProvisioningActivitiesImpl {
@@ -200,6 +208,7 @@ fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
         policy: deps.policy.clone(),
         artifacts: deps.artifacts.clone(),
         semaphores: semaphores(deps),
+        inventory: None,
     }
 }
 

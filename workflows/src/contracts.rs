@@ -57,6 +57,12 @@ pub struct Finish {
     pub projection: RunProjection,
     /// The environment's lock, held or waited for.
     pub environment: LockRequest,
+    /// Observe the environment once it is let go (after an apply, or a failed one), in the
+    /// same local activity: one step a run fewer than an observation of its own. The
+    /// observation is given up rather than fail the finish: the next sweep observes the
+    /// environment within five minutes anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observe: Option<ObserveRequest>,
 }
 
 /// Plan a specification against its environment's target.
@@ -117,9 +123,10 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
-    /// See [`Finish`].
+    /// See [`Finish`]: what the observation recorded, none when none was asked or it was
+    /// given up.
     #[activity(name = "provisioning.finish")]
-    pub fn finish(req: Finish) -> Result<(), ActivityError> {
+    pub fn finish(req: Finish) -> Result<Option<RecordOutcome>, ActivityError> {
         unimplemented!()
     }
 

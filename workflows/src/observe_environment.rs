@@ -73,11 +73,20 @@ pub(crate) async fn observe_locally<W>(
     (tenant_id, environment_id): (&str, &str),
     record: LocalActivityOptions,
 ) -> Result<RecordOutcome, ActivityExecutionError> {
-    let request = ObserveRequest {
+    let request = observe_request(ctx, (tenant_id, environment_id));
+    ctx.execute_local_activity(InventoryActivities::observe, request, record)
+        .await
+}
+
+/// The request to observe the environment `(tenant_id, environment_id)`, naming the proposal it
+/// may raise (from the workflow, so a retry raises the same one).
+pub(crate) fn observe_request<W>(
+    ctx: &WorkflowContext<W>,
+    (tenant_id, environment_id): (&str, &str),
+) -> ObserveRequest {
+    ObserveRequest {
         tenant_id: tenant_id.to_owned(),
         environment_id: environment_id.to_owned(),
         proposal_id: time_ordered_id(ctx),
-    };
-    ctx.execute_local_activity(InventoryActivities::observe, request, record)
-        .await
+    }
 }

@@ -17,8 +17,8 @@
 //! open (`waitingForWindow`), unless an Operator breaks glass with a reason.
 //!
 //! [`ProvisioningRun::run`] takes the environment's lock and then its project's capacity, runs
-//! the stages in order, records where they ended as it lets both go, and observes the
-//! environment again. Each stage is one
+//! the stages in order, records where they ended as it lets both go, and (after an apply)
+//! observes the environment again in the same step. Each stage is one
 //! small function that goes on to the next or ends the run in a state. Every transition is
 //! projected into the read tables with its event before the run waits on anything or acts on
 //! its target, so a reader never sees an apply whose plan is not recorded. A state the run goes
@@ -27,12 +27,12 @@
 
 use crate::contracts::{
     ApplyRequest, CapacityActivities, DecideOnPlan, Finish, Gate, LeaseAnswer, LeaseMove,
-    LeaseRequest, PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RunProjection,
-    TurnRequest, WindowQuery,
+    LeaseRequest, PlanRequest, PolicyInput, PoolQuery, ProvisioningActivities, RecordOutcome,
+    RunProjection, TurnRequest, WindowQuery,
 };
 use crate::handover::hand_over;
 use crate::ids::{capacity_semaphore_id, environment_lock_id, pool_task_queue};
-use crate::observe_environment::observe_locally;
+use crate::observe_environment::observe_request;
 use crate::search_attributes::{PROVISIONING_STATE, TENANT_ID, run_attributes};
 use crate::semaphore::{self, LockHolder, Turn, Unlock};
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
@@ -65,8 +65,9 @@ const WINDOW_TIMEOUT: Duration = Duration::from_secs(30);
 /// A run held by a change window looks again at least this often: windows may be changed or
 /// removed while it waits.
 const WINDOW_RECHECK: Duration = Duration::from_secs(300);
-/// Each attempt to observe and record after the apply (three reads of the target at most, then
-/// the record), and how long to keep trying.
+/// How long the observation after the apply may take (three reads of the target at most, then
+/// the record), in the finish's attempt, and how long to keep trying to mark the proposals it
+/// superseded told.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(120);
 const RECORD_BUDGET: Duration = Duration::from_secs(300);
 /// Each attempt to ask for, move or read capacity.
@@ -215,17 +216,12 @@ impl ProvisioningRun {
                 (Self::cancelled(ctx), None)
             }
         };
-        let ended_in = ending.state;
-        Self::end(ctx, ending, capacity, environment).await?;
+        let observed = Self::end(ctx, ending, capacity, environment).await?;
         let recorded_refusals = ctx.state(|s| s.status.refused_approvals.len());
-
-        // After an apply (or a failed one, to capture the partial state) observe the
-        // environment again: that observation resolves the findings the apply fixed.
-        if matches!(
-            ended_in,
-            ProvisioningState::Applied | ProvisioningState::Failed
-        ) {
-            Self::observe_after_apply(ctx, &input).await;
+        if let Some(outcome) = observed {
+            // A superseded proposal not marked told is told again by the next record.
+            let record = crate::options::given_up_after(RECORD_TIMEOUT, RECORD_BUDGET);
+            let _ = hand_over(ctx, &outcome.superseded, outcome.new_proposal, record).await;
         }
         // An approval refused after the last transition (sent while the run was applying,
         // or observing) is recorded too: the audit misses none.
@@ -801,27 +797,46 @@ impl ProvisioningRun {
     /// Records where the run ended and lets its semaphores go, in one local activity
     /// ([`Finish`]: its capacity first, its environment last). Approvals still held (the run
     /// ended before it could await one) are refused: none is dropped unrecorded.
+    ///
+    /// After an apply (or a failed one, to capture the partial state) the same local activity
+    /// observes the environment again: that observation resolves the findings the apply fixed.
+    /// What it recorded comes back, none if it was given up (the next sweep observes the
+    /// environment within five minutes anyway).
     async fn end(
         ctx: &mut WorkflowContext<Self>,
         ending: Ending,
         capacity: Option<Unlock>,
         environment: Unlock,
-    ) -> WorkflowResult<()> {
+    ) -> WorkflowResult<Option<RecordOutcome>> {
+        let applied = matches!(
+            ending.state,
+            ProvisioningState::Applied | ProvisioningState::Failed
+        );
         ctx.state_mut(|s| {
             s.status.reason = ending.reason;
             s.weigh_held(false);
         });
         Self::set_state(ctx, ending.state);
         Self::show_state(ctx);
+        let observe = applied.then(|| {
+            let input = ctx.state(|s| s.input.clone());
+            observe_request(ctx, (&input.tenant_id, &input.environment_id))
+        });
+        // The observation's time on top of the record's.
+        let timeout = match observe {
+            Some(_) => PROJECT_TIMEOUT + RECORD_TIMEOUT,
+            None => PROJECT_TIMEOUT,
+        };
         let finish = Finish {
             capacity: capacity.map(Unlock::into_release),
             projection: Self::projection(ctx),
             environment: environment.into_release(),
+            observe,
         };
-        let opts = crate::options::must_succeed_locally(PROJECT_TIMEOUT);
-        ctx.execute_local_activity(ProvisioningActivities::finish, finish, opts)
-            .await?;
-        Ok(())
+        let opts = crate::options::must_succeed_locally(timeout);
+        Ok(ctx
+            .execute_local_activity(ProvisioningActivities::finish, finish, opts)
+            .await?)
     }
 
     /// Moves to `state`: the read tables and the event (the search attribute when the run
@@ -911,18 +926,6 @@ impl ProvisioningRun {
         ctx.execute_local_activity(ProvisioningActivities::project, projection, opts)
             .await?;
         Ok(())
-    }
-
-    /// Observes the environment in this workflow task, as local activities: no second
-    /// workflow per run. Its record is given up after a while: a run is over once applied,
-    /// and the next sweep observes the environment within five minutes anyway.
-    async fn observe_after_apply(ctx: &mut WorkflowContext<Self>, input: &RunInput) {
-        let target = (input.tenant_id.as_str(), input.environment_id.as_str());
-        let record = crate::options::given_up_after(RECORD_TIMEOUT, RECORD_BUDGET);
-        if let Ok(outcome) = observe_locally(ctx, target, record.clone()).await {
-            // A superseded proposal not marked told is told again by the next record.
-            let _ = hand_over(ctx, &outcome.superseded, outcome.new_proposal, record).await;
-        }
     }
 
     /// Signal `granted`: sent by a semaphore (the environment's lock, the project's capacity)
