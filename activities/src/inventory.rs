@@ -343,13 +343,9 @@ impl InventoryActivitiesImpl {
         req: ObserveRequest,
     ) -> Result<RecordOutcome, ActivityError> {
         let span = tracing::info_span!("observe", tenant_id = %req.tenant_id, environment_id = %req.environment_id, proposal_id = %req.proposal_id);
-        async move {
-            self.observe_and_record(req)
-                .await
-                .map_err(activity_error)
-        }
-        .instrument(span)
-        .await
+        async move { self.observe_and_record(req).await.map_err(activity_error) }
+            .instrument(span)
+            .await
     }
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
