@@ -3,7 +3,7 @@
 //! SLO, open a halt's incident, project the rollout. Each is idempotent by the ids the workflow
 //! chose.
 
-use crate::error::activity_error;
+use crate::error::{activity_error, store_failed};
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_store::{incidents, rollouts};
@@ -51,7 +51,7 @@ impl FleetActivitiesImpl {
     ) -> Result<(), ActivityError> {
         let rollout = rollouts::input(&self.db, &req.rollout_id)
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
         let run = rollouts::prepare_instance(
             &self.db,
             &rollout,
@@ -60,7 +60,7 @@ impl FleetActivitiesImpl {
             &self.provisioning,
         )
         .await
-        .map_err(|e| activity_error(e.into()))?;
+        .map_err(store_failed)?;
         self.start_run(run).await
     }
 
@@ -74,7 +74,7 @@ impl FleetActivitiesImpl {
     ) -> Result<(), ActivityError> {
         let rollout = rollouts::input(&self.db, &req.rollout_id)
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
         let run = rollouts::prepare_rollback(
             &self.db,
             &rollout,
@@ -84,7 +84,7 @@ impl FleetActivitiesImpl {
             &self.provisioning,
         )
         .await
-        .map_err(|e| activity_error(e.into()))?;
+        .map_err(store_failed)?;
         self.start_run(run).await
     }
 
@@ -99,7 +99,7 @@ impl FleetActivitiesImpl {
         let progress =
             rollouts::progress(&self.db, &req.rollout_id, &req.tenant_id, &req.instances)
                 .await
-                .map_err(|e| activity_error(e.into()))?;
+                .map_err(store_failed)?;
         Ok(progress.iter().map(|p| p.standing(&req.versions)).collect())
     }
 
@@ -154,7 +154,7 @@ impl FleetActivitiesImpl {
             },
         )
         .await
-        .map_err(|e| activity_error(e.into()))?;
+        .map_err(store_failed)?;
         Ok(incident.incident_id)
     }
 
@@ -167,6 +167,6 @@ impl FleetActivitiesImpl {
     ) -> Result<(), ActivityError> {
         rollouts::project(&self.db, &p.rollout_id, &p.status)
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(store_failed)
     }
 }

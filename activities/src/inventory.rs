@@ -1,7 +1,7 @@
 //! The inventory activities behind [`InventoryActivities`]'s contracts.
 
 use crate::Error;
-use crate::error::activity_error;
+use crate::error::{activity_error, store_failed};
 use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::drift::ProposalState;
@@ -370,7 +370,7 @@ impl InventoryActivitiesImpl {
             let page =
                 runtime_cloud_store::environments::page(&self.db, req.after.as_deref(), req.limit)
                     .await
-                    .map_err(|e| activity_error(e.into()))?;
+                    .map_err(store_failed)?;
             let mut outcome = PageOutcome {
                 next: page.next.clone(),
                 ..Default::default()
@@ -427,13 +427,9 @@ impl InventoryActivitiesImpl {
     ) -> Result<(), ActivityError> {
         let span =
             tracing::info_span!("project_proposal", proposal_id = %p.proposal_id, state = %p.state);
-        async move {
-            proposals::project(&self.db, &p)
-                .await
-                .map_err(|e| activity_error(e.into()))
-        }
-        .instrument(span)
-        .await
+        async move { proposals::project(&self.db, &p).await.map_err(store_failed) }
+            .instrument(span)
+            .await
     }
 
     /// The state the read table shows for a proposal.
@@ -445,7 +441,7 @@ impl InventoryActivitiesImpl {
     ) -> Result<Option<ProposalState>, ActivityError> {
         proposals::state_of(&self.db, &proposal_id)
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(store_failed)
     }
 
     /// Marks superseded proposals' workflows told.
@@ -457,7 +453,7 @@ impl InventoryActivitiesImpl {
     ) -> Result<(), ActivityError> {
         proposals::mark_told(&self.db, &proposal_ids)
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(store_failed)
     }
 
     /// Prepares the reconciliation run of an accepted proposal.
@@ -478,7 +474,7 @@ impl InventoryActivitiesImpl {
                 &self.provisioning,
             )
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(store_failed)
         }
         .instrument(span)
         .await

@@ -1,6 +1,6 @@
 //! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
 
-use crate::error::{Error, activity_error};
+use crate::error::{Error, activity_error, store_failed};
 use crate::ports::{Approvals, Runner, Target};
 use crate::semaphores::{Semaphores, letting};
 use crate::step_log::StepLog;
@@ -69,7 +69,7 @@ impl ProvisioningActivitiesImpl {
         self.artifacts
             .put(&key, log.finish().into_bytes())
             .await
-            .map_err(|e| activity_error(e.into()))
+            .map_err(store_failed)
     }
 }
 
@@ -162,7 +162,7 @@ impl ProvisioningActivitiesImpl {
                 letting(&req.environment),
             )
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
             if let Some(c) = &req.capacity {
                 self.semaphores.released(c, capacity).await?;
             }
@@ -337,7 +337,7 @@ impl ProvisioningActivitiesImpl {
         async move {
             runs::project(&self.db, &p.run, &p.passed, &p.status)
                 .await
-                .map_err(|e| activity_error(e.into()))?;
+                .map_err(store_failed)?;
             Ok(())
         }
         .instrument(span)
@@ -394,7 +394,7 @@ impl ProvisioningActivitiesImpl {
                 &input.environment.environment_id,
             )
             .await
-            .map_err(|e| activity_error(e.into()))?;
+            .map_err(store_failed)?;
             input.observed = observed.map(|i| i.workloads).unwrap_or_default();
             let decision = self.policy.evaluate(&input).await.map_err(activity_error)?;
             if !decision.deny.is_empty() {
@@ -411,7 +411,7 @@ impl ProvisioningActivitiesImpl {
         let windows =
             runtime_cloud_store::windows::applying(&self.db, &q.tenant_id, &q.environment_id)
                 .await
-                .map_err(|e| activity_error(e.into()))?;
+                .map_err(store_failed)?;
         Ok(runtime_cloud_models::windows::gate(&windows, q.at))
     }
 }
