@@ -91,7 +91,8 @@ fn stop_before(deadline: Option<std::time::SystemTime>) -> Duration {
 
 /// How long the observation after a run may take: until shortly before the finish's deadline,
 /// which must not pass (the finish is retried then, and its record is already written),
-/// leaving it a tenth of the time, at least a second; two minutes without a deadline.
+/// leaving it a tenth of the time, at least a second; a deadline two minutes away when the
+/// attempt has none.
 fn observe_within(deadline: Option<std::time::SystemTime>) -> Duration {
     let left = match deadline {
         Some(d) => d
