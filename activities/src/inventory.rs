@@ -105,11 +105,21 @@ impl InventoryActivitiesImpl {
     }
 
     /// Reads the environment's target (a few quick tries, then unreachable) and records what
-    /// it shows: an operator's observation, and a run's after it let its environment go.
-    pub(crate) async fn observe_and_record(
+    /// it shows: an operator's observation.
+    async fn observe_and_record(&self, req: ObserveRequest) -> Result<RecordOutcome, Error> {
+        let (record, acceptance) = self.read_for_record(req).await;
+        let outcome = observations::record(&self.db, &record, acceptance).await?;
+        self.settle_auto_accept(&record, outcome).await
+    }
+
+    /// Reads the environment's target (a few quick tries, then unreachable): the record of what
+    /// it shows, with what decides whether the proposal it may raise is accepted on its own. A
+    /// run's finish records it with the run's ending (`store::runs::end`), then settles the
+    /// proposal ([`Self::settle_auto_accept`]).
+    pub(crate) async fn read_for_record(
         &self,
         req: ObserveRequest,
-    ) -> Result<RecordOutcome, Error> {
+    ) -> (RecordRequest, proposals::Acceptance) {
         let target = Target {
             tenant_id: req.tenant_id.clone(),
             environment_id: req.environment_id.clone(),
@@ -122,12 +132,8 @@ impl InventoryActivitiesImpl {
             observation,
             proposal_id: req.proposal_id,
         };
-        self.record_observation(&record).await
-    }
-
-    async fn record_observation(&self, req: &RecordRequest) -> Result<RecordOutcome, Error> {
-        let outcome = observations::record(&self.db, req, self.acceptance(req)).await?;
-        self.settle_auto_accept(req, outcome).await
+        let acceptance = self.acceptance(&record);
+        (record, acceptance)
     }
 
     /// A proposal the rules would accept on its own is, if the policies allow it too.
@@ -142,6 +148,26 @@ impl InventoryActivitiesImpl {
                 .await?;
         }
         Ok(outcome)
+    }
+
+    /// [`Self::settle_auto_accept`] for an outcome already recorded: a proposal whose policy
+    /// cannot be asked now waits for an operator instead of being accepted on its own (its
+    /// record is committed, so it is handed over either way).
+    pub(crate) async fn settle_or_hold(
+        &self,
+        req: &RecordRequest,
+        mut outcome: RecordOutcome,
+    ) -> RecordOutcome {
+        match self.settle_auto_accept(req, outcome.clone()).await {
+            Ok(settled) => settled,
+            Err(e) => {
+                tracing::warn!(error = %e, "the policies could not be asked; the proposal waits for review");
+                if let Some(proposal) = outcome.new_proposal.as_mut() {
+                    proposal.auto_accept = false;
+                }
+                outcome
+            }
+        }
     }
 
     /// Reads a batch of environments' targets, a few at once.

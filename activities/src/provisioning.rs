@@ -141,9 +141,10 @@ impl ProvisioningActivitiesImpl {
         self.semaphores.acquire(&req).instrument(span).await
     }
 
-    /// Lets the run's capacity go, records its ending, lets its environment go ([`Finish`]), in
-    /// one write transaction ([`runs::end`]); then observes the environment, if asked, within
-    /// the attempt's time ([`observe_within`]).
+    /// After an apply (or a failed one), reads the environment's target while the run still
+    /// holds it, within the attempt's time ([`observe_within`]); then, in one write transaction
+    /// ([`runs::end`]), lets the run's capacity go, records its ending and what the target
+    /// showed, and lets its environment go ([`Finish`]).
     #[activity(definition = markers::Finish)]
     pub async fn finish(
         self: Arc<Self>,
@@ -153,38 +154,49 @@ impl ProvisioningActivitiesImpl {
         let run = &req.projection.run;
         let span = tracing::info_span!("finish", run_id = %run.run_id, state = ?req.projection.status.state);
         async move {
+            let inventory = self.inventory.as_deref();
+            let observed = match (req.observe, inventory) {
+                (Some(observe), Some(inventory)) => {
+                    let within = observe_within(ctx.info().deadline);
+                    let read = tokio::time::timeout(within, inventory.read_for_record(observe));
+                    match read.await {
+                        Ok(read) => Some(read),
+                        Err(_) => {
+                            tracing::warn!(
+                                "the observation after the run took over {within:?}; given up"
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
             // One transaction; the waiters it promoted are told once it committed (a retry
             // after a failed signal releases nothing more and tells them again).
-            let (capacity, environment) = runs::end(
+            let ended = runs::end(
                 &self.db,
                 run,
                 (&req.projection.passed, &req.projection.status),
                 req.capacity.as_ref().map(letting),
+                observed
+                    .as_ref()
+                    .map(|(record, acceptance)| (record, *acceptance)),
                 letting(&req.environment),
             )
             .await
             .map_err(store_failed)?;
             if let Some(c) = &req.capacity {
-                self.semaphores.released(c, capacity).await?;
+                self.semaphores.released(c, ended.capacity_promoted).await?;
             }
             self.semaphores
-                .released(&req.environment, environment)
+                .released(&req.environment, ended.environment_promoted)
                 .await?;
-            let (Some(observe), Some(inventory)) = (req.observe, &self.inventory) else {
+            let (Some(outcome), Some((record, _)), Some(inventory)) =
+                (ended.observed, &observed, inventory)
+            else {
                 return Ok(None);
             };
-            let within = observe_within(ctx.info().deadline);
-            match tokio::time::timeout(within, inventory.observe_and_record(observe)).await {
-                Ok(Ok(outcome)) => Ok(Some(outcome)),
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "the observation after the run is given up");
-                    Ok(None)
-                }
-                Err(_) => {
-                    tracing::warn!("the observation after the run took over {within:?}; given up");
-                    Ok(None)
-                }
-            }
+            Ok(Some(inventory.settle_or_hold(record, outcome).await))
         }
         .instrument(span)
         .await

@@ -44,11 +44,22 @@ pub async fn record(
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
     let txn = crate::begin_write(db).await?;
-    let known = Known::of_one(&txn, req).await?;
-    let mut new_rows = NewRows::default();
-    let outcome = record_in(&txn, req, acceptance, known, &mut new_rows).await?;
-    new_rows.insert(&txn).await?;
+    let outcome = record_within(&txn, req, acceptance).await?;
     txn.commit().await?;
+    Ok(outcome)
+}
+
+/// [`record`] in the caller's write transaction (a run's ending records its observation after
+/// the apply with the release of its environment: `runs::end`).
+pub(crate) async fn record_within(
+    txn: &DatabaseTransaction,
+    req: &RecordRequest,
+    acceptance: Acceptance,
+) -> Result<RecordOutcome, Error> {
+    let known = Known::of_one(txn, req).await?;
+    let mut new_rows = NewRows::default();
+    let outcome = record_in(txn, req, acceptance, known, &mut new_rows).await?;
+    new_rows.insert(txn).await?;
     Ok(outcome)
 }
 

@@ -7,6 +7,7 @@
 use crate::decode::{At, to_json};
 use crate::entities::provisioning_runs as rows;
 use crate::environments::Environment;
+use crate::proposals::Acceptance;
 use crate::specifications::Specification;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
@@ -15,6 +16,7 @@ use runtime_cloud_models::events::{
     ChangeWindowOverridden, OutboxEvent, ProvisioningApplied, ProvisioningFailed,
     ProvisioningPlanned,
 };
+use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::{
     ApplyReceipt, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput, RunStatus, can_move,
@@ -265,18 +267,36 @@ pub async fn project(
     Ok(())
 }
 
+/// What a run's ending let go and recorded ([`end`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Ended {
+    /// The holders the release of its capacity promoted: to signal `granted` once committed.
+    pub capacity_promoted: Vec<String>,
+    /// The holders the release of its environment promoted: likewise.
+    pub environment_promoted: Vec<String>,
+    /// What recording the observation after its apply did: none when it brought none, or
+    /// when its record was given up.
+    pub observed: Option<RecordOutcome>,
+}
+
 /// Records a run's ending and lets its semaphores go, in one transaction: its capacity slot
-/// (with its lease), then the ending's projection and event, then its environment's slot. A
-/// reader never sees an ended run holding capacity, nor an environment free while the run
-/// that held it has no recorded ending. Answers the holders each release promoted (capacity,
-/// environment), to signal `granted` once committed.
+/// (with its lease), then the ending's projection and event, then the observation after its
+/// apply (`observed`, read while the run still held the environment), then its environment's
+/// slot. A reader never sees an ended run holding capacity, nor an environment free while the
+/// run that held it has no recorded ending, nor before what its apply left is recorded: the
+/// next run on the environment decides on an inventory that shows this run's apply, and no
+/// later run's apply is under way while this one's observation is read.
+///
+/// The observation's record is given up, never the ending: it is written in a savepoint that
+/// a failed record rolls back alone ([`record_or_give_up`]).
 pub async fn end(
     db: &DatabaseConnection,
     run: &RunInput,
     (passed, status): (&[RunStatus], &RunStatus),
     capacity: Option<crate::semaphores::Letting<'_>>,
+    observed: Option<(&RecordRequest, Acceptance)>,
     environment: crate::semaphores::Letting<'_>,
-) -> Result<(Vec<String>, Vec<String>), Error> {
+) -> Result<Ended, Error> {
     use crate::semaphores::release_in;
     let txn = crate::begin_write(db).await?;
     let capacity_promoted = match capacity {
@@ -284,9 +304,41 @@ pub async fn end(
         None => Vec::new(),
     };
     project_through_in(&txn, run, passed, status).await?;
+    let observed = match observed {
+        Some((req, acceptance)) => record_or_give_up(&txn, req, acceptance).await?,
+        None => None,
+    };
     let environment_promoted = release_in(&txn, environment).await?;
     txn.commit().await?;
-    Ok((capacity_promoted, environment_promoted))
+    Ok(Ended {
+        capacity_promoted,
+        environment_promoted,
+        observed,
+    })
+}
+
+/// The observation after a run's apply, recorded in a savepoint of its ending's transaction: a
+/// record that fails (a stored row that does not read, say) is rolled back alone and given up;
+/// the next sweep observes the environment within five minutes anyway. A failure to roll the
+/// savepoint back is the transaction's: the ending is retried.
+async fn record_or_give_up(
+    txn: &DatabaseTransaction,
+    req: &RecordRequest,
+    acceptance: Acceptance,
+) -> Result<Option<RecordOutcome>, Error> {
+    use sea_orm::TransactionTrait as _;
+    let savepoint = txn.begin().await?;
+    match crate::observations::record_within(&savepoint, req, acceptance).await {
+        Ok(outcome) => {
+            savepoint.commit().await?;
+            Ok(Some(outcome))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, environment_id = %req.environment_id, "the observation after the run is given up");
+            savepoint.rollback().await?;
+            Ok(None)
+        }
+    }
 }
 
 /// [`project`] in the caller's write transaction: the row is read once and written once, with
@@ -1139,16 +1191,18 @@ mod tests {
                 &input,
                 (&[], &ended),
                 Some(letting(capacity)),
+                None,
                 letting(environment),
             )
             .await
             .unwrap();
             assert_eq!(
                 promoted,
-                (
-                    vec!["next-on-capacity".to_owned()],
-                    vec!["next-on-env".to_owned()]
-                )
+                Ended {
+                    capacity_promoted: vec!["next-on-capacity".to_owned()],
+                    environment_promoted: vec!["next-on-env".to_owned()],
+                    observed: None,
+                }
             );
         }
         let row = find(&db, "acme", new.run_id).await.unwrap().unwrap();
@@ -1166,6 +1220,117 @@ mod tests {
         a_run_ends_letting_its_capacity_and_environment_go_sqlite,
         a_run_ends_letting_its_capacity_and_environment_go_postgres,
         a_run_ends_letting_its_capacity_and_environment_go_on
+    );
+
+    /// The observation after a run's apply is recorded with its ending, before its environment
+    /// is let go; a record that fails (a stored inventory that does not read) is given up and
+    /// the ending is recorded all the same, its environment let go.
+    async fn a_run_ends_recording_its_observation_or_giving_it_up_on(db: DatabaseConnection) {
+        use crate::proposals::Acceptance;
+        use crate::semaphores::{self, Ask, Letting};
+        use runtime_cloud_models::observation::Observation;
+        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
+        let environment = "environment/acme/dev";
+        let acceptance = Acceptance {
+            option: false,
+            policy_allows: true,
+            fresh: true,
+        };
+        let mut ends = Vec::new();
+        for (run_id, proposal_id) in [
+            ("0190f000-0000-7000-8000-00000000000a", "p1"),
+            ("0190f000-0000-7000-8000-00000000000b", "p2"),
+        ] {
+            let input = create(
+                &db,
+                &fixtures::new_run(run_id, &env, &spec),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+            let ask = Ask {
+                semaphore_id: environment,
+                tenant_id: "acme",
+                holder_id: run_id,
+                slots: 1,
+                leases: false,
+            };
+            assert!(semaphores::take(&db, ask).await.unwrap().holds);
+            let applied = RunStatus {
+                state: Some(ProvisioningState::Applied),
+                plan_receipt: Some(plan()),
+                ..Default::default()
+            };
+            // Nothing runs where `api` is declared: the observation raises its finding.
+            let observed = RecordRequest {
+                tenant_id: "acme".into(),
+                environment_id: "dev".into(),
+                observation: Observation::Observed {
+                    workloads: Vec::new(),
+                    resources: Vec::new(),
+                    observed_at: Some(Utc::now()),
+                },
+                proposal_id: proposal_id.into(),
+            };
+            let applying = RunStatus {
+                state: Some(ProvisioningState::Applying),
+                ..applied.clone()
+            };
+            let planned = RunStatus {
+                state: Some(ProvisioningState::Planned),
+                ..applied.clone()
+            };
+            project(&db, &input, &[planned], &applying).await.unwrap();
+            let letting = Letting {
+                semaphore_id: environment,
+                holder_id: run_id,
+                leases: false,
+            };
+            let ended = end(
+                &db,
+                &input,
+                (&[], &applied),
+                None,
+                Some((&observed, acceptance)),
+                letting,
+            )
+            .await
+            .unwrap();
+            let row = find(&db, "acme", run_id).await.unwrap().unwrap();
+            assert_eq!(row.state, Some(ProvisioningState::Applied), "{run_id}");
+            let holders = semaphores::holders(&db, environment).await.unwrap();
+            assert!(
+                holders.as_ref().is_none_or(|h| h.holders.is_empty()),
+                "{run_id}: {holders:?}"
+            );
+            ends.push(ended.observed);
+            // The second run's record finds an inventory that does not read.
+            fixtures::execute(
+                &db,
+                "UPDATE runtime_inventories SET workloads = '{\"api\": 1}'",
+            )
+            .await;
+        }
+        let first = ends[0]
+            .clone()
+            .expect("the first run's observation is recorded");
+        assert_eq!((first.new_findings, first.stale), (1, false), "{first:?}");
+        assert_eq!(
+            first.new_proposal.map(|p| p.proposal_id).as_deref(),
+            Some("p1")
+        );
+        assert_eq!(ends[1], None, "the second run's observation is given up");
+        assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 2);
+        let open = crate::findings::open_of(&db, &[("acme".into(), "dev".into())])
+            .await
+            .unwrap();
+        assert_eq!(open.len(), 1, "the given-up record wrote nothing: {open:?}");
+    }
+
+    crate::fixtures::on_both_databases!(
+        a_run_ends_recording_its_observation_or_giving_it_up_sqlite,
+        a_run_ends_recording_its_observation_or_giving_it_up_postgres,
+        a_run_ends_recording_its_observation_or_giving_it_up_on
     );
 
     #[tokio::test]

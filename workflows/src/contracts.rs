@@ -42,11 +42,12 @@ pub struct LockAnswer {
     pub recheck_secs: u64,
 }
 
-/// Record where a run ended and let its semaphores go, in this order: its project's capacity
-/// (slot and lease), so no reader sees an ended run still holding capacity; the projection of
-/// its ending; its environment's lock, so no other run applies there before this one's ending
-/// is recorded. Each step is its own transaction and repeats harmlessly: a retry after a
-/// killed worker does again only what was not done.
+/// Record where a run ended and let its semaphores go, in one transaction, in this order: its
+/// project's capacity (slot and lease), so no reader sees an ended run still holding capacity;
+/// the projection of its ending; the observation after its apply, when asked (`observe`); its
+/// environment's lock, so no other run applies there before this one's ending, and what its
+/// apply left, are recorded. It repeats harmlessly: a retry after a killed worker writes the
+/// same ending and releases nothing more.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Finish {
@@ -57,10 +58,11 @@ pub struct Finish {
     pub projection: RunProjection,
     /// The environment's lock, held or waited for.
     pub environment: LockRequest,
-    /// Observe the environment once it is let go (after an apply, or a failed one), in the
-    /// same local activity: one step a run fewer than an observation of its own. The
-    /// observation is given up rather than fail the finish: the next sweep observes the
-    /// environment within five minutes anyway.
+    /// Observe the environment before it is let go (after an apply, or a failed one), in the
+    /// same local activity and transaction: the observation shows what this run's apply left,
+    /// never a later run's apply under way. It is given up rather than fail the finish (a read
+    /// over its time, a record that fails): the next sweep observes the environment within
+    /// five minutes anyway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observe: Option<ObserveRequest>,
 }

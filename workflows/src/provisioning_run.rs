@@ -799,9 +799,9 @@ impl ProvisioningRun {
     /// ended before it could await one) are refused: none is dropped unrecorded.
     ///
     /// After an apply (or a failed one, to capture the partial state) the same local activity
-    /// observes the environment again: that observation resolves the findings the apply fixed.
-    /// What it recorded comes back, none if it was given up (the next sweep observes the
-    /// environment within five minutes anyway).
+    /// observes the environment again before it lets it go: that observation resolves the
+    /// findings the apply fixed. What it recorded comes back, none if it was given up (the
+    /// next sweep observes the environment within five minutes anyway).
     async fn end(
         ctx: &mut WorkflowContext<Self>,
         ending: Ending,
