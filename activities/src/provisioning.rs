@@ -154,6 +154,9 @@ impl ProvisioningActivitiesImpl {
         let run = &req.projection.run;
         let span = tracing::info_span!("finish", run_id = %run.run_id, state = ?req.projection.status.state);
         async move {
+            // The run ended now, before the observation after it is read: its `completedAt`
+            // is older than that observation (a rollout counts it as the apply's).
+            let ended_at = chrono::Utc::now();
             let inventory = self.inventory.as_deref();
             let observed = match (req.observe, inventory) {
                 (Some(observe), Some(inventory)) => {
@@ -177,6 +180,7 @@ impl ProvisioningActivitiesImpl {
                 &self.db,
                 run,
                 (&req.projection.passed, &req.projection.status),
+                ended_at,
                 req.capacity.as_ref().map(letting),
                 observed
                     .as_ref()

@@ -262,7 +262,7 @@ pub async fn project(
     status: &RunStatus,
 ) -> Result<(), Error> {
     let txn = crate::begin_write(db).await?;
-    project_through_in(&txn, run, passed, status).await?;
+    project_through_in(&txn, run, passed, status, Utc::now()).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -289,10 +289,15 @@ pub struct Ended {
 ///
 /// The observation's record is given up, never the ending: it is written in a savepoint that
 /// a failed record rolls back alone ([`record_or_give_up`]).
+///
+/// `ended_at` is when the run ended (its `completedAt`): when its finish began, before the
+/// observation after it was read, which is therefore newer (a rollout counts an instance
+/// converged only on an observation taken after its run applied: `models::rollouts::converged`).
 pub async fn end(
     db: &DatabaseConnection,
     run: &RunInput,
     (passed, status): (&[RunStatus], &RunStatus),
+    ended_at: DateTime<Utc>,
     capacity: Option<crate::semaphores::Letting<'_>>,
     observed: Option<(&RecordRequest, Acceptance)>,
     environment: crate::semaphores::Letting<'_>,
@@ -303,7 +308,7 @@ pub async fn end(
         Some(capacity) => release_in(&txn, capacity).await?,
         None => Vec::new(),
     };
-    project_through_in(&txn, run, passed, status).await?;
+    project_through_in(&txn, run, passed, status, ended_at).await?;
     let observed = match observed {
         Some((req, acceptance)) => record_or_give_up(&txn, req, acceptance).await?,
         None => None,
@@ -348,8 +353,8 @@ async fn project_through_in(
     run: &RunInput,
     passed: &[RunStatus],
     status: &RunStatus,
+    now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let now = Utc::now();
     let existing = rows::Entity::find_by_id(run.run_id.clone())
         .one(txn)
         .await?;
@@ -1190,6 +1195,7 @@ mod tests {
                 &db,
                 &input,
                 (&[], &ended),
+                Utc::now(),
                 Some(letting(capacity)),
                 None,
                 letting(environment),
@@ -1261,14 +1267,17 @@ mod tests {
                 plan_receipt: Some(plan()),
                 ..Default::default()
             };
-            // Nothing runs where `api` is declared: the observation raises its finding.
+            // The run ends, then its target is read: nothing runs where `api` is declared, so
+            // the observation raises its finding.
+            let ended_at = Utc::now();
+            let observed_at = ended_at + chrono::Duration::milliseconds(5);
             let observed = RecordRequest {
                 tenant_id: "acme".into(),
                 environment_id: "dev".into(),
                 observation: Observation::Observed {
                     workloads: Vec::new(),
                     resources: Vec::new(),
-                    observed_at: Some(Utc::now()),
+                    observed_at: Some(observed_at),
                 },
                 proposal_id: proposal_id.into(),
             };
@@ -1290,6 +1299,7 @@ mod tests {
                 &db,
                 &input,
                 (&[], &applied),
+                ended_at,
                 None,
                 Some((&observed, acceptance)),
                 letting,
@@ -1298,6 +1308,9 @@ mod tests {
             .unwrap();
             let row = find(&db, "acme", run_id).await.unwrap().unwrap();
             assert_eq!(row.state, Some(ProvisioningState::Applied), "{run_id}");
+            // Ended before it was observed: a rollout takes the observation as the apply's.
+            let completed = row.completed_at.unwrap();
+            assert!(completed < observed_at, "{completed} {observed_at}");
             let holders = semaphores::holders(&db, environment).await.unwrap();
             assert!(
                 holders.as_ref().is_none_or(|h| h.holders.is_empty()),
