@@ -29,21 +29,14 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let url = config.database_url();
-    let mut opts = ConnectOptions::new(url.clone());
-    opts.sqlx_logging(false);
-    // sqlx hands each SQLite row from the connection's thread to the async side through a
-    // bounded channel (50 rows by default); a list page is up to 201 rows, and a full channel
-    // parks the thread until the reader catches up. Room for a whole page avoids that.
-    opts.map_sqlx_sqlite_opts(|o| o.row_buffer_size(256));
-    if url.starts_with("sqlite:") {
-        // A SQLite connection is a file open in this process: nothing can have broken it
-        // between uses, and the ping sqlx sends before handing one out is a round trip to the
-        // connection's thread, one per statement outside a transaction.
-        opts.test_before_acquire(false);
-    }
-    let db = Database::connect(opts)
-        .await
-        .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))?;
+    let connecting = || format!("connecting to the read DB ({})", redact_url(&url));
+    let db = if url.starts_with("sqlite:") {
+        sqlite_pool(&url).await.with_context(connecting)?
+    } else {
+        let mut opts = ConnectOptions::new(url.clone());
+        opts.sqlx_logging(false);
+        Database::connect(opts).await.with_context(connecting)?
+    };
     if db.get_database_backend() == sea_orm::DatabaseBackend::Sqlite {
         // Write-ahead logging: readers (the API) never block the writer (the worker) and the
         // other way round. The setting is kept in the database file.
@@ -52,6 +45,35 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
             .context("enabling WAL")?;
     }
     Ok(db)
+}
+
+/// The SQLite pool, built here rather than by sea-orm, which always gives sqlx's pool an idle
+/// timeout and a maximum lifetime: with either, sqlx 0.8.6 runs a maintenance task whose sweep
+/// can read a miscounted idle queue as `usize::MAX` and spin on it forever, wedging the pool
+/// (sqlx issue 3645, fixed after 0.8.6; seen here as an API at 86 % CPU answering nothing). A
+/// SQLite connection is a file open in this process: it never idles out on a server and needs
+/// no lifetime, so without both the task is never started.
+async fn sqlite_pool(url: &str) -> anyhow::Result<DatabaseConnection> {
+    use sqlx::ConnectOptions as _;
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    let connect = url
+        .parse::<SqliteConnectOptions>()?
+        .disable_statement_logging()
+        // sqlx hands each row from the connection's thread to the async side through a
+        // bounded channel (50 rows by default); a list page is up to 201 rows, and a full
+        // channel parks the thread until the reader catches up. Room for a whole page avoids it.
+        .row_buffer_size(256);
+    let pool = SqlitePoolOptions::new()
+        // One writer at a time anyway (sea-orm's default for SQLite too).
+        .max_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        // Nothing can have broken a file open in this process between uses, and the ping sqlx
+        // sends before handing a connection out is a round trip to the connection's thread.
+        .test_before_acquire(false)
+        .connect_with(connect)
+        .await?;
+    Ok(sea_orm::SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
 }
 
 /// A database URL without its password, for error messages.
