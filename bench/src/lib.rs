@@ -46,6 +46,7 @@ pub mod read;
 pub mod rollout;
 pub mod rss;
 pub mod runner;
+pub mod sql;
 pub mod stack;
 pub mod stand_ins;
 pub mod stats;

@@ -41,6 +41,7 @@
 pub mod approvals;
 pub mod artifacts;
 pub mod capacity;
+pub mod connect;
 pub mod drift_rules;
 pub mod entities;
 pub mod environments;
