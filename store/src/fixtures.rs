@@ -7,7 +7,7 @@ use crate::{DatabaseConnection, Migrator};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{EnvironmentClass, Refs, SpecificationKind, Workload};
-use sea_orm::{ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use sea_orm_migration::MigratorTrait;
 
 /// A migrated in-memory SQLite database (one connection: sea-orm pools `sqlite::memory:` to
@@ -36,9 +36,9 @@ pub(crate) fn new_run<'a>(
     }
 }
 
-/// An in-memory SQLite database with no tables yet.
+/// An in-memory SQLite database with no tables yet, on the product's pool.
 pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
-    Database::connect("sqlite::memory:").await.unwrap()
+    crate::connect::open("sqlite::memory:").await.unwrap()
 }
 
 /// SQLite's `EXPLAIN QUERY PLAN` of `query` on `db`, one step a line.
@@ -66,12 +66,12 @@ pub(crate) async fn postgres() -> DatabaseConnection {
     db
 }
 
-/// A PostgreSQL database of its own (as [`postgres`]) with no tables yet.
+/// A PostgreSQL database of its own (as [`postgres`]) with no tables yet, on the product's pool.
 pub(crate) async fn postgres_unmigrated() -> DatabaseConnection {
     let admin = std::env::var("RC_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
-    let server = Database::connect(&admin)
+    let server = crate::connect::open(&admin)
         .await
         .expect("PostgreSQL at RC_TEST_POSTGRES_URL");
     server
@@ -79,7 +79,9 @@ pub(crate) async fn postgres_unmigrated() -> DatabaseConnection {
         .await
         .unwrap();
     let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
-    Database::connect(format!("{base}/{name}")).await.unwrap()
+    crate::connect::open(&format!("{base}/{name}"))
+        .await
+        .unwrap()
 }
 
 /// Registers environment `env` of tenant `acme`, project `shop`.

@@ -51,23 +51,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sea_orm::{ConnectOptions, Database};
 
-    /// Two connections of one SQLite file: a read-then-write transaction whose snapshot another
+    /// Two connections of one SQLite file (two processes' pools): a read-then-write transaction whose snapshot another
     /// connection's commit outdated fails as deferred, and succeeds begun with `begin_write`.
     #[tokio::test]
     async fn a_writer_waits_for_another_instead_of_failing() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
-        let open = || async {
-            let mut opts = ConnectOptions::new(url.clone());
-            opts.max_connections(1);
-            Database::connect(opts).await.unwrap()
-        };
+        let open = || async { crate::connect::open(&url).await.unwrap() };
         let (a, b) = (open().await, open().await);
-        a.execute_unprepared("PRAGMA journal_mode=WAL")
-            .await
-            .unwrap();
         a.execute_unprepared("CREATE TABLE outbox_events (seq INTEGER PRIMARY KEY, v INTEGER)")
             .await
             .unwrap();

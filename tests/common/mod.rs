@@ -505,9 +505,9 @@ impl Stack {
         decoded_payloads(&serde_json::from_slice(&out.stdout).expect("history JSON"))
     }
 
-    /// Reads the read DB directly.
+    /// Reads the read DB directly, connected as the product connects.
     pub async fn db(&self) -> sea_orm::DatabaseConnection {
-        sea_orm::Database::connect(&self.database_url)
+        runtime_cloud_store::connect::open(&self.database_url)
             .await
             .expect("connect read DB")
     }
