@@ -28,7 +28,7 @@ fn without_maintenance<DB: sqlx::Database>(
 }
 
 /// The SQLite pool: one connection, one writer at a time anyway (sea-orm's default for SQLite).
-pub(crate) async fn sqlite(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
+async fn sqlite(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
     use sqlx::ConnectOptions as _;
     use sqlx::sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
@@ -59,7 +59,7 @@ pub(crate) async fn sqlite(url: &str) -> Result<DatabaseConnection, sqlx::Error>
 
 /// The PostgreSQL pool: sqlx's defaults (ten connections, each checked before it is handed
 /// out: the server may have closed it) without the maintenance task.
-pub(crate) async fn postgres(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
+async fn postgres(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
     use sqlx::ConnectOptions as _;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     let connect = url.parse::<PgConnectOptions>()?.disable_statement_logging();
