@@ -29,10 +29,9 @@ pub async fn connect_db(config: &Config) -> anyhow::Result<DatabaseConnection> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let url = config.database_url();
-    let connecting = || format!("connecting to the read DB ({})", redact_url(&url));
     runtime_cloud_store::connect::open(&url)
         .await
-        .with_context(connecting)
+        .with_context(|| format!("connecting to the read DB ({})", redact_url(&url)))
 }
 
 /// A database URL without its password, for error messages.

@@ -158,16 +158,14 @@ impl InventoryActivitiesImpl {
         req: &RecordRequest,
         mut outcome: RecordOutcome,
     ) -> RecordOutcome {
-        match self.settle_auto_accept(req, outcome.clone()).await {
-            Ok(settled) => settled,
-            Err(e) => {
+        if let Some(proposal) = outcome.new_proposal.as_mut().filter(|p| p.auto_accept) {
+            let asked = self.policy_allows_auto_accept(req, &proposal.proposal_id);
+            proposal.auto_accept = asked.await.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "the policies could not be asked; the proposal waits for review");
-                if let Some(proposal) = outcome.new_proposal.as_mut() {
-                    proposal.auto_accept = false;
-                }
-                outcome
-            }
+                false
+            });
         }
+        outcome
     }
 
     /// Reads a batch of environments' targets, a few at once.

@@ -22,9 +22,7 @@ pub async fn open(url: &str) -> Result<DatabaseConnection, crate::Error> {
 fn without_maintenance<DB: sqlx::Database>(
     pool: sqlx::pool::PoolOptions<DB>,
 ) -> sqlx::pool::PoolOptions<DB> {
-    pool.idle_timeout(None)
-        .max_lifetime(None)
-        .min_connections(0)
+    pool.idle_timeout(None).max_lifetime(None)
 }
 
 /// The SQLite pool: one connection, one writer at a time anyway (sea-orm's default for SQLite).
