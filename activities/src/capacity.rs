@@ -131,7 +131,9 @@ impl CapacityActivitiesImpl {
     ) -> Result<LeaseAnswer, ActivityError> {
         let txn = begin_write(&self.db).await.map_err(store_failed)?;
         let lease = self.lease_in(&txn, req).await?;
-        txn.commit().await.map_err(|e| store_failed(e.into()))?;
+        runtime_cloud_store::commit(txn)
+            .await
+            .map_err(store_failed)?;
         self.leased(lease).await
     }
 
@@ -154,7 +156,9 @@ impl CapacityActivitiesImpl {
         } else {
             None
         };
-        txn.commit().await.map_err(|e| store_failed(e.into()))?;
+        runtime_cloud_store::commit(txn)
+            .await
+            .map_err(store_failed)?;
         // Waiters promoted are told once the transaction committed, as a take alone does.
         let lock = self.semaphores.taken(&req.lock, lock).await?;
         let lease = match lease {

@@ -119,7 +119,7 @@ pub async fn publish_batch(
         done.update(&txn).await?;
         published += 1;
     }
-    txn.commit().await?;
+    runtime_cloud_store::commit(txn).await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(published),

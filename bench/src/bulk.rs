@@ -185,7 +185,7 @@ where
                 .await?;
             i = end;
         }
-        txn.commit().await?;
+        runtime_cloud_store::commit(txn).await?;
     }
     Ok(())
 }

@@ -167,8 +167,10 @@ pub const SETTINGS: &[Setting] = &[
         env: "DATABASE_URL",
         kind: Kind::Text,
         default: None,
-        doc: "The read DB: `sqlite://…` or `postgres://…` (production). Unset: SQLite at \
-              `{data_dir}/runtime-cloud.db`. SQLite keeps a write-ahead log synced at its \
+        doc: "The read DB: `sqlite://PATH` or `postgres://…` (production). Unset: SQLite at \
+              `{data_dir}/runtime-cloud.db`. A SQLite URL takes one option, `?mode=rwc` \
+              (create the file), `rw` (the default) or `ro`; `sqlite::memory:` is a database \
+              that lives as long as the process. SQLite keeps a write-ahead log synced at its \
               checkpoints (`synchronous=normal`, as the dev server's Temporal store): a killed \
               process loses nothing it committed, a power cut can lose the last transactions.",
     },

@@ -2,6 +2,7 @@
 
 use crate::decode::At;
 use crate::entities::environments as rows;
+use crate::tuples::IntoTuples;
 use crate::{Error, Page};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
@@ -200,7 +201,7 @@ pub async fn change_target(
         "EnvironmentTargetChanged",
     );
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(after)
 }
 
@@ -241,7 +242,7 @@ pub async fn change_mode(
     };
     let id = crate::outbox::event_id(&uuid::Uuid::now_v7().to_string(), "EnvironmentModeChanged");
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok((before, after))
 }
 
@@ -349,7 +350,7 @@ pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Er
     Ok(rows::Entity::find()
         .select_only()
         .columns([rows::Column::TenantId, rows::Column::EnvironmentId])
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?)
 }

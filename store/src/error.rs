@@ -78,9 +78,27 @@ pub enum Unreadable {
 impl Error {
     /// Maps a unique-key violation of an insert into `table` to [`Error::Duplicate`].
     pub(crate) fn on_insert(table: &'static str) -> impl FnOnce(sea_orm::DbErr) -> Error {
-        move |e| match e.sql_err() {
-            Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => Error::Duplicate { table },
-            _ => Error::Db(e),
+        move |e| {
+            if is_unique_violation(&e) {
+                Error::Duplicate { table }
+            } else {
+                Error::Db(e)
+            }
         }
+    }
+}
+
+/// Whether `e` is a unique-key violation, from sqlx (PostgreSQL) or from the SQLite connection
+/// that runs statements in place (`connect::in_thread`), which sea-orm does not recognise.
+pub(crate) fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
+    use sea_orm::{DbErr, RuntimeErr};
+    match e {
+        DbErr::Exec(RuntimeErr::Internal(m)) | DbErr::Query(RuntimeErr::Internal(m)) => {
+            m.starts_with(crate::connect::in_thread::UNIQUE_VIOLATION)
+        }
+        _ => matches!(
+            e.sql_err(),
+            Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+        ),
     }
 }

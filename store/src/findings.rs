@@ -5,6 +5,7 @@
 
 use crate::decode::At;
 use crate::entities::drift_findings as rows;
+use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{self, DriftKind};
@@ -293,7 +294,7 @@ pub(crate) async fn open_ids(
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .filter(rows::Column::ResolvedAt.is_null())
         .filter(rows::Column::SuppressedBy.is_null())
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     Ok(ids.into_iter().collect())
@@ -375,7 +376,7 @@ pub async fn open_kinds(
             rows::Column::SuppressedBy,
         ])
         .filter(rows::Column::ResolvedAt.is_null())
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     rows.into_iter()

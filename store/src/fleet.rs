@@ -4,6 +4,7 @@
 //! instances reads its own environments' rows only.
 
 use crate::entities::{drift_findings, environments as env_rows, runtime_inventories as inv};
+use crate::tuples::IntoTuples;
 use crate::{Error, Page, environments::Environment};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
@@ -143,7 +144,7 @@ async fn observe(
     }
     let open: Vec<(String, i64)> = open
         .group_by(drift_findings::Column::EnvironmentId)
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     let open: HashMap<String, u64> = open.into_iter().map(|(e, n)| (e, n as u64)).collect();
@@ -189,7 +190,7 @@ pub async fn products(
     Ok(select
         .order_by_asc(env_rows::Column::ProjectId)
         .limit(page.rows)
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?)
 }

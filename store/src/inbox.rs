@@ -207,7 +207,7 @@ pub async fn receive(
     }
     .insert(&txn)
     .await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(Received {
         effect,
         delivered: false,

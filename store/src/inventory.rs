@@ -3,6 +3,7 @@
 
 use crate::decode::At;
 use crate::entities::runtime_inventories as rows;
+use crate::tuples::IntoTuples;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::ObservedStateChanged;
@@ -130,7 +131,7 @@ pub async fn mark_stale(
         row.updated_at = Set(Utc::now());
         row.update(&txn).await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(count)
 }
 
@@ -143,7 +144,7 @@ pub async fn freshness(
     Ok(rows::Entity::find()
         .select_only()
         .columns([C::TenantId, C::EnvironmentId, C::Stale, C::ObservedAt])
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?)
 }

@@ -16,6 +16,7 @@ use crate::Error;
 use crate::decode::At;
 use crate::entities::{environments as env_rows, runtime_inventories as inv_rows};
 use crate::error::Unreadable;
+use crate::tuples::IntoTuples;
 use crate::{capacity, environments, findings, inventory, proposals, rollouts, runs};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::{LeaseState, day_started_at};
@@ -165,7 +166,7 @@ async fn fold(db: &DatabaseConnection) -> Result<(), Error> {
         )
         .await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(())
 }
 
@@ -248,7 +249,7 @@ async fn observed_before(
         .filter(inv_rows::Column::ObservedAt.lt(cutoff))
         .filter(Expr::exists(registered))
         .group_by(inv_rows::Column::TenantId)
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     Ok(rows
@@ -1047,8 +1048,8 @@ mod tests {
             .await
             .unwrap();
         finding(&second, "f2", "prod", "missing").await;
-        second.commit().await.unwrap();
-        first.commit().await.unwrap();
+        crate::commit(second).await.unwrap();
+        crate::commit(first).await.unwrap();
         let c = exact(&db, Utc::now()).await;
         assert_eq!(c.open_findings[&(key("acme"), "missing", false)], 2);
     }

@@ -11,6 +11,7 @@ use crate::entities::untold_supersessions as untold_rows;
 use crate::environments::{self, Environment};
 use crate::findings::{self, Finding};
 use crate::runs::{self, NewRun};
+use crate::tuples::IntoTuples;
 use crate::{Error, Page, approvals, inventory, outbox, specifications};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::approvals::{ApprovalSource, Grantor};
@@ -450,7 +451,7 @@ pub async fn raise_for_replan(
         .map(Proposal::read)
         .transpose()?;
     if let Some(p) = in_play {
-        txn.commit().await?;
+        crate::commit(txn).await?;
         return Ok((p.proposal_id == proposal_id).then(|| p.input(env.production(), false)));
     }
     let open = findings::open_ids(&txn, tenant_id, environment_id).await?;
@@ -464,7 +465,7 @@ pub async fn raise_for_replan(
         Utc::now(),
     )
     .await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(Some(row.input(env.production(), false)))
 }
 
@@ -507,7 +508,7 @@ pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<
         let id = outbox::event_id(&p.proposal_id, "ReconciliationDecided");
         outbox::append(&txn, &tenant, event.into(), id).await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(())
 }
 
@@ -602,7 +603,7 @@ pub async fn prepare_run(
     if prepared.is_none() {
         runs::insert(&txn, &new, None).await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(new.input(options))
 }
 
@@ -628,7 +629,7 @@ pub async fn state_of(
     let state: Option<String> = rows::Entity::find_by_id(proposal_id.to_owned())
         .select_only()
         .column(rows::Column::State)
-        .into_tuple()
+        .tuples()
         .one(db)
         .await?;
     let at = At {
@@ -683,7 +684,7 @@ pub async fn tally(db: &impl ConnectionTrait) -> Result<Vec<(String, bool, Propo
     let rows: Vec<(String, String, bool, String)> = rows::Entity::find()
         .select_only()
         .columns([C::ProposalId, C::TenantId, C::Destructive, C::State])
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     rows.into_iter()

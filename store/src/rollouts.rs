@@ -4,6 +4,7 @@
 use crate::decode::{At, to_json};
 use crate::entities::fleet_rollouts as rows;
 use crate::page::Page;
+use crate::tuples::IntoTuples;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::RolloutEvent;
@@ -88,7 +89,7 @@ pub async fn create(
         id,
     )
     .await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     read(row)
 }
 
@@ -175,7 +176,7 @@ pub async fn project(
         let id = outbox::event_id(&key, ty);
         outbox::append(&txn, &tenant, e.into_outbox(ty), id).await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(())
 }
 
@@ -292,7 +293,7 @@ pub async fn prepare_instance(
         options,
     )
     .await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(run)
 }
 
@@ -372,7 +373,7 @@ pub async fn prepare_rollback(
         options,
     )
     .await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(run)
 }
 
@@ -430,7 +431,7 @@ pub async fn oldest_check(db: &impl ConnectionTrait) -> Result<Option<DateTime<U
             RolloutState::Running.as_str(),
             RolloutState::RollingBack.as_str(),
         ]))
-        .into_tuple::<(Option<DateTime<Utc>>, DateTime<Utc>)>()
+        .tuples::<(Option<DateTime<Utc>>, DateTime<Utc>)>()
         .all(db)
         .await?;
     Ok(under_way

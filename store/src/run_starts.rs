@@ -22,6 +22,7 @@ use crate::capacity::{self, NewLease};
 use crate::decode::{At, to_json};
 use crate::entities::run_starts as rows;
 use crate::runs::{self, NewRun};
+use crate::tuples::IntoTuples;
 use crate::{Error, begin_write};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::RunInput;
@@ -97,7 +98,7 @@ pub async fn accept(
     .insert(&txn)
     .await
     .map_err(Error::on_insert(TABLE))?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(Accepted {
         input,
         deferred: deferral.is_some(),
@@ -171,7 +172,7 @@ pub async fn admit(
             .exec(&txn)
             .await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(admitted)
 }
 
@@ -246,7 +247,7 @@ pub async fn deferring_projects(db: &impl ConnectionTrait) -> Result<Vec<(String
         .column(rows::Column::ProjectId)
         .filter(rows::Column::Deferred.eq(true))
         .distinct()
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     Ok(pairs
@@ -272,7 +273,7 @@ pub async fn withdraw(
     let txn = begin_write(db).await?;
     started(&txn, run_id).await?;
     runs::delete(&txn, tenant_id, run_id).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(())
 }
 

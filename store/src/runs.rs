@@ -9,6 +9,7 @@ use crate::entities::provisioning_runs as rows;
 use crate::environments::Environment;
 use crate::proposals::Acceptance;
 use crate::specifications::Specification;
+use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::apply_minutes;
@@ -98,7 +99,7 @@ pub async fn create_once(
     if !exists(&txn, new.run_id).await? {
         insert(&txn, new, None).await?;
     }
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(new.input(options))
 }
 
@@ -180,7 +181,7 @@ pub(crate) async fn idle_among(
                     .add(rows::Column::State.eq(ProvisioningState::AwaitingApproval.as_str()))
                     .add(rows::Column::WaitingForWindow.is_not_null()),
             )
-            .into_tuple()
+            .tuples()
             .all(db)
             .await?;
         idle.extend(found);
@@ -193,7 +194,7 @@ pub(crate) async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bo
     Ok(rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::ProvisioningRunId)
-        .into_tuple::<String>()
+        .tuples::<String>()
         .one(db)
         .await?
         .is_some())
@@ -263,7 +264,7 @@ pub async fn project(
 ) -> Result<(), Error> {
     let txn = crate::begin_write(db).await?;
     project_through_in(&txn, run, passed, status, Utc::now()).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(())
 }
 
@@ -314,7 +315,7 @@ pub async fn end(
         None => None,
     };
     let environment_promoted = release_in(&txn, environment).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(Ended {
         capacity_promoted,
         environment_promoted,
@@ -335,7 +336,7 @@ async fn record_or_give_up(
     let savepoint = txn.begin().await?;
     match crate::observations::record_within(&savepoint, req, acceptance).await {
         Ok(outcome) => {
-            savepoint.commit().await?;
+            crate::commit(savepoint).await?;
             Ok(Some(outcome))
         }
         Err(e) => {
@@ -750,7 +751,7 @@ pub async fn last_applied(
         .filter(C::EnvironmentId.eq(environment_id))
         .filter(C::State.eq(ProvisioningState::Applied.as_str()))
         .order_by_desc(C::CompletedAt)
-        .into_tuple()
+        .tuples()
         .one(db)
         .await?;
     Ok(row.map(
@@ -787,7 +788,7 @@ pub(crate) async fn last_applied_of(
         .filter(of_environments(C::TenantId, C::EnvironmentId, keys))
         .filter(C::State.eq(ProvisioningState::Applied.as_str()))
         .filter(last)
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     Ok(rows
@@ -819,7 +820,7 @@ pub(crate) async fn state(
     let state: Option<Option<String>> = rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::State)
-        .into_tuple()
+        .tuples()
         .one(db)
         .await?;
     let at = At {
@@ -838,7 +839,7 @@ pub async fn ended(
         .select_only()
         .columns([C::ProvisioningRunId, C::TenantId, C::Kind, C::State])
         .filter(C::CompletedAt.is_not_null())
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     rows.into_iter()
@@ -868,7 +869,7 @@ pub async fn apply_receipts(
             ProvisioningState::Applied.as_str(),
             ProvisioningState::Failed.as_str(),
         ]))
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?;
     rows.into_iter()
@@ -894,7 +895,7 @@ pub(crate) async fn specification_id(
     Ok(rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::SpecificationId)
-        .into_tuple()
+        .tuples()
         .one(db)
         .await?)
 }

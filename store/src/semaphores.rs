@@ -23,6 +23,7 @@
 
 use crate::entities::semaphore_slots as slots;
 use crate::entities::semaphores;
+use crate::tuples::IntoTuples;
 use crate::{Error, begin_write, capacity};
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, OnConflict};
@@ -73,7 +74,7 @@ pub struct Holders {
 pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error> {
     let txn = begin_write(db).await?;
     let taken = take_in(&txn, ask).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(taken)
 }
 
@@ -167,7 +168,7 @@ pub async fn release(
         leases,
     };
     let to_tell = release_in(&txn, letting).await?;
-    txn.commit().await?;
+    crate::commit(txn).await?;
     Ok(to_tell)
 }
 
@@ -249,7 +250,7 @@ pub async fn of_holder(db: &impl ConnectionTrait, holder_id: &str) -> Result<Vec
         .select_only()
         .column(slots::Column::SemaphoreId)
         .filter(slots::Column::HolderId.eq(holder_id))
-        .into_tuple()
+        .tuples()
         .all(db)
         .await?)
 }
@@ -451,11 +452,11 @@ mod tests {
         assert_eq!(holders(&db, capacity).await.unwrap(), None);
 
         let (txn, ..) = both("r1").await;
-        txn.commit().await.unwrap();
+        crate::commit(txn).await.unwrap();
         assert_eq!(of_holder(&db, "r1").await.unwrap().len(), 2);
         let (txn, lock_taken, _) = both("r2").await;
         assert!(!lock_taken.holds, "one slot: r2 waits for the lock");
-        txn.commit().await.unwrap();
+        crate::commit(txn).await.unwrap();
         assert_eq!(release(&db, lock, "r1", false).await.unwrap(), ["r2"]);
         let state = holders(&db, capacity).await.unwrap().unwrap();
         assert_eq!((state.slots, state.holders.len()), (2, 2));

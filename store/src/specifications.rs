@@ -3,6 +3,7 @@
 
 use crate::decode::{At, to_json};
 use crate::entities::deployment_specifications as rows;
+use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::SpecificationSnapshot;
@@ -79,7 +80,7 @@ pub async fn declare(db: &DatabaseConnection, d: &Declaration) -> Result<Specifi
         let txn = crate::begin_write(db).await?;
         match declare_in(&txn, d).await {
             Ok(spec) => {
-                txn.commit().await?;
+                crate::commit(txn).await?;
                 return Ok(spec);
             }
             Err(Error::Db(e)) if attempts < 8 && retryable_conflict(&e) => {
@@ -96,10 +97,7 @@ pub async fn declare(db: &DatabaseConnection, d: &Declaration) -> Result<Specifi
 /// A conflict that a retry of the whole transaction resolves: another declaration took the
 /// version, or (SQLite) another writer held the database.
 fn retryable_conflict(e: &sea_orm::DbErr) -> bool {
-    matches!(
-        e.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    ) || e.to_string().contains("database is locked")
+    crate::error::is_unique_violation(e) || e.to_string().contains("database is locked")
 }
 
 /// Validates `d` and inserts it as the next version with its event, on `db` (the caller's
@@ -160,7 +158,7 @@ async fn latest_version(
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .order_by_desc(rows::Column::Version)
-        .into_tuple::<i32>()
+        .tuples::<i32>()
         .one(db)
         .await?)
 }
