@@ -9,7 +9,8 @@
 //!
 //! - **One transaction at a time.** A transaction holds the connection's turn from its `BEGIN`
 //!   to its end; statements of other tasks wait for the turn (asynchronously), statements of the
-//!   task that began it run inside it. This is the one-connection pool it replaces.
+//!   task that began it run inside it (code outside any task, a runtime's `block_on`, counts
+//!   as one task). This is the one-connection pool it replaces.
 //! - **Another process's write lock is waited for asynchronously**: SQLite answers busy at once
 //!   and the statement is tried again after a pause, for up to five seconds as sqlx's busy
 //!   timeout did, instead of blocking a runtime thread.
@@ -190,17 +191,19 @@ impl ProxyDatabaseTrait for InThread {
         let me = task::try_id();
         {
             let mut inner = self.lock();
-            if let Some(open) = inner.open.as_mut().filter(|o| o.owner == me) {
-                open.levels.push(false);
-                let depth = open.levels.len();
-                if let Err(e) = inner.conn.execute_batch(&format!("SAVEPOINT sp{depth}")) {
-                    if let Some(open) = inner.open.as_mut() {
-                        open.broken = Some(format!("a savepoint could not begin: {e}"));
-                    }
+            let Inner { conn, open, .. } = &mut *inner;
+            if let Some(open) = open.as_mut().filter(|o| o.owner == me) {
+                let depth = open.levels.len() + 1;
+                let begun = conn.execute_batch(&format!("SAVEPOINT sp{depth}"));
+                // A savepoint that did not begin has nothing to end.
+                open.levels.push(begun.is_err());
+                if let Err(e) = begun {
+                    open.broken = Some(format!("a savepoint could not begin: {e}"));
                 }
                 return;
             }
         }
+        // The semaphore is never closed, so the turn always comes.
         let Ok(turn) = self.turn.clone().acquire_owned().await else {
             return;
         };
