@@ -332,8 +332,7 @@ async fn record_or_give_up(
     req: &RecordRequest,
     acceptance: Acceptance,
 ) -> Result<Option<RecordOutcome>, Error> {
-    use sea_orm::TransactionTrait as _;
-    let savepoint = txn.begin().await?;
+    let savepoint = crate::write::savepoint(txn).await?;
     match crate::observations::record_within(&savepoint, req, acceptance).await {
         Ok(outcome) => {
             crate::commit(savepoint).await?;

@@ -42,6 +42,15 @@ pub async fn commit(txn: DatabaseTransaction) -> Result<(), Error> {
     Ok(())
 }
 
+/// Begins a savepoint in `txn`. On the SQLite connection a `begin` from the task whose
+/// transaction is open is a second transaction, which waits for the first
+/// (`connect::in_thread`); this one is a savepoint of it.
+pub(crate) async fn savepoint(txn: &DatabaseTransaction) -> Result<DatabaseTransaction, Error> {
+    use sea_orm::TransactionTrait as _;
+    let begun = crate::connect::in_thread::SAVEPOINT.scope(true, txn.begin());
+    Ok(begun.await?)
+}
+
 /// Writes `row`: inserts it when `new`, else updates its changed columns by primary key.
 /// Unlike sea-orm's `insert` and `update`, it does not read the row back: on SQLite without
 /// RETURNING that is a second statement, and either way every column is decoded again, receipts

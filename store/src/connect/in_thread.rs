@@ -10,7 +10,9 @@
 //! - **One transaction at a time.** A transaction holds the connection's turn from its `BEGIN`
 //!   to its end; statements of other tasks wait for the turn (asynchronously), statements of the
 //!   task that began it run inside it (code outside any task, a runtime's `block_on`, counts
-//!   as one task). This is the one-connection pool it replaces.
+//!   as one task), and only that task ends it: a transaction is used by the task that began
+//!   it. Two transactions one task begins at once take turns; a savepoint is begun with
+//!   `crate::write::savepoint`. This is the one-connection pool it replaces.
 //! - **Another process's write lock is waited for asynchronously**: SQLite answers busy at once
 //!   and the statement is tried again after a pause, for up to five seconds as sqlx's busy
 //!   timeout did, instead of blocking a runtime thread.
@@ -141,26 +143,40 @@ impl InThread {
         }
     }
 
-    /// Ends the innermost level: `COMMIT`/`RELEASE` or `ROLLBACK`, unless `COMMIT` already ran
-    /// for it as a statement. Lets the turn go with the last level.
+    /// Ends the caller's innermost level: `COMMIT`/`RELEASE` or `ROLLBACK`, unless `COMMIT`
+    /// already ran for it as a statement. Lets the turn go with the last level. Only the task
+    /// that began the transaction ends it: sea-orm also ends a transaction whose `begin` was
+    /// cancelled while it waited for the turn, and that must not end the one holding it.
     fn end(&self, commit: bool) -> rusqlite::Result<()> {
+        let me = task::try_id();
         let mut inner = self.lock();
-        let Some(open) = inner.open.as_mut() else {
+        let Inner { conn, open, .. } = &mut *inner;
+        let Some(level) = open.as_mut().filter(|o| o.owner == me) else {
             return Ok(());
         };
-        let depth = open.levels.len();
-        let done = open.levels.pop().unwrap_or(true);
-        let last = open.levels.is_empty();
+        let depth = level.levels.len();
+        let done = level.levels.pop().unwrap_or(true);
         let result = if done {
             Ok(())
         } else {
-            inner.conn.execute_batch(&ending(depth, commit))
+            conn.execute_batch(&ending(depth, commit))
         };
-        if last {
-            inner.open = None;
+        if level.levels.is_empty() {
+            *open = None;
+        } else if let Err(e) = &result {
+            // sea-orm's proxy cannot answer a savepoint's failed ending: the transaction's
+            // statements and its commit answer it instead.
+            level.broken = Some(format!("a savepoint could not end: {e}"));
         }
         result
     }
+}
+
+tokio::task_local! {
+    /// Set while [`crate::write::savepoint`] begins a savepoint. sea-orm begins a savepoint and a
+    /// transaction alike, and two transactions one task begins at once (`join!`) must take
+    /// turns, as they did on a pool of one connection, not nest.
+    pub(crate) static SAVEPOINT: bool;
 }
 
 /// The statement that ends level `depth` (1: the transaction, more: a savepoint).
@@ -189,7 +205,7 @@ impl ProxyDatabaseTrait for InThread {
 
     async fn begin(&self) {
         let me = task::try_id();
-        {
+        if SAVEPOINT.try_with(|s| *s).unwrap_or(false) {
             let mut inner = self.lock();
             let Inner { conn, open, .. } = &mut *inner;
             if let Some(open) = open.as_mut().filter(|o| o.owner == me) {
@@ -336,10 +352,17 @@ fn execute(inner: &mut Inner, statement: &Statement) -> rusqlite::Result<ProxyEx
             while rows.next()?.is_some() {}
             usize::try_from(conn.changes()).unwrap_or(usize::MAX)
         }
-        // Several statements in one text (a migration's), which carry no parameters.
+        // Several statements in one text (a migration's), which carry no parameters: all or
+        // nothing, so that trying them again after busy never runs one twice.
         Err(rusqlite::Error::MultipleStatement) if statement.values.is_none() => {
-            conn.execute_batch(&statement.sql)?;
-            usize::try_from(conn.changes()).unwrap_or(usize::MAX)
+            conn.execute_batch("SAVEPOINT batch")?;
+            if let Err(e) = conn.execute_batch(&statement.sql) {
+                conn.execute_batch("ROLLBACK TO batch; RELEASE batch")?;
+                return Err(e);
+            }
+            let changes = conn.changes();
+            conn.execute_batch("RELEASE batch")?;
+            usize::try_from(changes).unwrap_or(usize::MAX)
         }
         Err(e) => return Err(e),
     };
@@ -669,6 +692,70 @@ mod tests {
         assert_eq!(reader.await.expect("reads"), 1, "and sees its row");
     }
 
+    /// sea-orm ends a transaction whose `begin` was cancelled while it waited for the turn;
+    /// that must leave the transaction holding the turn alone.
+    #[tokio::test]
+    async fn a_begin_cancelled_while_it_waits_leaves_the_open_transaction_alone() {
+        let (_dir, _url, db) = file_db().await;
+        let (began, wait_began) = tokio::sync::oneshot::channel();
+        let (go_on, wait_go_on) = tokio::sync::oneshot::channel::<()>();
+        let holder_db = db.clone();
+        let holder = tokio::spawn(async move {
+            let txn = holder_db.begin().await?;
+            txn.execute_unprepared("INSERT INTO t (v) VALUES ('first')")
+                .await?;
+            began.send(()).ok();
+            wait_go_on.await.ok();
+            txn.execute_unprepared("INSERT INTO t (v) VALUES ('second')")
+                .await?;
+            crate::commit(txn).await
+        });
+        wait_began.await.expect("the holder began");
+        let waiter_db = db.clone();
+        let waiter = tokio::spawn(async move { waiter_db.begin().await.map(drop) });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished(), "the second begin waits for the turn");
+        waiter.abort();
+        assert!(waiter.await.is_err_and(|e| e.is_cancelled()));
+        go_on.send(()).expect("the holder waits");
+        holder
+            .await
+            .expect("ran")
+            .expect("its transaction is still open and commits");
+        assert_eq!(count(&db, "t").await, 2);
+    }
+
+    /// Two transactions one task begins at once take turns, as on a pool of one connection:
+    /// the second is not a savepoint of the first.
+    #[tokio::test]
+    async fn two_transactions_of_one_task_take_turns() {
+        let (_dir, _url, db) = file_db().await;
+        let first = async {
+            let txn = db.begin().await.expect("begins");
+            txn.execute_unprepared("INSERT INTO t (v) VALUES ('given up')")
+                .await
+                .expect("writes");
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            txn.rollback().await.expect("rolls back");
+        };
+        let second = async {
+            let txn = db.begin().await.expect("begins");
+            let seen = count(&txn, "t").await;
+            txn.execute_unprepared("INSERT INTO t (v) VALUES ('kept')")
+                .await
+                .expect("writes");
+            crate::commit(txn).await.expect("commits");
+            seen
+        };
+        let ((), seen) = tokio::join!(first, second);
+        assert_eq!(seen, 0, "the second began after the first ended");
+        assert_eq!(count(&db, "t").await, 1);
+    }
+
     /// A savepoint rolled back takes back only what was written since it began.
     #[tokio::test]
     async fn a_savepoint_rolls_back_alone() {
@@ -677,7 +764,7 @@ mod tests {
         txn.execute_unprepared("INSERT INTO t (v) VALUES ('kept')")
             .await
             .expect("writes");
-        let savepoint = txn.begin().await.expect("a savepoint");
+        let savepoint = crate::write::savepoint(&txn).await.expect("a savepoint");
         savepoint
             .execute_unprepared("INSERT INTO t (v) VALUES ('given up')")
             .await
