@@ -2,16 +2,9 @@
 //! from what it prints.
 
 use super::Api;
+pub use super::ports::free_port;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 /// A running `runtime-cloud dev`; killed if the test ends without [`Dev::stop`].
 pub struct Dev {

@@ -16,6 +16,7 @@ pub mod loopback;
 pub mod nats;
 pub mod oidc_provider_stand_in;
 pub mod opa_stand_in;
+pub mod ports;
 pub mod prometheus_stand_in;
 pub mod proxy;
 pub mod run_control_stand_in;

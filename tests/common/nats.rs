@@ -14,10 +14,7 @@ pub struct Nats {
 
 impl Nats {
     pub fn start() -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("port");
+        let port = super::ports::free_port();
         let mut nats = Nats {
             child: None,
             port,

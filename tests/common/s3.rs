@@ -13,10 +13,7 @@ pub struct S3Server {
 impl S3Server {
     /// Starts moto on a free loopback port and creates `bucket` in it.
     pub async fn start(bucket: &str) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = super::ports::free_port();
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())

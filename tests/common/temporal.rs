@@ -2,6 +2,7 @@
 //! it again on the same port and store (the workflows survive, as on a real cluster's
 //! persistence) without disturbing the suite's shared server.
 
+use super::ports::free_port;
 use super::{Proc, eventually};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,14 +12,6 @@ pub struct OwnTemporal {
     pub port: u16,
     db_file: PathBuf,
     proc: Option<Proc>,
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
 }
 
 impl OwnTemporal {
