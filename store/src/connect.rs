@@ -10,7 +10,11 @@ use sea_orm::{DatabaseConnection, DbBackend, DbErr, RuntimeErr};
 /// Connects to the read DB at `url`: `sqlite:…` or `postgres://…`.
 pub async fn open(url: &str) -> Result<DatabaseConnection, crate::Error> {
     if url.starts_with("sqlite:") {
-        return sqlite(url).map_err(Into::into);
+        // Opening can wait for another process's lock on the file: off the runtime's threads.
+        let url = url.to_owned();
+        let opened = tokio::task::spawn_blocking(move || sqlite(&url)).await;
+        let opened = opened.map_err(|e| DbErr::Conn(RuntimeErr::Internal(e.to_string())))?;
+        return opened.map_err(Into::into);
     }
     postgres(url)
         .await

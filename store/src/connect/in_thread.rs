@@ -309,13 +309,16 @@ fn connect(url: &str) -> Result<Connection, String> {
     }
     .map_err(|e| format!("opening {path}: {e}"))?;
     conn.set_prepared_statement_cache_capacity(PREPARED);
-    // Busy is answered at once and waited for by `run`, off the runtime's threads.
-    conn.busy_timeout(Duration::ZERO)
-        .map_err(|e| e.to_string())?;
+    // Switching a new file to write-ahead logging takes its lock: an API and a worker started
+    // together on one new file wait for each other here, once, as sqlx's connect did.
+    conn.busy_timeout(BUSY_FOR).map_err(|e| e.to_string())?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
     )
     .map_err(|e| e.to_string())?;
+    // From here busy is answered at once and waited for by `run`, off the runtime's threads.
+    conn.busy_timeout(Duration::ZERO)
+        .map_err(|e| e.to_string())?;
     Ok(conn)
 }
 
