@@ -605,14 +605,28 @@ mod tests {
         row.try_get("", "n").expect("an i64")
     }
 
-    async fn file_db() -> (tempfile::TempDir, String, DatabaseConnection) {
+    /// A connection to a new file holding table `t` (the directory keeps the file).
+    async fn file_db() -> (tempfile::TempDir, DatabaseConnection) {
         let dir = tempfile::tempdir().expect("a directory");
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let db = open(&url).await.expect("opens");
         db.execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v varchar)")
             .await
             .expect("creates");
-        (dir, url, db)
+        (dir, db)
+    }
+
+    /// Writes a row holding `v` into `t`.
+    async fn insert(db: &impl ConnectionTrait, v: &str) -> Result<(), DbErr> {
+        let sql = format!("INSERT INTO t (v) VALUES ('{v}')");
+        db.execute_unprepared(&sql).await.map(drop)
+    }
+
+    /// Lets the other tasks run as far as they can (none of them can finish what it waits for).
+    async fn let_others_run() {
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Every entity column, as the migrations declare it, reads as the type its entity decodes:
@@ -675,11 +689,9 @@ mod tests {
     /// Another task's statement waits for the open transaction to end, and then sees it.
     #[tokio::test]
     async fn a_transaction_holds_the_connection_until_it_ends() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         let txn = db.begin().await.expect("begins");
-        txn.execute_unprepared("INSERT INTO t (v) VALUES ('a')")
-            .await
-            .expect("writes");
+        insert(&txn, "a").await.expect("writes");
         let (started, mut asked) = tokio::sync::oneshot::channel();
         let other = db.clone();
         let reader = tokio::spawn(async move {
@@ -687,9 +699,7 @@ mod tests {
             count(&other, "t").await
         });
         (&mut asked).await.expect("the reader started");
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!reader.is_finished(), "the read waits for the transaction");
         crate::commit(txn).await.expect("commits");
         assert_eq!(reader.await.expect("reads"), 1, "and sees its row");
@@ -699,26 +709,22 @@ mod tests {
     /// that must leave the transaction holding the turn alone.
     #[tokio::test]
     async fn a_begin_cancelled_while_it_waits_leaves_the_open_transaction_alone() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         let (began, wait_began) = tokio::sync::oneshot::channel();
         let (go_on, wait_go_on) = tokio::sync::oneshot::channel::<()>();
         let holder_db = db.clone();
         let holder = tokio::spawn(async move {
             let txn = holder_db.begin().await?;
-            txn.execute_unprepared("INSERT INTO t (v) VALUES ('first')")
-                .await?;
+            insert(&txn, "first").await?;
             began.send(()).ok();
             wait_go_on.await.ok();
-            txn.execute_unprepared("INSERT INTO t (v) VALUES ('second')")
-                .await?;
+            insert(&txn, "second").await?;
             crate::commit(txn).await
         });
         wait_began.await.expect("the holder began");
         let waiter_db = db.clone();
         let waiter = tokio::spawn(async move { waiter_db.begin().await.map(drop) });
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
+        let_others_run().await;
         assert!(!waiter.is_finished(), "the second begin waits for the turn");
         waiter.abort();
         assert!(waiter.await.is_err_and(|e| e.is_cancelled()));
@@ -734,23 +740,17 @@ mod tests {
     /// the second is not a savepoint of the first.
     #[tokio::test]
     async fn two_transactions_of_one_task_take_turns() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         let first = async {
             let txn = db.begin().await.expect("begins");
-            txn.execute_unprepared("INSERT INTO t (v) VALUES ('given up')")
-                .await
-                .expect("writes");
-            for _ in 0..10 {
-                tokio::task::yield_now().await;
-            }
+            insert(&txn, "given up").await.expect("writes");
+            let_others_run().await;
             txn.rollback().await.expect("rolls back");
         };
         let second = async {
             let txn = db.begin().await.expect("begins");
             let seen = count(&txn, "t").await;
-            txn.execute_unprepared("INSERT INTO t (v) VALUES ('kept')")
-                .await
-                .expect("writes");
+            insert(&txn, "kept").await.expect("writes");
             crate::commit(txn).await.expect("commits");
             seen
         };
@@ -762,16 +762,11 @@ mod tests {
     /// A savepoint rolled back takes back only what was written since it began.
     #[tokio::test]
     async fn a_savepoint_rolls_back_alone() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         let txn = db.begin().await.expect("begins");
-        txn.execute_unprepared("INSERT INTO t (v) VALUES ('kept')")
-            .await
-            .expect("writes");
+        insert(&txn, "kept").await.expect("writes");
         let savepoint = crate::write::savepoint(&txn).await.expect("a savepoint");
-        savepoint
-            .execute_unprepared("INSERT INTO t (v) VALUES ('given up')")
-            .await
-            .expect("writes");
+        insert(&savepoint, "given up").await.expect("writes");
         drop(savepoint);
         crate::commit(txn).await.expect("commits");
         assert_eq!(count(&db, "t").await, 1);
@@ -780,7 +775,7 @@ mod tests {
     /// A commit that fails answers its error, and nothing of the transaction remains.
     #[tokio::test]
     async fn a_failed_commit_reaches_the_caller_and_writes_nothing() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         db.execute_unprepared(
             "CREATE TABLE child (id INTEGER PRIMARY KEY, t_id INTEGER \
              REFERENCES t (id) DEFERRABLE INITIALLY DEFERRED)",
@@ -807,19 +802,13 @@ mod tests {
     /// and the write goes through once it is let go.
     #[tokio::test]
     async fn another_connections_write_lock_is_waited_for() {
-        let (dir, _url, db) = file_db().await;
+        let (dir, db) = file_db().await;
         let other = Connection::open(dir.path().join("t.db")).expect("opens");
         other
             .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (v) VALUES ('other')")
             .expect("holds the write lock");
-        let writer = tokio::spawn(async move {
-            db.execute_unprepared("INSERT INTO t (v) VALUES ('mine')")
-                .await
-                .map(|_| db)
-        });
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
+        let writer = tokio::spawn(async move { insert(&db, "mine").await.map(|()| db) });
+        let_others_run().await;
         assert!(!writer.is_finished(), "the write waits");
         other.execute_batch("COMMIT").expect("lets go");
         let db = writer.await.expect("ran").expect("wrote");
@@ -829,7 +818,7 @@ mod tests {
     /// A unique-key violation is recognised as one (sea-orm recognises only sqlx's).
     #[tokio::test]
     async fn a_unique_violation_is_recognised() {
-        let (_dir, _url, db) = file_db().await;
+        let (_dir, db) = file_db().await;
         db.execute_unprepared("INSERT INTO t (id, v) VALUES (1, 'a')")
             .await
             .expect("writes");
