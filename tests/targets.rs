@@ -1,7 +1,7 @@
 //! Environment targets: where an environment runs, validated, stored, shown, changed with an
 //! audit event, and the runner the worker picks for each environment.
 
-use crate::common::{Stack, StackOptions, text};
+use crate::common::{Api, Stack, StackOptions, text};
 use reqwest::Method;
 use serde_json::json;
 
@@ -152,12 +152,54 @@ async fn a_pulumi_environment_without_the_cli_fails_at_plan_and_the_sandbox_keep
     ))
     .await
     .expect(400);
+    logs_are_read_a_page_at_a_time(&api, &id, logs.as_bytes()).await;
     // Another tenant's run has no logs for this one.
     stack
         .operator("globex")
         .get(&format!("/factory/provisioning/runs/{id}/logs"))
         .await
         .expect(404);
+}
+
+/// The pages of a run's logs, followed by their `Link`s, join into the whole (`whole`), and
+/// none is longer than its `limit`; a limit out of bounds is refused, and past the end a page
+/// is empty.
+async fn logs_are_read_a_page_at_a_time(api: &Api, id: &str, whole: &[u8]) {
+    let path = format!("/factory/provisioning/runs/{id}/logs");
+    let (mut joined, mut pages) = (Vec::new(), 0);
+    let mut next = Some(format!("{path}?limit=7"));
+    while let Some(page_path) = next.take() {
+        let page = api.get(&page_path).await;
+        assert_eq!(page.status.as_u16(), 200, "{page_path}: {:?}", page.body);
+        assert!(
+            page.bytes.len() <= 7,
+            "{page_path}: {} bytes",
+            page.bytes.len()
+        );
+        joined.extend_from_slice(&page.bytes);
+        pages += 1;
+        next = page.headers.get("link").map(|link| {
+            let link = link.to_str().expect("an ASCII Link");
+            link.strip_prefix('<')
+                .and_then(|l| l.strip_suffix(">; rel=\"next\""))
+                .unwrap_or_else(|| panic!("not a next link: {link}"))
+                .to_owned()
+        });
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&joined),
+        String::from_utf8_lossy(whole)
+    );
+    // Pages of 7 bytes, fewer where a character would have been cut.
+    assert!(pages >= whole.len().div_ceil(7), "{pages} pages");
+    let past = api.get(&format!("{path}?offset={}", whole.len())).await;
+    assert_eq!(past.status.as_u16(), 200);
+    assert!(past.bytes.is_empty() && past.headers.get("link").is_none());
+    for limit in ["0", "1048577", "many"] {
+        api.get(&format!("{path}?limit={limit}"))
+            .await
+            .expect_problem(400);
+    }
 }
 
 /// With `RUNTIME_CLOUD_ARTIFACTS_URL=s3://…` the run logs go to an S3-compatible bucket (a
@@ -192,4 +234,10 @@ async fn run_logs_are_kept_in_an_s3_bucket() {
             .expect(200),
     );
     assert!(served.contains("sandbox apply"), "{served}");
+    // A page is a range of the object.
+    let whole = api
+        .get(&format!("/factory/provisioning/runs/{id}/logs"))
+        .await
+        .bytes;
+    logs_are_read_a_page_at_a_time(&api, &id, &whole).await;
 }

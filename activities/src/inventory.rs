@@ -41,8 +41,10 @@ const READ_ATTEMPTS: u32 = 3;
 const RECORD_BATCH: usize = 50;
 /// Targets a sweep's page reads at once.
 const READS_IN_FLIGHT: usize = 16;
-/// Proposal workflows a sweep's page starts (or tells they are superseded) at once.
+/// Proposal workflows a batch's hand-over starts (or tells they are superseded) at once.
 const STARTS_IN_FLIGHT: usize = 32;
+/// Batches whose proposals are handed over at once, while later batches are recorded.
+const HANDOVERS_AT_ONCE: usize = 2;
 
 /// How long a page keeps telling a superseded proposal's workflow while Temporal does not
 /// answer: a dev server restarts in seconds, and the page heartbeats only between batches
@@ -186,8 +188,8 @@ impl InventoryActivitiesImpl {
             .await
     }
 
-    /// Records a batch's observations in one transaction and starts the workflows of the
-    /// proposals they raised; new proposals are named from `req`'s seed.
+    /// Records a batch's observations in one transaction; new proposals are named from
+    /// `req`'s seed.
     async fn record_batch(
         &self,
         environments: &[EnvironmentKey],
@@ -224,13 +226,17 @@ impl InventoryActivitiesImpl {
         for ((record, _), outcome) in records.iter().zip(recorded) {
             outcomes.push(self.settle_auto_accept(record, outcome).await?);
         }
+        Ok(outcomes)
+    }
+
+    /// [`Self::hand_over`] the proposals a batch's outcomes raised and superseded.
+    async fn hand_over_batch(&self, outcomes: &[RecordOutcome]) -> Result<(), Error> {
         let (mut superseded, mut new) = (Vec::new(), Vec::new());
-        for r in &outcomes {
+        for r in outcomes {
             superseded.extend(r.superseded.iter().cloned());
             new.extend(r.new_proposal.iter().cloned());
         }
-        self.hand_over(superseded, new).await?;
-        Ok(outcomes)
+        self.hand_over(superseded, new).await
     }
 
     /// Starts the workflows of `new` proposals and tells `superseded` ones, a few at once (a
@@ -413,6 +419,7 @@ impl InventoryActivitiesImpl {
             let req = Arc::new(req);
             let reader = self.clone();
             let recorder = self.clone();
+            let starter = self.clone();
             let mut recorded = futures::stream::iter(batches)
                 .map(move |batch| {
                     let this = reader.clone();
@@ -426,7 +433,18 @@ impl InventoryActivitiesImpl {
                     let (this, req) = (recorder.clone(), req.clone());
                     async move { this.record_batch(&batch, read, &req).await }
                 })
-                .buffered(in_flight);
+                .buffered(in_flight)
+                // The proposals' workflows start while the next batches are recorded: a drift
+                // storm's starts (one a batch's environment) do not hold up its records.
+                .map(move |recorded| {
+                    let this = starter.clone();
+                    async move {
+                        let outcomes = recorded?;
+                        this.hand_over_batch(&outcomes).await?;
+                        Ok::<_, Error>(outcomes)
+                    }
+                })
+                .buffered(HANDOVERS_AT_ONCE);
             while let Some(recorded) = recorded.next().await {
                 for r in recorded.map_err(activity_error)? {
                     outcome.observed += 1;

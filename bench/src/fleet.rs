@@ -533,7 +533,7 @@ fn report(args: &Args, p: &Measured, b: &Measured) {
             format!("{:.1}", rate(envs, m.wall)),
             m.tally.runs.to_string(),
             format!("{:.1}", m.tally.events as f64 / envs as f64),
-            format!("{:.2}", m.tally.actions / envs as f64),
+            format!("{:.4}", m.tally.actions / envs as f64),
             format!("{:.0}", m.worker_idle_mib),
             format!("{:.0}", m.worker_peak_mib),
         ]

@@ -53,7 +53,7 @@ pub struct Args {
     /// Open findings added straight into the read DB, spread over the bulk environments.
     #[arg(long, default_value_t = 0)]
     pub findings: usize,
-    /// Request rate of `/metrics` (per second).
+    /// Request rate of `/metrics` and of the fleet's summary (per second).
     #[arg(long, default_value_t = 20.0)]
     pub metrics_rate: f64,
     /// Databases, comma-separated.
@@ -70,6 +70,8 @@ const INVENTORY: &str = "/factory/environments/env-000/inventory";
 const RUNS: &str = "/factory/provisioning/runs";
 const HEALTHZ: &str = "/healthz";
 const METRICS: &str = "/metrics";
+/// The fleet's summary: counts, as `/metrics` keeps them; at `/metrics`' rate (a console polls it).
+const SUMMARY: &str = "/fleet/meta/summary";
 
 impl Args {
     fn bulk(&self) -> bulk::Rows {
@@ -101,6 +103,7 @@ impl Args {
                 (format!("/factory/environments/{env}/drift"), None),
                 ("/factory/environments?limit=50".to_owned(), None),
                 (METRICS.to_owned(), Some(self.metrics_rate)),
+                (SUMMARY.to_owned(), Some(self.metrics_rate)),
                 // The first page again, a minute and a half after its first measurement: a
                 // figure that moves between the two is the machine's state (what the bulk
                 // writes left to flush), not the route's.

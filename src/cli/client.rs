@@ -113,17 +113,17 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
-    /// `GET path` as text (logs).
-    pub async fn text(&self, path: &str) -> Outcome<String> {
+    /// `GET path` as the bytes it answers (a page of a log: printed as the runner wrote it).
+    pub async fn bytes(&self, path: &str) -> Outcome<Vec<u8>> {
         let response = self.request(Method::GET, path, None).await?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| self.unreachable(e))?;
+        let body = response.bytes().await.map_err(|e| self.unreachable(e))?;
         if status.is_success() {
-            Ok(body)
+            Ok(body.to_vec())
         } else {
             Err(failure(
                 status,
-                &serde_json::from_str(&body).unwrap_or(Value::Null),
+                &serde_json::from_slice(&body).unwrap_or(Value::Null),
             ))
         }
     }

@@ -435,11 +435,11 @@ async fn runs(api: &Client, format: Format, command: Runs) -> Outcome {
     Ok(())
 }
 
-/// Prints the logs; with `follow`, what they gain as the run moves, until it ends.
+/// Prints the logs a page at a time; with `follow`, what they gain as the run moves, until it
+/// ends.
 async fn logs(api: &Client, id: &str, phase: Option<String>, follow: bool) -> Outcome {
     let run_path = format!("/factory/provisioning/runs/{}", escape(id));
-    let logs_path = with_query(&format!("{run_path}/logs"), &[("phase", phase)]);
-    let mut printed = 0;
+    let mut printed: u64 = 0;
     loop {
         // The state first: logs read after it are at least as new, so nothing written
         // before the run ended is missed.
@@ -448,16 +448,27 @@ async fn logs(api: &Client, id: &str, phase: Option<String>, follow: bool) -> Ou
                 .as_str()
                 .and_then(|s| s.parse::<ProvisioningState>().ok())
                 .is_some_and(ProvisioningState::is_terminal);
-        let text = match api.text(&logs_path).await {
-            Ok(text) => text,
-            // No log kept yet (the run has not planned): nothing to print so far.
-            Err(Failure::NotFound(_)) if follow => String::new(),
-            Err(e) => return Err(e),
-        };
-        if let Some(new) = text.get(printed..) {
-            print!("{new}");
-            let _ = std::io::stdout().flush();
-            printed = text.len();
+        // Every page from where the last one ended; an empty page is the end so far.
+        loop {
+            let page_path = with_query(
+                &format!("{run_path}/logs"),
+                &[
+                    ("phase", phase.clone()),
+                    ("offset", Some(printed.to_string())),
+                ],
+            );
+            let page = match api.bytes(&page_path).await {
+                Ok(page) => page,
+                // No log kept yet (the run has not planned): nothing to print so far.
+                Err(Failure::NotFound(_)) if follow => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            if page.is_empty() {
+                break;
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&page).and_then(|()| out.flush());
+            printed += page.len() as u64;
         }
         if ended {
             return Ok(());

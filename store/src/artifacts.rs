@@ -7,6 +7,7 @@
 
 use crate::Error;
 use object_store::ObjectStore;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,6 +18,11 @@ pub trait ArtifactStore: Send + Sync + 'static {
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), Error>;
     /// The bytes under `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error>;
+    /// The length of what is under `key`, if anything is.
+    async fn len(&self, key: &str) -> Result<Option<u64>, Error>;
+    /// The bytes of `range` under `key`: fewer past its end, none when nothing is there (a
+    /// log is read a page at a time, never whole).
+    async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>, Error>;
 }
 
 /// The phases of a run that write a log.
@@ -74,6 +80,36 @@ impl ArtifactStore for FileArtifacts {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(&path, e)),
         }
+    }
+
+    async fn len(&self, key: &str) -> Result<Option<u64>, Error> {
+        let path = self.path(key)?;
+        match tokio::fs::metadata(&path).await {
+            Ok(meta) => Ok(Some(meta.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+
+    async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>, Error> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = self.path(key)?;
+        let at = path.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut file = match std::fs::File::open(&at) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(e),
+            };
+            file.seek(SeekFrom::Start(range.start))?;
+            let mut bytes = Vec::new();
+            file.take(range.end.saturating_sub(range.start))
+                .read_to_end(&mut bytes)?;
+            Ok(bytes)
+        })
+        .await
+        .map_err(std::io::Error::other);
+        read.and_then(|r| r).map_err(|e| io(&path, e))
     }
 }
 
@@ -176,6 +212,32 @@ impl ArtifactStore for S3Artifacts {
             Err(e) => Err(Error::Artifacts(format!("reading {location}: {e}"))),
         }
     }
+
+    async fn len(&self, key: &str) -> Result<Option<u64>, Error> {
+        let location = self.location(key)?;
+        match self.store.head(&location).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::Artifacts(format!("reading {location}: {e}"))),
+        }
+    }
+
+    async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>, Error> {
+        let location = self.location(key)?;
+        // S3 answers a range past the object's end with 416: ask only for what is there.
+        let Some(len) = self.len(key).await? else {
+            return Ok(Vec::new());
+        };
+        let range = range.start.min(len)..range.end.min(len);
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.store.get_range(&location, range).await {
+            Ok(bytes) => Ok(bytes.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(Error::Artifacts(format!("reading {location}: {e}"))),
+        }
+    }
 }
 
 fn missing(key: &str) -> Error {
@@ -209,6 +271,20 @@ mod tests {
             store.get(&key).await.unwrap().as_deref(),
             Some(&b"second"[..])
         );
+    }
+
+    #[tokio::test]
+    async fn a_log_is_read_a_range_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileArtifacts::new(dir.path());
+        let key = run_log("acme", "r1", "apply");
+        assert_eq!(store.len(&key).await.unwrap(), None);
+        assert!(store.read_range(&key, 0..10).await.unwrap().is_empty());
+        store.put(&key, b"0123456789".to_vec()).await.unwrap();
+        assert_eq!(store.len(&key).await.unwrap(), Some(10));
+        assert_eq!(store.read_range(&key, 2..5).await.unwrap(), b"234");
+        assert_eq!(store.read_range(&key, 8..100).await.unwrap(), b"89");
+        assert!(store.read_range(&key, 12..20).await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -40,10 +40,28 @@ pub struct InstanceFilter {
 /// Environments read at a time while a label selector skips some.
 const SELECTION_BATCH: u64 = 500;
 
-/// Every instance of the tenant, by environment id (the fleet's summary counts them all).
-pub async fn instances(db: &impl ConnectionTrait, tenant_id: &str) -> Result<Vec<Observed>, Error> {
-    let envs = crate::environments::all(db, tenant_id).await?;
-    observe(db, tenant_id, envs).await
+/// How many of the tenant's environments each (class, project) pair has: one grouped read of
+/// the tenant's rows, for the fleet's summary (which no longer reads every instance's
+/// observation: the staleness and drift it counts are the kept counts of `GET /metrics`).
+pub async fn classes_and_projects(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+) -> Result<Vec<(String, String, u64)>, Error> {
+    let rows: Vec<(String, String, i64)> = env_rows::Entity::find()
+        .select_only()
+        .column(env_rows::Column::Class)
+        .column(env_rows::Column::ProjectId)
+        .column_as(env_rows::Column::Id.count(), "n")
+        .filter(env_rows::Column::TenantId.eq(tenant_id))
+        .group_by(env_rows::Column::Class)
+        .group_by(env_rows::Column::ProjectId)
+        .tuples()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(class, project, n)| (class, project, u64::try_from(n).unwrap_or(0)))
+        .collect())
 }
 
 /// A page of the tenant's instances that `filter` selects, by environment id: at most

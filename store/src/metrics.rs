@@ -267,6 +267,16 @@ pub async fn read(
     if db.get_database_backend() == DbBackend::Postgres {
         fold(db).await?;
     }
+    read_unfolded(db, now, inventory).await
+}
+
+/// [`read`] without folding first: the same values (the counters add the deltas not folded
+/// yet), and no write, for a read that may come often (the fleet's summary).
+pub async fn read_unfolded(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+    inventory: &InventoryOptions,
+) -> Result<Counts, Error> {
     let today = day_started_at(now).format("%Y-%m-%d").to_string();
     let mut out = Counts::default();
     // Per tenant: environments registered, and observed (not flagged) at some time.

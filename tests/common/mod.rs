@@ -723,13 +723,14 @@ pub struct Api {
     pub tenant: String,
 }
 
-/// A response: status, headers and JSON body (Null when empty).
+/// A response: status, headers and JSON body (Null when empty), and the body as sent.
 #[derive(Debug)]
 pub struct Res {
     pub status: StatusCode,
     pub content_type: String,
     pub headers: reqwest::header::HeaderMap,
     pub body: Value,
+    pub bytes: Vec<u8>,
 }
 
 impl Res {
@@ -863,6 +864,7 @@ impl Api {
             content_type,
             headers,
             body,
+            bytes: bytes.to_vec(),
         })
     }
 

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::fleet::{FleetSummary, IncidentSource, IncidentState, instance_health};
 use runtime_cloud_store::incidents::{self, Incident, NewIncident};
+use runtime_cloud_store::{fleet, metrics};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -61,12 +62,6 @@ pub struct Instance {
     /// The customer tenant inside the product, where given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub customer_tenant_id: Option<String>,
-}
-
-/// The tenant's instances, as observed (every one: the summary counts them).
-async fn observed_instances(state: &AppState, tenant: &str) -> Result<Vec<Instance>, Error> {
-    let observed = runtime_cloud_store::fleet::instances(&state.db, tenant).await?;
-    Ok(as_instances(state, observed))
 }
 
 /// What an instance's observation shows, staleness judged now.
@@ -247,25 +242,33 @@ async fn summary(
     State(state): State<AppState>,
     auth: Scoped<MetaRead>,
 ) -> Result<axum::Json<FleetSummary>, Error> {
-    let instances = observed_instances(&state, auth.tenant()).await?;
+    let tenant = auth.tenant();
     let mut by_class: BTreeMap<String, u64> = [
         (EnvironmentClass::Production.as_str().to_owned(), 0),
         (EnvironmentClass::NonProduction.as_str().to_owned(), 0),
     ]
     .into();
-    for i in &instances {
-        *by_class.entry(i.class.as_str().to_owned()).or_default() += 1;
+    let mut products = std::collections::BTreeSet::new();
+    for (class, project, n) in fleet::classes_and_projects(&state.db, tenant).await? {
+        *by_class.entry(class).or_default() += n;
+        products.insert(project);
     }
-    let products: std::collections::BTreeSet<&str> =
-        instances.iter().map(|i| i.product_id.as_str()).collect();
+    // Staleness and drift as `GET /metrics` counts them: kept counts, not a read of every
+    // instance's observation (which grew with the fleet: 10,000 inventories a request).
+    let counts = metrics::read_unfolded(&state.db, Utc::now(), &state.inventory).await?;
+    let open_drift = counts
+        .open_findings
+        .iter()
+        .filter(|((t, _, suppressed), _)| t == tenant && !suppressed)
+        .map(|(_, n)| n)
+        .sum();
     Ok(axum::Json(FleetSummary {
         operated_products: products.len() as u64,
         instances_by_class: by_class,
-        stale_instances: instances.iter().filter(|i| i.stale).count() as u64,
-        open_drift: instances.iter().map(|i| i.open_drift).sum(),
-        open_incidents: incidents::count_open(&state.db, auth.tenant()).await?,
-        active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, auth.tenant())
-            .await?,
+        stale_instances: counts.stale_environments.get(tenant).copied().unwrap_or(0),
+        open_drift,
+        open_incidents: incidents::count_open(&state.db, tenant).await?,
+        active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, tenant).await?,
     }))
 }
 

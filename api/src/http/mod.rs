@@ -18,6 +18,7 @@ pub mod metrics;
 mod pagination;
 mod proposals;
 mod rollouts;
+mod run_logs;
 mod runs;
 mod specifications;
 mod windows;
@@ -46,6 +47,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(environments::router())
         .merge(specifications::router())
         .merge(runs::router())
+        .merge(run_logs::router())
         .merge(approvals::router())
         .merge(inventory::router())
         .merge(drift_rules::router())

@@ -21,7 +21,6 @@ use runtime_cloud_models::{
     Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
 };
 use runtime_cloud_store::approvals::{self, NewApproval};
-use runtime_cloud_store::artifacts;
 use runtime_cloud_store::run_starts;
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
 use runtime_cloud_store::specifications;
@@ -38,7 +37,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, plan))
         .routes(routes!(read))
-        .routes(routes!(logs))
         .routes(routes!(cancel))
         .routes(routes!(approve))
         .routes(routes!(break_glass))
@@ -114,7 +112,7 @@ fn not_found(id: &str) -> Error {
 }
 
 /// The tenant's run (commands check its state).
-async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<Run, Error> {
+pub(super) async fn find_run(state: &AppState, tenant: &str, id: &str) -> Result<Run, Error> {
     runs::find(&state.db, tenant, id)
         .await?
         .ok_or_else(|| not_found(id))
@@ -447,58 +445,6 @@ async fn read(
     Path(id): Path<String>,
 ) -> Result<axum::Json<RunView>, Error> {
     Ok(axum::Json(find_view(&state, auth.tenant(), &id).await?))
-}
-
-/// `?phase=plan|apply`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-struct LogsQuery {
-    /// `plan` or `apply`; both, plan first, when absent.
-    phase: Option<String>,
-}
-
-/// The run's plan and apply logs as the runner wrote them (every command it ran and what it
-/// printed, secret values redacted), as text.
-#[utoipa::path(operation_id = "getRunLogs", get, path = "/factory/provisioning/runs/{provisioningRunId}/logs", tag = "runs",
-    security(("bearer" = ["factory.provisioning.read"])),
-    params(("provisioningRunId" = String, Path, description = "The provisioning run id"), LogsQuery),
-    responses(
-        (status = 200, description = "The log", content_type = "text/plain", body = String),
-        Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<500>,
-    ))]
-async fn logs(
-    State(state): State<AppState>,
-    auth: Scoped<ProvisioningRead>,
-    Path(id): Path<String>,
-    Query(q): Query<LogsQuery>,
-) -> Result<Response, Error> {
-    let run = find_run(&state, auth.tenant(), &id).await?;
-    let phases: Vec<&str> = match q.phase.as_deref() {
-        None => artifacts::PHASES.to_vec(),
-        Some(p) if artifacts::PHASES.contains(&p) => vec![p],
-        Some(other) => {
-            return Err(Error::BadRequest(format!(
-                "phase `{other}` is not one of plan, apply"
-            )));
-        }
-    };
-    let mut body = Vec::new();
-    for phase in &phases {
-        let key = artifacts::run_log(&run.tenant_id, &run.provisioning_run_id, phase);
-        if let Some(log) = state.artifacts.get(&key).await? {
-            if phases.len() > 1 {
-                body.extend(format!("=== {phase}\n").into_bytes());
-            }
-            body.extend(log);
-        }
-    }
-    if body.is_empty() {
-        return Err(Error::NotFound(format!(
-            "run `{id}` has no {} log yet",
-            q.phase.as_deref().unwrap_or("plan or apply")
-        )));
-    }
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response())
 }
 
 /// The run's live status from its workflow; the read row when the workflow cannot answer
