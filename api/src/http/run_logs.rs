@@ -111,9 +111,11 @@ async fn logs(
     }
     bytes.truncate(page_end(&bytes, limit as usize));
     let next = offset + bytes.len() as u64;
+    // (No next page after an empty one: a log replaced by a shorter one would name it again.)
+    let more = next < total && !bytes.is_empty();
     let mut response =
         ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response();
-    if next < total {
+    if more {
         let run_id = &run.provisioning_run_id;
         let mut link =
             format!("/factory/provisioning/runs/{run_id}/logs?offset={next}&limit={limit}");
