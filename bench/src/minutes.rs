@@ -44,7 +44,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let dir = crate::stack::work_dir()?;
     let (url, postgres) = crate::stack::fresh_db(args.db, dir.path()).await?;
-    let db = sea_orm::Database::connect(&url).await?;
+    // As the product connects: its SQLite connection is not sqlx's (`store::connect`).
+    let db = runtime_cloud_store::connect::open(&url).await?;
     let result = measure(&db, &args).await;
     db.close().await.ok();
     if let Some((admin, name)) = postgres {

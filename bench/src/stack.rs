@@ -270,9 +270,10 @@ impl Stack {
 
     /// A connection to the read DB, for checks a client cannot make cheaply (counts).
     pub async fn db(&self) -> anyhow::Result<sea_orm::DatabaseConnection> {
-        let mut opts = sea_orm::ConnectOptions::new(self.database_url.clone());
-        opts.sqlx_logging(false).max_connections(2);
-        Ok(sea_orm::Database::connect(opts).await?)
+        // As the product connects: the store's commits on SQLite expect its own connection
+        // (`store::connect`), and sqlx's answered them "cannot commit - no transaction is
+        // active".
+        Ok(runtime_cloud_store::connect::open(&self.database_url).await?)
     }
 
     /// An HTTP client acting as this stack's operator.
