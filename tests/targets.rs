@@ -200,6 +200,11 @@ async fn logs_are_read_a_page_at_a_time(api: &Api, id: &str, whole: &[u8]) {
             .await
             .expect_problem(400);
     }
+    for offset in ["-1", "9223372036854775808"] {
+        api.get(&format!("{path}?offset={offset}"))
+            .await
+            .expect_problem(400);
+    }
 }
 
 /// With `RUNTIME_CLOUD_ARTIFACTS_URL=s3://…` the run logs go to an S3-compatible bucket (a

@@ -64,7 +64,17 @@ async fn logs(
             )));
         }
     };
-    let offset = q.offset.unwrap_or(0);
+    // The largest offset the API's schema allows (an OpenAPI integer is 64-bit, signed).
+    let offset = match q.offset {
+        None => 0,
+        Some(n) if i64::try_from(n).is_ok() => n,
+        Some(n) => {
+            return Err(Error::BadRequest(format!(
+                "offset {n} is larger than {}",
+                i64::MAX
+            )));
+        }
+    };
     let run = find_run(&state, auth.tenant(), &id).await?;
     let phases: Vec<&str> = match q.phase.as_deref() {
         None => artifacts::PHASES.to_vec(),
