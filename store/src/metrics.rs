@@ -228,6 +228,7 @@ async fn counters(db: &impl ConnectionTrait, today: &str) -> Result<Vec<Counter>
 async fn observed_before(
     db: &impl ConnectionTrait,
     cutoff: DateTime<Utc>,
+    tenant: Option<&str>,
 ) -> Result<BTreeMap<String, u64>, Error> {
     let registered = Query::select()
         .expr(Expr::val(1))
@@ -241,7 +242,11 @@ async fn observed_before(
                 .equals((inv_rows::Entity, inv_rows::Column::EnvironmentId)),
         )
         .to_owned();
-    let rows: Vec<(String, i64)> = inv_rows::Entity::find()
+    let mut rows = inv_rows::Entity::find();
+    if let Some(tenant) = tenant {
+        rows = rows.filter(inv_rows::Column::TenantId.eq(tenant));
+    }
+    let rows: Vec<(String, i64)> = rows
         .select_only()
         .column(inv_rows::Column::TenantId)
         .column_as(Expr::col(inv_rows::Column::Id).count(), "n")
@@ -270,9 +275,66 @@ pub async fn read(
     read_unfolded(db, now, inventory).await
 }
 
-/// [`read`] without folding first: the same values (the counters add the deltas not folded
-/// yet), and no write, for a read that may come often (the fleet's summary).
-pub async fn read_unfolded(
+/// One tenant's stale environments and open findings (suppressed ones aside), as [`read`]
+/// counts them, for the fleet's summary: that tenant's counters only (another tenant's cannot
+/// fail it), without folding first (the counters add the deltas not folded yet: no write on a
+/// read that may come often).
+pub async fn fleet_counts(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    now: DateTime<Utc>,
+    inventory: &InventoryOptions,
+) -> Result<FleetCounts, Error> {
+    let backend = db.get_database_backend();
+    let (first, second) = match backend {
+        DbBackend::Postgres => ("$1", "$1"),
+        _ => ("?", "?"),
+    };
+    let wanted = "metric IN ('open_findings', 'environments', 'observed_environments')";
+    let sql = format!(
+        "SELECT metric, key3, CAST(SUM(n) AS BIGINT) AS n \
+         FROM (SELECT metric, key3, n FROM metric_counts WHERE {wanted} AND key1 = {first} \
+           UNION ALL \
+           SELECT metric, key3, n FROM metric_deltas WHERE {wanted} AND key1 = {second}) c \
+         GROUP BY metric, key3"
+    );
+    let values: Vec<sea_orm::Value> = match backend {
+        DbBackend::Postgres => vec![tenant.into()],
+        _ => vec![tenant.into(), tenant.into()],
+    };
+    let (mut registered, mut observed, mut open_drift) = (0u64, 0u64, 0u64);
+    for row in db
+        .query_all(Statement::from_sql_and_values(backend, sql, values))
+        .await?
+    {
+        let (metric, key3): (String, String) =
+            (row.try_get("", "metric")?, row.try_get("", "key3")?);
+        let n = u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0);
+        match metric.as_str() {
+            "environments" => registered += n,
+            "observed_environments" => observed += n,
+            "open_findings" if key3 != "true" => open_drift += n,
+            _ => {}
+        }
+    }
+    let window = chrono::Duration::seconds(inventory.staleness_secs() as i64);
+    let old = observed_before(db, now - window, Some(tenant)).await?;
+    let old = old.get(tenant).copied().unwrap_or(0);
+    Ok(FleetCounts {
+        stale_environments: (registered + old).saturating_sub(observed),
+        open_drift,
+    })
+}
+
+/// A tenant's counts for the fleet's summary ([`fleet_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetCounts {
+    pub stale_environments: u64,
+    pub open_drift: u64,
+}
+
+/// [`read`] without folding first.
+async fn read_unfolded(
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
     inventory: &InventoryOptions,
@@ -360,7 +422,7 @@ pub async fn read_unfolded(
     // Stale: the environments, but those observed (and not flagged), and back those observed
     // longer ago than the window (`InventoryOptions::is_stale`: older than `now - window`).
     let window = chrono::Duration::seconds(inventory.staleness_secs() as i64);
-    let old = observed_before(db, now - window).await?;
+    let old = observed_before(db, now - window, None).await?;
     for (tenant, (registered, observed)) in environments {
         if registered == 0 {
             continue;
@@ -474,6 +536,25 @@ mod tests {
         let kept = read(db, now, &options).await.unwrap();
         let counted = recount(db, now, &options).await.unwrap();
         assert_eq!(kept, counted, "the kept counts differ from the rows");
+        // The fleet's summary reads one tenant's counts: the same as the whole read's.
+        let tenants: std::collections::BTreeSet<&String> = (kept.stale_environments.keys())
+            .chain(kept.open_findings.keys().map(|(t, _, _)| t))
+            .collect();
+        for tenant in tenants {
+            let open_drift = (kept.open_findings.iter())
+                .filter(|((t, _, suppressed), _)| t == tenant && !suppressed)
+                .map(|(_, n)| n)
+                .sum();
+            let stale_environments = kept.stale_environments.get(tenant).copied().unwrap_or(0);
+            assert_eq!(
+                fleet_counts(db, tenant, now, &options).await.unwrap(),
+                FleetCounts {
+                    stale_environments,
+                    open_drift
+                },
+                "{tenant}"
+            );
+        }
         kept
     }
 

@@ -255,18 +255,12 @@ async fn summary(
     }
     // Staleness and drift as `GET /metrics` counts them: kept counts, not a read of every
     // instance's observation (which grew with the fleet: 10,000 inventories a request).
-    let counts = metrics::read_unfolded(&state.db, Utc::now(), &state.inventory).await?;
-    let open_drift = counts
-        .open_findings
-        .iter()
-        .filter(|((t, _, suppressed), _)| t == tenant && !suppressed)
-        .map(|(_, n)| n)
-        .sum();
+    let counts = metrics::fleet_counts(&state.db, tenant, Utc::now(), &state.inventory).await?;
     Ok(axum::Json(FleetSummary {
         operated_products: products.len() as u64,
         instances_by_class: by_class,
-        stale_instances: counts.stale_environments.get(tenant).copied().unwrap_or(0),
-        open_drift,
+        stale_instances: counts.stale_environments,
+        open_drift: counts.open_drift,
         open_incidents: incidents::count_open(&state.db, tenant).await?,
         active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, tenant).await?,
     }))
