@@ -317,13 +317,24 @@ pub async fn fleet_counts(
             _ => {}
         }
     }
-    let window = chrono::Duration::seconds(inventory.staleness_secs() as i64);
-    let old = observed_before(db, now - window, Some(tenant)).await?;
+    let old = observed_before(db, stale_before(now, inventory), Some(tenant)).await?;
     let old = old.get(tenant).copied().unwrap_or(0);
     Ok(FleetCounts {
-        stale_environments: (registered + old).saturating_sub(observed),
+        stale_environments: stale(registered, observed, old),
         open_drift,
     })
+}
+
+/// An observation older than this is stale (`InventoryOptions::is_stale`: older than
+/// `now - window`).
+fn stale_before(now: DateTime<Utc>, inventory: &InventoryOptions) -> DateTime<Utc> {
+    now - chrono::Duration::seconds(inventory.staleness_secs() as i64)
+}
+
+/// Stale environments from the counts: those registered, but those observed (and not
+/// flagged), and back those of them observed before [`stale_before`].
+fn stale(registered: u64, observed: u64, observed_long_ago: u64) -> u64 {
+    (registered + observed_long_ago).saturating_sub(observed)
 }
 
 /// A tenant's counts for the fleet's summary ([`fleet_counts`]).
@@ -419,17 +430,14 @@ async fn read_unfolded(
             _ => {}
         }
     }
-    // Stale: the environments, but those observed (and not flagged), and back those observed
-    // longer ago than the window (`InventoryOptions::is_stale`: older than `now - window`).
-    let window = chrono::Duration::seconds(inventory.staleness_secs() as i64);
-    let old = observed_before(db, now - window, None).await?;
+    let old = observed_before(db, stale_before(now, inventory), None).await?;
     for (tenant, (registered, observed)) in environments {
         if registered == 0 {
             continue;
         }
         let old = old.get(&tenant).copied().unwrap_or(0);
-        let stale = (registered + old).saturating_sub(observed);
-        out.stale_environments.insert(tenant, stale);
+        out.stale_environments
+            .insert(tenant, stale(registered, observed, old));
     }
     let limits = capacity::recorded_limits(db).await?;
     out.quota_use = quota
