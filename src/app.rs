@@ -15,6 +15,8 @@ use runtime_cloud_activities::slo::PrometheusSloGuard;
 use runtime_cloud_api::AppState;
 use runtime_cloud_api::auth::oidc::Oidc;
 use runtime_cloud_api::auth::{Authenticator, JwtKeys, OidcSignIn, SignIn};
+use runtime_cloud_api::inbound::sources::Sources;
+use runtime_cloud_api::inbound::verify::Verifier;
 
 use runtime_cloud_store::artifacts;
 use runtime_cloud_store::migration::Migrator;
@@ -268,6 +270,7 @@ pub async fn run_api(
         http_metrics: Default::default(),
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         inbox_oldest: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
+        inbound_refusals: Default::default(),
         pacer: Arc::new(runtime_cloud_api::pacing::Pacer::new(
             runtime_cloud_models::pacing::Pace {
                 per_second: config.run_submissions_per_second,
@@ -292,15 +295,20 @@ pub async fn run_api(
         }
     };
     let starter = tokio::spawn(runtime_cloud_api::starter::run(state.clone(), stopped()));
-    let inbound = config.nats_url.clone().map(|url| {
-        let lag = state.inbox_lag.clone();
-        tokio::spawn(runtime_cloud_api::inbound::run(
-            state.clone(),
-            url,
-            lag,
-            stopped(),
-        ))
-    });
+    let inbound = match config.nats_url.clone() {
+        Some(url) => {
+            let verifier = Arc::new(inbound_verifier(config).await?);
+            let lag = state.inbox_lag.clone();
+            Some(tokio::spawn(runtime_cloud_api::inbound::run(
+                state.clone(),
+                url,
+                verifier,
+                lag,
+                stopped(),
+            )))
+        }
+        None => None,
+    };
     let shutdown = async move {
         shutdown.await;
         let _ = stop_beside.send(true);
@@ -309,6 +317,31 @@ pub async fn run_api(
     let _ = starter.await;
     if let Some(inbound) = inbound {
         let _ = inbound.await;
+    }
+    Ok(())
+}
+
+/// How inbound approvals are proven: the configured sources' keys, read (or fetched) now so
+/// that a source whose keys cannot be had stops the start.
+async fn inbound_verifier(config: &Config) -> anyhow::Result<Verifier> {
+    let sources = match &config.inbound_sources {
+        Some(path) => Sources::load(path).await?,
+        None => Sources::none(),
+    };
+    Ok(Verifier {
+        sources,
+        accept_unsigned: config.inbound_accept_unsigned,
+        run_control: config.run_control_url.is_some(),
+    })
+}
+
+/// Refuses a setting meant for `runtime-cloud dev` only in the production commands.
+pub fn refuse_dev_only_settings(config: &Config) -> anyhow::Result<()> {
+    if config.inbound_accept_unsigned {
+        anyhow::bail!(
+            "RUNTIME_CLOUD_INBOUND_ACCEPT_UNSIGNED (inbound_accept_unsigned) takes approvals \
+             nobody proved: only `runtime-cloud dev` starts with it"
+        );
     }
     Ok(())
 }

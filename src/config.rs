@@ -80,6 +80,11 @@ pub struct Config {
     /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
     #[serde(default)]
     pub nats_url: Option<String>,
+    /// The event sources allowed to sign inbound approvals (a TOML file).
+    #[serde(default)]
+    pub inbound_sources: Option<PathBuf>,
+    /// Take unsigned inbound approvals as asserted (`dev` only).
+    pub inbound_accept_unsigned: bool,
     /// The Pulumi CLI the Pulumi runner drives.
     pub pulumi_binary: String,
     /// Where run logs are kept: `s3://bucket/prefix`, or the data dir when absent.
@@ -157,7 +162,25 @@ impl Config {
             }
             None => String::new(),
         };
-        Self::from_sources(&text, |k| std::env::var(k).ok())
+        Self::from_sources(&text, |k| std::env::var(k).ok())?.with_absolute_paths()
+    }
+
+    /// The same configuration with its relative paths made absolute against the current
+    /// directory, once, at start: the data dir and the policy dir reach processes that run
+    /// elsewhere (the Pulumi CLI runs in the program's checkout, `git` in a mirror), where a
+    /// relative path such as the default `.data` would name another place.
+    fn with_absolute_paths(mut self) -> anyhow::Result<Self> {
+        let absolute = |path: &Path| {
+            std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
+        };
+        self.data_dir = absolute(&self.data_dir)?;
+        if let Some(dir) = &self.policy_dir {
+            self.policy_dir = Some(absolute(dir)?);
+        }
+        if let Some(file) = &self.inbound_sources {
+            self.inbound_sources = Some(absolute(file)?);
+        }
+        Ok(self)
     }
 
     /// The configuration from a file's text and an environment lookup.
@@ -249,6 +272,22 @@ mod tests {
             value = value.get(segment)?.clone();
         }
         Some(value)
+    }
+
+    /// The default data dir (`.data`) and a relative policy dir come out of loading absolute,
+    /// under the current directory: a child process in another directory finds the same place.
+    #[test]
+    fn relative_paths_are_resolved_once_against_the_current_directory() {
+        let c = load("policy_dir = \"policies\"", &[])
+            .and_then(Config::with_absolute_paths)
+            .expect("loads");
+        let here = std::env::current_dir().expect("a current directory");
+        assert_eq!(c.data_dir, here.join(".data"));
+        assert_eq!(c.policy_dir, Some(here.join("policies")));
+        assert!(
+            c.database_url()
+                .contains(&here.join(".data").display().to_string())
+        );
     }
 
     /// With no file and no variables, the options are the spec's defaults and the rest the

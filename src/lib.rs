@@ -11,9 +11,11 @@
 //! - [`cli`]: the operator CLI (`runs`, `envs`, `proposals`, `specs`, `rollouts`, `fleet`,
 //!   `login`), a client of the API.
 //! - [`sandbox_cli`]: out-of-band edits of the sandbox target.
+//! - [`inbound_cli`]: signs an inbound event's approval as its source would.
 
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod inbound_cli;
 pub mod sandbox_cli;
 pub mod telemetry;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use runtime_cloud::config::{self, Config};
-use runtime_cloud::{app, cli, sandbox_cli, telemetry};
+use runtime_cloud::{app, cli, inbound_cli, sandbox_cli, telemetry};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -76,6 +76,11 @@ enum Command {
         environment: String,
         #[command(subcommand)]
         command: sandbox_cli::SandboxCommand,
+    },
+    /// Inbound events: sign a test event's approval with a source's key.
+    Inbound {
+        #[command(subcommand)]
+        command: inbound_cli::InboundCommand,
     },
     /// Save the API's address and a bearer token for the commands below (`--token`, or read
     /// from stdin).
@@ -153,11 +158,16 @@ async fn shutdown_signal() {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Command::ConfigDocs = cli.command {
-        // Before loading: the docs are the table's, whatever this environment sets.
-        print!("{}", config::markdown());
-        return Ok(());
-    }
+    let cli = match cli.command {
+        Command::ConfigDocs => {
+            // Before loading: the docs are the table's, whatever this environment sets.
+            print!("{}", config::markdown());
+            return Ok(());
+        }
+        // Needs no configuration: it only signs.
+        Command::Inbound { command } => return inbound_cli::run(command),
+        command => Cli { command, ..cli },
+    };
     // The operator commands talk to an API: no server configuration, no logging setup.
     let cli = match operator(cli.command) {
         Ok((remote, command)) => {
@@ -216,11 +226,16 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             temporal_port,
             ui_port,
         } => app::run_dev(&config, temporal_port, ui_port, shutdown_signal()).await,
-        Command::Worker { pool: None } => app::run_worker(&config, shutdown_signal()).await,
+        Command::Worker { pool: None } => {
+            app::refuse_dev_only_settings(&config)?;
+            app::run_worker(&config, shutdown_signal()).await
+        }
         Command::Worker { pool: Some(pool) } => {
+            app::refuse_dev_only_settings(&config)?;
             app::run_pool_worker(&config, &pool, shutdown_signal()).await
         }
         Command::Api => {
+            app::refuse_dev_only_settings(&config)?;
             app::run_api(&config, Default::default(), shutdown_signal(), |addr| {
                 println!("runtime-cloud api listening on http://{addr}");
             })
@@ -246,6 +261,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             command,
         } => sandbox_cli::run(&config, &tenant, &environment, command).await,
         Command::ConfigDocs => unreachable!("printed by main before the configuration loads"),
+        Command::Inbound { .. } => unreachable!("signed by main before the configuration loads"),
         Command::Login { .. }
         | Command::Runs { .. }
         | Command::Envs { .. }

@@ -2,14 +2,130 @@
 //! its effect once under redelivery and while the API is down; a malformed one lands on the
 //! dead-letter subject with the reason; `PromotionApproved` plans a promotion run that spends
 //! the promotion's approval; `ApprovalDecided` approves the production run that waits for it.
+//! Approvals are proven by their sender's signature (keys under `tests/fixtures/inbound/`):
+//! a forged one never declares, plans or applies.
 
 use crate::common::nats::Nats;
 use crate::common::{Api, Stack, StackOptions, eventually, text};
 use futures::StreamExt;
+use runtime_cloud_api::inbound::sign::{SigningKey, signed_event};
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
+const PROMOTIONS: &str = "https://promotions.test";
+const RUN_CONTROL: &str = "https://run-control.test";
+const PROMOTION_APPROVED: &str = "promotion.promotions.v1.promotion-approved";
+const APPROVAL_DECIDED: &str = "runcontrol.approvals.v1.approval-decided";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/inbound")
+        .join(name)
+}
+
+/// A source's private key from the fixtures.
+fn key(name: &str, kid: Option<&str>) -> SigningKey {
+    let pem = std::fs::read(fixture(name)).expect("key fixture");
+    SigningKey::from_pem(&pem, kid.map(str::to_owned)).expect("a private key")
+}
+
+/// A stack consuming NATS whose sources are the promotion service (ES256, for tenant `acme`
+/// only) and RunControlService (EdDSA), keys from PEM files.
 async fn stack(nats: &Nats) -> Stack {
-    Stack::with(StackOptions::with_env("NATS_URL", nats.url())).await
+    stack_with(nats, &[]).await
+}
+
+async fn stack_with(nats: &Nats, env: &[(&str, &str)]) -> Stack {
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let dir = tempfile::tempdir().expect("dir").keep();
+    let sources = dir.join("inbound-sources.toml");
+    let acme = format!("acme-{suffix}");
+    std::fs::write(
+        &sources,
+        format!(
+            r#"clock_skew_seconds = 5
+
+[[source]]
+name = "promotions"
+issuer = "{PROMOTIONS}"
+pem_files = ["{}", "{}"]
+tenants = ["{acme}"]
+events = ["{PROMOTION_APPROVED}"]
+
+[[source]]
+name = "run-control"
+issuer = "{RUN_CONTROL}"
+pem_files = ["{}"]
+tenants = ["{acme}"]
+events = ["{APPROVAL_DECIDED}"]
+"#,
+            fixture("promotions-2026.pem").display(),
+            fixture("promotions-rsa.pem").display(),
+            fixture("run-control-2026.pem").display(),
+        ),
+    )
+    .expect("sources file");
+    let mut all = vec![
+        ("NATS_URL".to_owned(), nats.url()),
+        (
+            "RUNTIME_CLOUD_INBOUND_SOURCES".to_owned(),
+            sources.display().to_string(),
+        ),
+    ];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Stack::with(StackOptions {
+        env: all,
+        suffix: Some(suffix),
+        ..Default::default()
+    })
+    .await
+}
+
+/// `data` signed by the promotion service, as a CloudEvent.
+fn promotion_signed(data: &Value, key: &SigningKey) -> Value {
+    let expires = chrono::Utc::now().timestamp() + 3600;
+    signed_event(
+        PROMOTION_APPROVED,
+        data.clone(),
+        key,
+        PROMOTIONS,
+        "runtime-cloud",
+        expires,
+        "promotions",
+    )
+    .expect("signs")
+}
+
+/// Publishes a whole envelope (its `id` is JetStream's dedupe id).
+async fn publish_event(nats: &Nats, event: &Value) {
+    let id = text(&event["id"]);
+    publish_raw(
+        nats,
+        &text(&event["type"]),
+        event.to_string().into_bytes(),
+        &id,
+    )
+    .await;
+}
+
+/// The next `n` dead letters' reasons.
+async fn dead_reasons(dead: &mut async_nats::Subscriber, n: usize) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for _ in 0..n {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(60), dead.next())
+            .await
+            .expect("a dead letter in time")
+            .expect("a message");
+        reasons.push(
+            message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Runtime-Cloud-Reason"))
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+        );
+    }
+    reasons
 }
 
 /// Publishes a CloudEvents 1.0 envelope of `event_type` with `data` (JetStream's dedupe id:
@@ -233,17 +349,37 @@ async fn a_decision_from_run_control_approves_the_production_run_that_waits() {
     api.declare("prod", &[("api", "1.0.0", 2)]).await;
     let run = api.plan_run("prod", "baseline").await;
     let waiting = api.wait_state(&run, "AwaitingApproval").await;
+    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
+    let mut dead = client
+        .subscribe("runtime-cloud.dead-letter.>")
+        .await
+        .expect("subscribe");
     let decided = json!({ "tenantId": stack.tenant("acme"), "provisioningRunId": run,
                           "decision": "approve", "decidedBy": "cab-chair", "decidedByRoles": ["Operator"],
                           "reason": "CHG-1234", "inputsHash": waiting["planReceipt"]["inputsHash"] });
-    publish(
-        &nats,
-        "evt-9",
-        "runcontrol.approvals.v1.approval-decided",
+    // Unsigned, the decision proves nothing: the run keeps waiting.
+    publish(&nats, "evt-8", APPROVAL_DECIDED, decided.clone(), "d0").await;
+    let reasons = dead_reasons(&mut dead, 1).await;
+    assert!(reasons[0].contains("(unsigned)"), "{reasons:?}");
+    assert_eq!(
+        api.get(&format!("/factory/provisioning/runs/{run}"))
+            .await
+            .expect(200)["state"],
+        "AwaitingApproval"
+    );
+    // Signed by RunControlService's Ed25519 key, it approves.
+    let expires = chrono::Utc::now().timestamp() + 600;
+    let signed = signed_event(
+        APPROVAL_DECIDED,
         decided,
-        "d1",
+        &key("run-control-2026.key", Some("run-control-2026")),
+        RUN_CONTROL,
+        "runtime-cloud",
+        expires,
+        "run-control",
     )
-    .await;
+    .expect("signs");
+    publish_event(&nats, &signed).await;
     let applied = api.wait_state(&run, "Applied").await;
     assert_eq!(
         applied["approval"]["decision"]["approver"], "cab-chair",
@@ -255,9 +391,10 @@ async fn a_decision_from_run_control_approves_the_production_run_that_waits() {
     );
 }
 
-/// In production the promotion's approval opens the gate of its run only if the Approvals
-/// port verifies it: granted by an Operator it is spent and the run applies; granted by someone
-/// without the role it is refused and the run waits for a person.
+/// In production the promotion's approval, signed by the promotion service, opens the gate of
+/// its run only if the Approvals port verifies it: granted by an Operator it is spent and the
+/// run applies; granted by someone without the role it is refused and the run waits for a
+/// person.
 #[tokio::test]
 async fn a_production_promotion_spends_the_promotions_approval_only_when_it_verifies() {
     let nats = Nats::start();
@@ -271,12 +408,10 @@ async fn a_production_promotion_spends_the_promotions_approval_only_when_it_veri
                 "approval": { "grantedBy": "release-manager", "grantedByRoles": roles,
                               "reason": "release 2.0" } })
     };
-    publish(
+    let promotions = key("promotions-2026.key", None);
+    publish_event(
         &nats,
-        "evt-p1",
-        "promotion.promotions.v1.promotion-approved",
-        promoted("promo-1", json!(["Operator"])),
-        "p1",
+        &promotion_signed(&promoted("promo-1", json!(["Operator"])), &promotions),
     )
     .await;
     let runs = runs_of(&api, "prod", 1).await;
@@ -288,12 +423,9 @@ async fn a_production_promotion_spends_the_promotions_approval_only_when_it_veri
         "{applied}"
     );
 
-    publish(
+    publish_event(
         &nats,
-        "evt-p2",
-        "promotion.promotions.v1.promotion-approved",
-        promoted("promo-2", json!([])),
-        "p2",
+        &promotion_signed(&promoted("promo-2", json!([])), &promotions),
     )
     .await;
     let runs = runs_of(&api, "prod", 2).await;
@@ -307,4 +439,195 @@ async fn a_production_promotion_spends_the_promotions_approval_only_when_it_veri
         waiting["refusedApprovals"][0]["why"], "grantor-not-allowed",
         "a grantor without the role does not open the gate: {waiting}"
     );
+}
+
+/// The forged event of the report, and every way to forge one: unsigned, signed by a key the
+/// source does not hold (with and without naming it), validly signed for another tenant,
+/// expired, signed for another specification, and replayed. None declares, plans or applies;
+/// each lands in the dead letters with its reason and is counted by reason. The event as its
+/// source signed it applies, exactly once.
+#[tokio::test]
+async fn a_forged_approval_never_applies_and_a_signed_one_applies_once() {
+    let nats = Nats::start();
+    let stack = stack(&nats).await;
+    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
+    let mut dead = client
+        .subscribe("runtime-cloud.dead-letter.>")
+        .await
+        .expect("subscribe");
+    let acme = stack.operator("acme");
+    acme.environment("prod", "production").await;
+    let globex = stack.operator("globex");
+    globex.environment("prod", "production").await;
+    let promotions = key("promotions-2026.key", None);
+    let approved = |tenant: &str, id: &str, version: &str, by: &str| {
+        json!({ "promotionId": id, "tenantId": stack.tenant(tenant), "environmentId": "prod",
+                "specification": desired(version),
+                "approval": { "grantedBy": by, "grantedByRoles": ["Operator"] } })
+    };
+
+    let mut forged = Vec::new();
+    // 1. The report's event: no credential at all.
+    forged.push(
+        json!({ "specversion": "1.0", "id": "forged-1", "source": "mallory",
+                        "type": PROMOTION_APPROVED,
+                        "data": approved("globex", "evil-1", "6.6.6-evil", "mallory") }),
+    );
+    // 2. Signed by a key the promotion service does not hold, claiming its issuer.
+    forged.push(promotion_signed(
+        &approved("acme", "evil-2", "6.6.6-evil", "mallory"),
+        &key("mallory.key", None),
+    ));
+    // 3. The same, naming a key id the source has no key for.
+    forged.push(promotion_signed(
+        &approved("acme", "evil-3", "6.6.6-evil", "mallory"),
+        &key("mallory.key", Some("mallory")),
+    ));
+    // 4. Validly signed, but for a tenant the promotion service may not act for.
+    forged.push(promotion_signed(
+        &approved("globex", "evil-4", "6.6.6-evil", "release-manager"),
+        &promotions,
+    ));
+    // 5. Expired an hour ago (the skew allowed is five seconds).
+    let mut stale = approved("acme", "evil-5", "6.6.6-evil", "release-manager");
+    stale["approval"]["expiresAt"] =
+        json!((chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339());
+    forged.push(promotion_signed(&stale, &promotions));
+    // 6. Signed for one specification, sent with another.
+    let mut swapped = promotion_signed(
+        &approved("acme", "evil-6", "1.0.0", "release-manager"),
+        &promotions,
+    );
+    swapped["data"]["specification"] = desired("6.6.6-evil");
+    forged.push(swapped);
+    for event in &forged {
+        publish_event(&nats, event).await;
+    }
+    let reasons = dead_reasons(&mut dead, forged.len()).await;
+    for (i, reason) in [
+        "unsigned",
+        "bad-signature",
+        "unknown-key",
+        "wrong-tenant",
+        "expired",
+        "mismatch",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            reasons[i].contains(&format!("({reason})")),
+            "event {} should be refused as {reason}: {reasons:?}",
+            i + 1
+        );
+    }
+
+    // The event as the promotion service signed it (RS256 this time, through the CLI an
+    // operator checks a set-up with) applies, with the signed grantor as the approver.
+    let data = stack.data_path().join("promotion.json");
+    std::fs::write(
+        &data,
+        approved("acme", "promo-1", "2.0.0", "release-manager").to_string(),
+    )
+    .expect("data file");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
+        .args([
+            "inbound",
+            "sign",
+            "--type",
+            PROMOTION_APPROVED,
+            "--issuer",
+            PROMOTIONS,
+        ])
+        .arg("--key")
+        .arg(fixture("promotions-rsa.key"))
+        .args(["--kid", "promotions-rsa"])
+        .arg(&data)
+        .output()
+        .expect("runtime-cloud inbound sign");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let signed: Value = serde_json::from_slice(&out.stdout).expect("a CloudEvent");
+    publish_event(&nats, &signed).await;
+    let runs = runs_of(&acme, "prod", 1).await;
+    let run = text(&runs[0]["provisioningRunId"]);
+    let applied = acme.wait_state(&run, "Applied").await;
+    assert_eq!(
+        applied["approval"]["decision"]["approver"], "release-manager",
+        "{applied}"
+    );
+    // 7. Replayed: the same signed approval under a new event id.
+    let mut replay = signed.clone();
+    replay["id"] = json!("replay-1");
+    publish_event(&nats, &replay).await;
+    let reasons = dead_reasons(&mut dead, 1).await;
+    assert!(reasons[0].contains("(replayed)"), "{reasons:?}");
+
+    // Nothing of the forgeries was declared, planned or applied, in either tenant.
+    assert_eq!(stack.count("provisioning_runs").await, 1);
+    assert_eq!(
+        stack
+            .count_where("deployment_specifications", "1 = 1")
+            .await,
+        1
+    );
+    assert_eq!(
+        stack
+            .count_where("approvals", "granted_by = 'mallory'")
+            .await,
+        0
+    );
+    assert!(
+        stack.sandbox("globex", "prod").is_null(),
+        "nothing applied to globex"
+    );
+    let sandbox = stack.sandbox("acme", "prod").to_string();
+    assert!(!sandbox.contains("6.6.6-evil"), "{sandbox}");
+    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for reason in [
+        "unsigned",
+        "bad-signature",
+        "unknown-key",
+        "wrong-tenant",
+        "expired",
+        "mismatch",
+        "replayed",
+    ] {
+        let line = format!(
+            "connectsoft_factory_runtime_inbound_refused_total{{type=\"{PROMOTION_APPROVED}\",reason=\"{reason}\"}} 1\n"
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+}
+
+/// `RUNTIME_CLOUD_INBOUND_ACCEPT_UNSIGNED` is for `runtime-cloud dev` only: the API and the
+/// worker refuse to start with it, naming it.
+#[tokio::test]
+async fn the_production_commands_refuse_to_take_unsigned_approvals() {
+    for command in ["api", "worker"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
+            .arg(command)
+            .env("RUNTIME_CLOUD_INBOUND_ACCEPT_UNSIGNED", "true")
+            .env(
+                "RUNTIME_CLOUD_DATA_DIR",
+                tempfile::tempdir().expect("dir").path(),
+            )
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("runtime-cloud");
+        assert!(!out.status.success(), "{command} started");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("RUNTIME_CLOUD_INBOUND_ACCEPT_UNSIGNED"),
+            "{command}: {stderr}"
+        );
+    }
 }

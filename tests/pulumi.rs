@@ -199,6 +199,35 @@ async fn a_production_stack_plans_from_its_commit_waits_and_applies_the_approved
     );
 }
 
+/// On the defaults a user gets (`runtime-cloud` started in a directory, data in the relative
+/// `.data`), the CLI, which runs in the program's checkout, is handed absolute paths: the plan
+/// it saves is the one kept and applied.
+#[tokio::test]
+async fn a_pulumi_run_applies_on_the_default_relative_data_dir() {
+    let stack = Stack::with(StackOptions {
+        env: vec![("RUNTIME_CLOUD_PULUMI_BINARY".to_owned(), stand_in())],
+        default_data_dir: true,
+        ..Default::default()
+    })
+    .await;
+    let state = stack.data_path().join("pulumi-state");
+    let api = stack.operator("acme");
+    let repo = Repository::new();
+    let commit = repo.commit(&program(json!({})));
+    pulumi_environment(&api, "dev", "non-production", &state).await;
+    declare(&api, "dev", &repo.program_ref(), &commit).await;
+    let id = api.plan_run("dev", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["applyReceipt"]["result"], "succeeded", "{run}");
+    let hash = text(&run["planReceipt"]["inputsHash"]);
+    let kept = stack.data_dir.path().join(format!(
+        ".data/artifacts/plans/{}/dev/{}.json",
+        api.tenant,
+        hash.trim_start_matches("sha256:")
+    ));
+    assert!(kept.is_file(), "{} kept under ./.data", kept.display());
+}
+
 /// A commit the repository does not have fails the run at plan, naming the reference.
 #[tokio::test]
 async fn a_missing_commit_fails_the_plan_with_the_reference() {

@@ -705,6 +705,7 @@ async fn chaos_soak() {
         postgres_via: Some(postgres.addr.clone()),
         temporal: Some(temporal.address()),
         env: vec![("NATS_URL".into(), format!("nats://{}", nats_proxy.addr))],
+        ..Default::default()
     })
     .await;
     let first_worker = stack.worker.take();
@@ -720,7 +721,7 @@ async fn chaos_soak() {
         stack: stack.clone(),
         operator: operator.clone(),
         urls: urls.clone(),
-        sandbox: Sandbox::new(stack.data_path()),
+        sandbox: Sandbox::new(&stack.data_path()),
         rng: Rng(seed ^ 0x5EED),
         pending: BTreeMap::new(),
         keys: 0,
@@ -806,7 +807,7 @@ async fn chaos_soak() {
     let kept = if broken.is_empty() {
         String::new()
     } else {
-        keep_logs(stack.data_path(), seed)
+        keep_logs(&stack.data_path(), seed)
     };
     assert!(
         broken.is_empty(),

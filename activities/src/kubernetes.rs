@@ -93,12 +93,23 @@ impl Kubernetes {
         };
         let mut config = match &ns.kubeconfig_ref {
             Some(reference) => {
-                let text = self.secrets.resolve(reference).await.map_err(|e| match e {
-                    Error::PlanInvalid(why) => Error::Unreachable(format!("kubeconfigRef: {why}")),
-                    other => other,
-                })?;
-                let kubeconfig = kube::config::Kubeconfig::from_yaml(text.expose())
-                    .map_err(|e| unreachable("kubeconfig does not read", &e))?;
+                let kubeconfig = match kubeconfig_file(reference) {
+                    // Read as a file, the kubeconfig's relative certificate, key and token
+                    // paths name files beside it (as kubectl reads them), not in the
+                    // worker's working directory.
+                    Some(path) => kube::config::Kubeconfig::read_from(path)
+                        .map_err(|e| unreachable("kubeconfig does not read", &e))?,
+                    None => {
+                        let text = self.secrets.resolve(reference).await.map_err(|e| match e {
+                            Error::PlanInvalid(why) => {
+                                Error::Unreachable(format!("kubeconfigRef: {why}"))
+                            }
+                            other => other,
+                        })?;
+                        kube::config::Kubeconfig::from_yaml(text.expose())
+                            .map_err(|e| unreachable("kubeconfig does not read", &e))?
+                    }
+                };
                 let options = kube::config::KubeConfigOptions {
                     context: ns.context.clone(),
                     ..Default::default()
@@ -117,6 +128,15 @@ impl Kubernetes {
         let client = kube::Client::try_from(config).map_err(|e| unreachable("client", &e))?;
         Ok((client, permits))
     }
+}
+
+/// The file a `kubeconfigRef` names as a whole (`file:///path`, no `#key`), made absolute.
+fn kubeconfig_file(reference: &str) -> Option<std::path::PathBuf> {
+    let path = reference.strip_prefix("file://")?;
+    if path.contains('#') {
+        return None;
+    }
+    std::path::absolute(path).ok()
 }
 
 /// Every object of kind `K` in the namespace, page by page.
@@ -186,5 +206,44 @@ impl Observer for Kubernetes {
             ingresses,
         };
         Ok(mapping::workloads(name, &objects))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kubeconfig named as a file reads its relative certificate and key paths beside it,
+    /// wherever the worker runs; one named with `#key` is a value, not a file.
+    #[test]
+    fn a_kubeconfig_file_names_its_certificates_beside_it() {
+        let tmp = tempfile::tempdir().expect("dir");
+        let dir = std::path::absolute(tmp.path()).expect("absolute");
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{name: k, cluster: {server: 'https://k:6443', certificate-authority: ca.crt}}]\n\
+             users: [{name: u, user: {client-certificate: tls/client.crt, client-key: tls/client.key}}]\n\
+             contexts: [{name: c, context: {cluster: k, user: u}}]\n",
+        )
+        .expect("kubeconfig");
+        let file = kubeconfig_file(&format!("file://{}", path.display())).expect("a file");
+        let read = kube::config::Kubeconfig::read_from(file).expect("reads");
+        let cluster = read.clusters[0].cluster.as_ref().expect("cluster");
+        assert_eq!(
+            cluster.certificate_authority.as_deref(),
+            Some(dir.join("ca.crt").to_str().expect("utf-8"))
+        );
+        let user = read.auth_infos[0].auth_info.as_ref().expect("user");
+        assert_eq!(
+            user.client_key.as_deref(),
+            Some(dir.join("tls/client.key").to_str().expect("utf-8"))
+        );
+        assert_eq!(
+            kubeconfig_file("file:///etc/k.toml#cluster.kubeconfig"),
+            None
+        );
+        assert_eq!(kubeconfig_file("env://KUBECONFIG_TEXT"), None);
     }
 }

@@ -6,6 +6,7 @@
 //! Claims follow OAuth2 client credentials: `sub`, `tenant_id`, `scope` (space separated),
 //! optional `roles`, `exp`.
 
+pub mod jwks;
 pub mod oidc;
 
 use crate::{AppState, Error};

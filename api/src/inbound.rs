@@ -12,20 +12,32 @@
 //!   that does not exist, goes at once to `runtime-cloud.dead-letter.<subject>` with the reason in
 //!   the `Runtime-Cloud-Reason` header; one that keeps failing for another reason (the database
 //!   or Temporal away) is retried with backoff and dead-lettered after [`MAX_ATTEMPTS`].
+//! - **Proof**: an approval an event carries (`PromotionApproved` in production,
+//!   `ApprovalDecided`) is verified before anything is declared or planned ([`verify`], with
+//!   the keys of [`sources`]); an unsigned, badly signed, expired, replayed or wrong-tenant one
+//!   goes to the dead letters with the reason, counted by
+//!   `connectsoft_factory_runtime_inbound_refused_total{type,reason}`.
 //! - **Lag**: the consumer's pending and unacknowledged messages, read after every fetch, are
 //!   the `connectsoft_factory_runtime_inbox_lag` gauge; the age of the oldest of them (the one
 //!   after the consumer's ack floor) is the fleet host's
 //!   `connectsoft_factory_fleet_host_inbox_lag{module="inventory"}` (instances are registered
 //!   by `EnvironmentCreated`).
 
+pub mod sign;
+pub mod sources;
+pub mod verify;
+
 use crate::AppState;
 use async_nats::jetstream::{self, AckKind, consumer::pull, stream};
 use futures::StreamExt;
+use runtime_cloud_models::inbound::proof::Refused;
 use runtime_cloud_models::inbound::{Inbound, TYPES};
 use runtime_cloud_store::inbox::{self, Effect};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+use verify::Verifier;
 
 /// The stream of inbound events.
 pub const STREAM: &str = "RUNTIME_CLOUD_INBOUND";
@@ -46,6 +58,25 @@ enum Verdict {
     Retry(String),
     /// It can never be handled: to the dead letters with the reason.
     Poison(String),
+}
+
+/// Approvals refused, by event type and reason, since the process started (a counter).
+#[derive(Debug, Default)]
+pub struct Refusals(std::sync::Mutex<BTreeMap<(String, &'static str), u64>>);
+
+impl Refusals {
+    fn count(&self, event_type: &str, refused: &Refused) {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *counts
+            .entry((event_type.to_owned(), refused.reason.as_str()))
+            .or_default() += 1;
+    }
+
+    /// Every count, by event type and reason.
+    pub fn counts(&self) -> Vec<((String, &'static str), u64)> {
+        let counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
 }
 
 /// The JSON Schemas of the inbound types, compiled once.
@@ -90,6 +121,7 @@ impl Schemas {
 pub async fn run(
     state: AppState,
     url: String,
+    verifier: Arc<Verifier>,
     lag: Arc<AtomicI64>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
@@ -111,7 +143,7 @@ pub async fn run(
                     .map_err(|e| e.to_string())?;
                 while let Some(message) = batch.next().await {
                     let message = message.map_err(|e| e.to_string())?;
-                    settle(&state, &js, &schemas, message).await?;
+                    settle(&state, &js, &schemas, &verifier, message).await?;
                 }
                 if let Ok(info) = consumer.clone().info().await {
                     let waiting = info.num_pending as i64 + info.num_ack_pending as i64;
@@ -203,10 +235,11 @@ async fn settle(
     state: &AppState,
     js: &jetstream::Context,
     schemas: &Schemas,
+    verifier: &Verifier,
     message: jetstream::Message,
 ) -> Result<(), String> {
     let attempts = message.info().map(|i| i.delivered).unwrap_or(1);
-    let verdict = handle(state, schemas, &message.payload).await;
+    let verdict = handle(state, schemas, verifier, &message.payload).await;
     let poison = match verdict {
         Verdict::Done => None,
         Verdict::Poison(why) => Some(why),
@@ -242,7 +275,12 @@ async fn settle(
 }
 
 /// What one event does.
-async fn handle(state: &AppState, schemas: &Schemas, payload: &[u8]) -> Verdict {
+async fn handle(
+    state: &AppState,
+    schemas: &Schemas,
+    verifier: &Verifier,
+    payload: &[u8],
+) -> Verdict {
     let envelope: serde_json::Value = match serde_json::from_slice(payload) {
         Ok(v) => v,
         Err(e) => return Verdict::Poison(format!("not a CloudEvents JSON envelope: {e}")),
@@ -261,12 +299,41 @@ async fn handle(state: &AppState, schemas: &Schemas, payload: &[u8]) -> Verdict 
     if let Err(why) = schemas.check(event_type, &data) {
         return Verdict::Poison(why);
     }
-    let event = match Inbound::read(event_type, data) {
+    let event = match Inbound::read(event_type, data.clone()) {
         Ok(e) => e,
         Err(why) => return Verdict::Poison(why),
     };
-    let received = match inbox::receive(&state.db, id, event_type, &event, &state.options).await {
+    let refused = |refused: Refused| {
+        state.inbound_refusals.count(event_type, &refused);
+        Verdict::Poison(refused.to_string())
+    };
+    // A redelivery finishes what was recorded; a new event's approval is proven first.
+    let proof = match inbox::seen(&state.db, id).await {
+        Ok(true) => None,
+        Ok(false) => {
+            let class = match environment_class(state, &event).await {
+                Ok(class) => class,
+                Err(e) => return Verdict::Retry(e.to_string()),
+            };
+            match verifier.check(event_type, &data, &event, class).await {
+                Ok(proof) => proof,
+                Err(why) => return refused(why),
+            }
+        }
+        Err(e) => return Verdict::Retry(e.to_string()),
+    };
+    let received = match inbox::receive(
+        &state.db,
+        id,
+        event_type,
+        &event,
+        proof.as_ref(),
+        &state.options,
+    )
+    .await
+    {
         Ok(r) => r,
+        Err(runtime_cloud_store::Error::Refused(why)) => return refused(why),
         Err(
             e @ (runtime_cloud_store::Error::Missing { .. }
             | runtime_cloud_store::Error::Invalid(_)),
@@ -302,6 +369,20 @@ async fn handle(state: &AppState, schemas: &Schemas, payload: &[u8]) -> Verdict 
         Ok(()) => Verdict::Done,
         Err(e) => Verdict::Retry(e.to_string()),
     }
+}
+
+/// The class of the environment a promotion is for (whether its approval must be proven);
+/// `None` for other events, and for an environment that does not exist.
+async fn environment_class(
+    state: &AppState,
+    event: &Inbound,
+) -> Result<Option<runtime_cloud_models::EnvironmentClass>, runtime_cloud_store::Error> {
+    let Inbound::PromotionApproved(e) = event else {
+        return Ok(None);
+    };
+    let env =
+        runtime_cloud_store::environments::find(&state.db, &e.tenant_id, &e.environment_id).await?;
+    Ok(env.map(|env| env.class))
 }
 
 #[cfg(test)]
@@ -366,6 +447,7 @@ mod tests {
                         reason: "release 7".into(),
                         expires_at: Some(chrono::Utc::now()),
                     },
+                    signature: Some("eyJhbGciOiJFUzI1NiJ9.e30.c2ln".into()),
                 }),
             ),
             (
@@ -378,6 +460,8 @@ mod tests {
                     decided_by_roles: vec![],
                     reason: String::new(),
                     inputs_hash: format!("sha256:{}", "ab".repeat(32)),
+                    signature: None,
+                    approval_id: Some("rc-approval-1".into()),
                 }),
             ),
         ];

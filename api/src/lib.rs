@@ -69,4 +69,6 @@ pub struct AppState {
     pub inbox_oldest: Arc<std::sync::atomic::AtomicI64>,
     /// Paces each tenant's run submissions.
     pub pacer: Arc<pacing::Pacer>,
+    /// Inbound approvals refused, by event type and reason.
+    pub inbound_refusals: Arc<inbound::Refusals>,
 }

@@ -4,6 +4,8 @@
 //! against these types by a test). Each arrives as a CloudEvents 1.0 JSON envelope on NATS
 //! JetStream, its subject and `type` in the style of the outbound topics.
 
+pub mod proof;
+
 use crate::specification::{Refs, Workload};
 use crate::{EnvironmentClass, SpecificationKind};
 use serde::{Deserialize, Serialize};
@@ -58,7 +60,8 @@ fn environment_kind() -> SpecificationKind {
 
 /// `PromotionApproved`: a promotion to this environment was approved; Runtime Cloud declares
 /// its desired state and plans a `promotion` run carrying the promotion's id, whose
-/// production apply spends the promotion's approval (verified like any other).
+/// production apply spends the promotion's approval (verified like any other). In production
+/// the approval must be proven by `signature` ([`proof::PromotionClaims`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PromotionApproved {
@@ -67,6 +70,9 @@ pub struct PromotionApproved {
     pub environment_id: String,
     pub specification: DesiredState,
     pub approval: PromotionApproval,
+    /// The promotion service's compact JWS over what it approves ([`proof::PromotionClaims`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// Who approved a promotion.
@@ -120,6 +126,13 @@ pub struct ApprovalDecided {
     pub reason: String,
     /// The plan decided on: a decision for another plan is refused by the run.
     pub inputs_hash: String,
+    /// RunControlService's compact JWS over the decision ([`proof::DecisionClaims`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Instead of a signature, where `RUNTIME_CLOUD_RUN_CONTROL_URL` is set: the approval's id
+    /// at RunControlService, which the run claims there (and verifies) before it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 /// An inbound event, by type.

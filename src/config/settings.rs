@@ -305,6 +305,24 @@ pub const SETTINGS: &[Setting] = &[
               it. Unset: no relay; events stay readable in `outbox_events`.",
     },
     Setting {
+        source: Source::File("inbound_sources"),
+        env: "RUNTIME_CLOUD_INBOUND_SOURCES",
+        kind: Kind::Text,
+        default: None,
+        doc: "A TOML file of the event sources allowed to sign inbound approvals: each \
+              source's issuer, audience, keys (a JWKS URL or PEM files), tenants and event \
+              types (docs/operations.md, \"Signed approvals\"). Unset: no source; a production \
+              `PromotionApproved` and every `ApprovalDecided` are dead-lettered as unsigned.",
+    },
+    Setting {
+        source: Source::File("inbound_accept_unsigned"),
+        env: "RUNTIME_CLOUD_INBOUND_ACCEPT_UNSIGNED",
+        kind: Kind::Bool,
+        default: Some("false"),
+        doc: "`true` takes an inbound approval without a signature as the event asserts it. \
+              For `runtime-cloud dev` only: `api` and `worker` refuse to start with it.",
+    },
+    Setting {
         source: Source::File("pulumi_binary"),
         env: "RUNTIME_CLOUD_PULUMI_BINARY",
         kind: Kind::Text,

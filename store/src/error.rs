@@ -51,6 +51,10 @@ pub enum Error {
         /// The state projected.
         to: runtime_cloud_models::ProvisioningState,
     },
+    /// An inbound event's approval refused where it is recorded: spent before by another
+    /// event (a replay). Nothing was written.
+    #[error(transparent)]
+    Refused(#[from] runtime_cloud_models::inbound::proof::Refused),
     /// An insert met a row with the same unique key (an environment id in its tenant, an
     /// `Idempotency-Key`): the caller decides what that means.
     #[error("{table} already holds a row with this key")]

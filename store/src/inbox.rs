@@ -12,13 +12,16 @@ use crate::runs::NewRun;
 use crate::{Error, approvals, decode::At, decode::to_json, environments, runs, specifications};
 use chrono::Utc;
 use runtime_cloud_models::approvals::ApprovalSource;
+use runtime_cloud_models::inbound::proof::{Proof, Refusal, Refused};
 use runtime_cloud_models::inbound::{DesiredState, Inbound};
 use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{
     Approval, ApprovalDecision, EnvironmentClass, ProvisioningKind, RunInput,
 };
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, ConnectionTrait, EntityTrait};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
+};
 use serde::{Deserialize, Serialize};
 
 /// What an event leaves to do outside the database.
@@ -43,14 +46,29 @@ pub struct Received {
     pub redelivered: bool,
 }
 
-/// Handles `event` (CloudEvents `id` `event_id`) once. [`Error::Missing`] for an event about
-/// an environment or a run that does not exist, [`Error::Invalid`] for a desired state the
-/// validation rule refuses: nothing is written for either.
+/// Whether the event with CloudEvents `id` `event_id` was received before: a redelivery only
+/// finishes what [`receive`] recorded then, so its approval is not verified again (it may have
+/// expired since it was recorded).
+pub async fn seen(db: &impl ConnectionTrait, event_id: &str) -> Result<bool, Error> {
+    Ok(rows::Entity::find_by_id(event_id.to_owned())
+        .one(db)
+        .await?
+        .is_some())
+}
+
+/// Handles `event` (CloudEvents `id` `event_id`) once. `proof` is the event's approval as its
+/// issuer's signature proved it (the caller verified it); without one, a production
+/// promotion's approval is recorded as the event asserts it, which only the caller's explicit
+/// development setting allows. [`Error::Missing`] for an event about an environment or a run
+/// that does not exist, [`Error::Invalid`] for a desired state the validation rule refuses,
+/// [`Error::Refused`] for a proven approval another event spent (a replay): nothing is
+/// written for any of them.
 pub async fn receive(
     db: &sea_orm::DatabaseConnection,
     event_id: &str,
     event_type: &str,
     event: &Inbound,
+    proof: Option<&Proof>,
     options: &ProvisioningOptions,
 ) -> Result<Received, Error> {
     let txn = crate::begin_write(db).await?;
@@ -68,6 +86,24 @@ pub async fn receive(
             redelivered: true,
         });
     }
+    if let Some(proof) = proof {
+        let spent = rows::Entity::find()
+            .filter(rows::Column::TenantId.eq(event.tenant_id()))
+            .filter(rows::Column::SpendKey.eq(&proof.spend_key))
+            .one(&txn)
+            .await?;
+        if let Some(spent) = spent {
+            return Err(replayed(proof, &spent.event_id).into());
+        }
+    }
+    // An approval is never recorded beyond what its issuer signed.
+    let expiry = |signed: Option<chrono::DateTime<Utc>>| {
+        let validity = Utc::now() + options.approval_validity();
+        match proof {
+            Some(p) => p.expires_at.min(signed.unwrap_or(p.expires_at)),
+            None => signed.unwrap_or(validity),
+        }
+    };
     let effect = match event {
         Inbound::EnvironmentCreated(e) => {
             let env = match environments::find(&txn, &e.tenant_id, &e.environment_id).await? {
@@ -124,16 +160,17 @@ pub async fn receive(
                         environment_id: e.environment_id.clone(),
                         class: env.class,
                         decision: ApprovalDecision::Approve,
-                        granted_by: e.approval.granted_by.clone(),
-                        granted_by_roles: e.approval.granted_by_roles.clone(),
+                        granted_by: proof
+                            .map_or(&e.approval.granted_by, |p| &p.granted_by)
+                            .clone(),
+                        granted_by_roles: proof
+                            .map_or(&e.approval.granted_by_roles, |p| &p.granted_by_roles)
+                            .clone(),
                         reason: e.approval.reason.clone(),
                         inputs_hash: None,
                         promotion_id: Some(e.promotion_id.clone()),
                         source: ApprovalSource::Promotion,
-                        expires_at: e
-                            .approval
-                            .expires_at
-                            .unwrap_or_else(|| Utc::now() + options.approval_validity()),
+                        expires_at: expiry(e.approval.expires_at),
                         spent_by_run_id: None,
                     },
                 )
@@ -161,8 +198,10 @@ pub async fn receive(
                     what: "provisioning run",
                     id: e.provisioning_run_id.clone(),
                 })?;
-            let approval_id = match e.decision {
-                ApprovalDecision::Approve => Some(
+            let approval_id = match (e.decision, proof) {
+                // RunControlService's own approval: the run claims it there.
+                (ApprovalDecision::Approve, None) => e.approval_id.clone(),
+                (ApprovalDecision::Approve, Some(proof)) => Some(
                     approvals::record(
                         &txn,
                         approvals::NewApproval {
@@ -170,20 +209,20 @@ pub async fn receive(
                             environment_id: run.environment_id.clone(),
                             class: EnvironmentClass::Production,
                             decision: ApprovalDecision::Approve,
-                            granted_by: e.decided_by.clone(),
-                            granted_by_roles: e.decided_by_roles.clone(),
+                            granted_by: proof.granted_by.clone(),
+                            granted_by_roles: proof.granted_by_roles.clone(),
                             reason: e.reason.clone(),
                             inputs_hash: Some(e.inputs_hash.clone()),
                             promotion_id: None,
                             source: ApprovalSource::RunControl,
-                            expires_at: Utc::now() + options.approval_validity(),
+                            expires_at: expiry(None).min(Utc::now() + options.approval_validity()),
                             spent_by_run_id: None,
                         },
                     )
                     .await?
                     .approval_id,
                 ),
-                ApprovalDecision::Reject => None,
+                (ApprovalDecision::Reject, _) => None,
             };
             Effect::Signal {
                 run_id: run.provisioning_run_id,
@@ -204,15 +243,28 @@ pub async fn receive(
         received_at: Set(Utc::now()),
         effect: Set(to_json(&effect)?),
         delivered_at: Set(None),
+        spend_key: Set(proof.map(|p| p.spend_key.clone())),
     }
     .insert(&txn)
-    .await?;
+    .await
+    .map_err(|e| match (proof, crate::error::is_unique_violation(&e)) {
+        // Another consumer recorded the same approval under another event id meanwhile.
+        (Some(proof), true) => replayed(proof, "another event").into(),
+        _ => Error::Db(e),
+    })?;
     crate::commit(txn).await?;
     Ok(Received {
         effect,
         delivered: false,
         redelivered: false,
     })
+}
+
+fn replayed(proof: &Proof, by: &str) -> Refused {
+    Refused::new(
+        Refusal::Replayed,
+        format!("{} was spent by event `{by}`", proof.spend_key),
+    )
 }
 
 /// Declares `desired` for `env` and creates a run of it (its workflow is the caller's to
@@ -259,7 +311,7 @@ async fn plan(
 
 /// Records that the event's effect reached Temporal.
 pub async fn delivered(db: &impl ConnectionTrait, event_id: &str) -> Result<(), Error> {
-    use sea_orm::{ColumnTrait, QueryFilter, sea_query::Expr};
+    use sea_orm::sea_query::Expr;
     rows::Entity::update_many()
         .col_expr(rows::Column::DeliveredAt, Expr::value(Utc::now()))
         .filter(rows::Column::EventId.eq(event_id))

@@ -28,7 +28,7 @@ use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,8 @@ pub struct Stack {
     /// Makes this test's tenant names unique on the shared Temporal server, where workflow
     /// ids such as `environment/{tenant}/{env}` would otherwise collide between tests.
     pub suffix: String,
+    /// The processes run in `data_dir` with the default, relative data dir.
+    default_data_dir: bool,
     http: reqwest::Client,
     keys: JwtKeys,
 }
@@ -129,6 +131,12 @@ pub struct StackOptions {
     pub postgres_via: Option<String>,
     /// A Temporal frontend of the test's own instead of the suite's shared server.
     pub temporal: Option<String>,
+    /// The processes run in the stack's directory on the defaults a user gets there: the
+    /// relative data dir `.data` and the SQLite read DB inside it (`Stack::data_path`).
+    pub default_data_dir: bool,
+    /// The tenants' suffix ([`Stack::tenant`]), when the test needs it before the processes
+    /// start (a file they read names tenants); random otherwise.
+    pub suffix: Option<String>,
 }
 
 impl StackOptions {
@@ -197,6 +205,10 @@ impl Stack {
     pub async fn with(opts: StackOptions) -> Stack {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let database_url = match opts.db.unwrap_or(Db::Sqlite) {
+            Db::Sqlite if opts.default_data_dir => format!(
+                "sqlite://{}?mode=rwc",
+                data_dir.path().join(".data/runtime-cloud.db").display()
+            ),
             Db::Sqlite => format!(
                 "sqlite://{}?mode=rwc",
                 data_dir.path().join("read.db").display()
@@ -212,7 +224,10 @@ impl Stack {
             extra_env: opts.env,
             postgres_via: opts.postgres_via,
             temporal: opts.temporal.unwrap_or_else(temporal_address),
-            suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+            suffix: opts
+                .suffix
+                .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()),
+            default_data_dir: opts.default_data_dir,
             http: reqwest::Client::new(),
             keys: JwtKeys::from_secret(JWT_SECRET.as_bytes()),
             data_dir,
@@ -236,10 +251,20 @@ impl Stack {
 
     fn command(&self, sub: &str) -> Command {
         let mut cmd = Command::new(bin());
-        cmd.arg(sub)
-            .env("RUNTIME_CLOUD_DATA_DIR", self.data_dir.path())
-            .env("DATABASE_URL", self.process_database_url())
-            .env("TEMPORAL_ADDRESS", &self.temporal)
+        cmd.arg(sub);
+        if self.default_data_dir {
+            cmd.current_dir(self.data_dir.path())
+                .env_remove("RUNTIME_CLOUD_DATA_DIR");
+            if self.database_url.starts_with("sqlite:") {
+                cmd.env_remove("DATABASE_URL");
+            } else {
+                cmd.env("DATABASE_URL", self.process_database_url());
+            }
+        } else {
+            cmd.env("RUNTIME_CLOUD_DATA_DIR", self.data_dir.path())
+                .env("DATABASE_URL", self.process_database_url());
+        }
+        cmd.env("TEMPORAL_ADDRESS", &self.temporal)
             .env("RUNTIME_CLOUD_TASK_QUEUE", &self.task_queue)
             .env("RUNTIME_CLOUD_JWT_SECRET", JWT_SECRET)
             .env("RUNTIME_CLOUD_LISTEN", "127.0.0.1:0")
@@ -389,8 +414,7 @@ impl Stack {
     /// The sandbox document of an environment.
     pub fn sandbox(&self, tenant: &str, env: &str) -> Value {
         let path = self
-            .data_dir
-            .path()
+            .data_path()
             .join("sandbox")
             .join(self.tenant(tenant))
             .join(format!("{env}.json"));
@@ -411,8 +435,12 @@ impl Stack {
         assert!(status.success(), "sandbox {args:?} failed");
     }
 
-    pub fn data_path(&self) -> &Path {
-        self.data_dir.path()
+    /// The processes' data dir.
+    pub fn data_path(&self) -> PathBuf {
+        match self.default_data_dir {
+            true => self.data_dir.path().join(".data"),
+            false => self.data_dir.path().to_owned(),
+        }
     }
 
     /// A token for `tenant` with `scopes`.
@@ -488,8 +516,14 @@ impl Stack {
     /// The bytes of the SQLite read DB file and its write-ahead log (with WAL the newest pages
     /// may still be in the log), for tests that check a value reached no table.
     pub fn read_db_bytes(&self) -> Vec<u8> {
-        let mut bytes = std::fs::read(self.data_path().join("read.db")).expect("read db");
-        bytes.extend(std::fs::read(self.data_path().join("read.db-wal")).unwrap_or_default());
+        let file = self
+            .database_url
+            .trim_start_matches("sqlite://")
+            .split('?')
+            .next()
+            .unwrap_or_default();
+        let mut bytes = std::fs::read(file).expect("read db");
+        bytes.extend(std::fs::read(format!("{file}-wal")).unwrap_or_default());
         bytes
     }
 

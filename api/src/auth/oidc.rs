@@ -2,33 +2,21 @@
 //! the provider's JWKS, issued by the configured issuer for the configured audience.
 //!
 //! The provider is found through its discovery document
-//! (`{issuer}/.well-known/openid-configuration`) when the API starts; its keys are cached and
-//! fetched again when a token names a key id the cache does not hold (the provider rotated),
-//! and at least every [`KEYS_MAX_AGE`] (a key the provider withdrew stops verifying). Which
+//! (`{issuer}/.well-known/openid-configuration`) when the API starts; its keys are a cached
+//! [`Jwks`], fetched again when a token names a key the cache does not hold. Which
 //! claims carry the tenant, the scopes and the roles is configuration ([`OidcSettings`]): the
 //! mapping is [`claims_from`], a pure function.
 
+use super::jwks::{FetchError, Jwks, fetch_json};
 use super::{Claims, Refusal};
-use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::time::{Duration, Instant};
-use tokio::sync::{Mutex, RwLock};
+use std::time::Duration;
 
 /// The algorithms a provider's token may be signed with. `none`, HS256 and the rest are
 /// refused before any key is looked at.
 pub const ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::ES256];
-
-/// Keys older than this are fetched again before the next verification.
-pub const KEYS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
-
-/// Two fetches of the JWKS are at least this far apart: a stream of tokens naming unknown
-/// keys costs the provider one request a second, not one per token.
-const MIN_REFETCH: Duration = Duration::from_secs(1);
-
-/// Old keys are not refreshed more often than this while the provider fails.
-const STALE_RETRY: Duration = Duration::from_secs(30);
 
 /// How long a request to the provider may take.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,20 +57,20 @@ pub struct Discovery {
     pub token_endpoint: Option<String>,
 }
 
-/// The provider's keys and when they were fetched.
-struct Keys {
-    set: JwkSet,
-    fetched_at: Instant,
+impl From<FetchError> for ProviderError {
+    fn from(e: FetchError) -> Self {
+        ProviderError::Fetch {
+            url: e.url,
+            message: e.message,
+        }
+    }
 }
 
 /// Verifies a provider's tokens.
 pub struct Oidc {
     settings: OidcSettings,
     discovery: Discovery,
-    http: reqwest::Client,
-    keys: RwLock<Keys>,
-    /// Held while the JWKS is fetched (one fetch at a time): when the last attempt started.
-    refetch: Mutex<Option<Instant>>,
+    keys: Jwks,
 }
 
 /// Why the provider could not be used at start.
@@ -129,17 +117,12 @@ impl Oidc {
                 configured: settings.issuer,
             });
         }
-        let set: JwkSet = fetch_json(&http, &discovery.jwks_uri).await?;
-        tracing::info!(issuer = %settings.issuer, keys = set.keys.len(), "OIDC provider discovered");
+        let keys = Jwks::fetch(http, &discovery.jwks_uri).await?;
+        tracing::info!(issuer = %settings.issuer, "OIDC provider discovered");
         Ok(Self {
             settings,
             discovery,
-            http,
-            keys: RwLock::new(Keys {
-                set,
-                fetched_at: Instant::now(),
-            }),
-            refetch: Mutex::new(None),
+            keys,
         })
     }
 
@@ -154,7 +137,7 @@ impl Oidc {
         if !ALGORITHMS.contains(&header.alg) {
             return Err(Refusal::Algorithm(format!("{:?}", header.alg)));
         }
-        let key = self.key(header.kid.as_deref(), header.alg).await?;
+        let key = self.keys.key(header.kid.as_deref(), header.alg).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.settings.issuer]);
         validation.set_audience(&[&self.settings.audience]);
@@ -165,143 +148,6 @@ impl Oidc {
             .map_err(|e| Refusal::from_jwt(&e))?;
         claims_from(&data.claims, &self.settings)
     }
-
-    /// The key that verifies a token with `kid` and `alg`, fetching the JWKS again when the
-    /// cache does not hold it (the provider rotated) or is old (it withdrew one).
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Refusal> {
-        let asked_at = Instant::now();
-        if self.keys.read().await.fetched_at.elapsed() > KEYS_MAX_AGE {
-            self.refresh_old_keys().await;
-        }
-        if let Some(key) = self.find(kid, alg).await? {
-            return Ok(key);
-        }
-        self.refetch(asked_at).await;
-        self.find(kid, alg)
-            .await?
-            .ok_or_else(|| Refusal::UnknownKey(kid.unwrap_or_default().to_owned()))
-    }
-
-    /// The cached key for `kid` (or, for a token without `kid`, the only key of `alg`).
-    async fn find(
-        &self,
-        kid: Option<&str>,
-        alg: Algorithm,
-    ) -> Result<Option<DecodingKey>, Refusal> {
-        let keys = self.keys.read().await;
-        let jwk = match kid {
-            Some(kid) => keys.set.find(kid),
-            None => {
-                let mut of_alg = keys
-                    .set
-                    .keys
-                    .iter()
-                    .filter(|k| key_algorithm(k) == Some(alg));
-                match (of_alg.next(), of_alg.next()) {
-                    (Some(only), None) => Some(only),
-                    _ => None,
-                }
-            }
-        };
-        let Some(jwk) = jwk else { return Ok(None) };
-        if key_algorithm(jwk).is_some_and(|a| a != alg) {
-            return Err(Refusal::Algorithm(format!(
-                "{alg:?} with a key of another algorithm"
-            )));
-        }
-        DecodingKey::from_jwk(jwk)
-            .map(Some)
-            .map_err(|_| Refusal::UnknownKey(kid.unwrap_or_default().to_owned()))
-    }
-
-    /// Fetches the JWKS again for a request that asked at `asked_at`. One attempt at a time,
-    /// at most one per [`MIN_REFETCH`]; a request that waited while another attempt started
-    /// uses that one (so tokens naming unknown keys cost the provider a request a second,
-    /// however many arrive). A failed fetch keeps the keys held (logged).
-    async fn refetch(&self, asked_at: Instant) {
-        let mut last = self.refetch.lock().await;
-        if last.is_some_and(|at| at > asked_at) {
-            return;
-        }
-        if let Some(since) = last.map(|at| at.elapsed())
-            && since < MIN_REFETCH
-        {
-            tokio::time::sleep(MIN_REFETCH - since).await;
-        }
-        *last = Some(Instant::now());
-        self.fetch_keys().await;
-    }
-
-    /// Refreshes old keys unless another request is fetching, or an attempt was made in the
-    /// last [`STALE_RETRY`]: with the provider down, requests go on with the keys held instead
-    /// of queueing behind fetches that time out.
-    async fn refresh_old_keys(&self) {
-        let Ok(mut last) = self.refetch.try_lock() else {
-            return;
-        };
-        if last.is_some_and(|at| at.elapsed() < STALE_RETRY) {
-            return;
-        }
-        *last = Some(Instant::now());
-        self.fetch_keys().await;
-    }
-
-    async fn fetch_keys(&self) {
-        match fetch_json::<JwkSet>(&self.http, &self.discovery.jwks_uri).await {
-            Ok(set) => {
-                tracing::info!(keys = set.keys.len(), "OIDC provider keys fetched");
-                *self.keys.write().await = Keys {
-                    set,
-                    fetched_at: Instant::now(),
-                };
-            }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "fetching the OIDC provider's keys failed; the keys held stay"
-            ),
-        }
-    }
-}
-
-/// The algorithm a JWK is for: its `alg`, or what its key type implies.
-fn key_algorithm(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
-    use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, KeyAlgorithm};
-    match jwk.common.key_algorithm {
-        Some(KeyAlgorithm::RS256) => Some(Algorithm::RS256),
-        Some(KeyAlgorithm::ES256) => Some(Algorithm::ES256),
-        Some(_) => None,
-        None => match &jwk.algorithm {
-            AlgorithmParameters::RSA(_) => Some(Algorithm::RS256),
-            AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
-                Some(Algorithm::ES256)
-            }
-            _ => None,
-        },
-    }
-}
-
-async fn fetch_json<T: serde::de::DeserializeOwned>(
-    http: &reqwest::Client,
-    url: &str,
-) -> Result<T, ProviderError> {
-    let failed = |message: String| ProviderError::Fetch {
-        url: url.to_owned(),
-        message,
-    };
-    let response = http.get(url).send().await.map_err(|e| {
-        // reqwest's message leaves out why (refused, timed out, TLS …): its sources say it.
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            message = format!("{message}: {cause}");
-            source = cause.source();
-        }
-        failed(message)
-    })?;
-    if !response.status().is_success() {
-        return Err(failed(format!("HTTP {}", response.status())));
-    }
-    response.json().await.map_err(|e| failed(e.to_string()))
 }
 
 /// The claim at a dotted `path` (`realm_access.roles`).

@@ -318,6 +318,21 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         );
     }
 
+    // Inbound approvals refused (a forged, expired or replayed approval), by type and reason.
+    header(
+        &mut out,
+        "connectsoft_factory_runtime_inbound_refused_total",
+        "counter",
+        "Inbound events dead-lettered because the approval they carry was not proven.",
+    );
+    for ((event_type, reason), n) in state.inbound_refusals.counts() {
+        let _ = writeln!(
+            out,
+            "connectsoft_factory_runtime_inbound_refused_total{{type=\"{}\",reason=\"{reason}\"}} {n}",
+            label(&event_type)
+        );
+    }
+
     // The fleet host's inbox age per module (spec 004): `inventory`, the oldest inbound event
     // not yet handled (when this process consumes them); `rollouts`, how long the rollout
     // under way that looked at its instances longest ago has not seen what changed since.

@@ -17,6 +17,9 @@ pub struct Model {
     pub effect: Json,
     /// When that effect reached Temporal (the run's workflow started, the signal sent).
     pub delivered_at: Option<DateTimeUtc>,
+    /// What the event's proven approval is spent on (`models::inbound::proof::spend_key`);
+    /// unique per tenant, so a replay under another event id is refused.
+    pub spend_key: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -31,6 +31,7 @@ mod m20261204_000026_untold_supersessions;
 mod m20261204_000027_semaphores;
 mod m20261204_000028_leases_by_holder;
 mod m20261204_000029_minutes_covered;
+mod m20261206_000030_inbox_spend_keys;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -68,6 +69,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000027_semaphores::Migration),
             Box::new(m20261204_000028_leases_by_holder::Migration),
             Box::new(m20261204_000029_minutes_covered::Migration),
+            Box::new(m20261206_000030_inbox_spend_keys::Migration),
         ]
     }
 }
