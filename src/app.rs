@@ -148,15 +148,14 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
 }
 
 /// Connects to Temporal as the configuration says.
-async fn connect_temporal(
-    config: &Config,
-) -> Result<runtime_cloud_temporal::Client, runtime_cloud_temporal::Error> {
-    let how = runtime_cloud_temporal::Connect {
-        trace_context: config.otlp_endpoint.is_some(),
-        gzip: config.temporal_grpc_gzip,
-    };
-    runtime_cloud_temporal::connect_with(&config.temporal_address, &config.temporal_namespace, how)
-        .await
+async fn connect_temporal(config: &Config) -> anyhow::Result<runtime_cloud_temporal::Client> {
+    let how = config.temporal_connect()?;
+    Ok(runtime_cloud_temporal::connect_with(
+        &config.temporal_address,
+        &config.temporal_namespace,
+        how,
+    )
+    .await?)
 }
 
 /// Connects a worker to Temporal, trying again while it is unreachable (the pause doubles up
@@ -167,7 +166,13 @@ async fn connect_temporal_patiently(
 ) -> anyhow::Result<runtime_cloud_temporal::Client> {
     let mut pauses = runtime_cloud_temporal::worker::RestartPauses::default();
     loop {
-        let connected = connect_temporal(config).await;
+        let how = config.temporal_connect()?;
+        let connected = runtime_cloud_temporal::connect_with(
+            &config.temporal_address,
+            &config.temporal_namespace,
+            how,
+        )
+        .await;
         match connected {
             Ok(client) => return Ok(client),
             Err(e @ runtime_cloud_temporal::Error::Connect { .. }) => {

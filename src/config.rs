@@ -20,9 +20,17 @@
 mod settings;
 
 pub use settings::{
-    CONFIG_FILE, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG, SETTINGS, Setting,
-    Source, TEMPORAL_CLI, markdown,
+    CONFIG_FILE, FILE_SUFFIX, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG,
+    SETTINGS, Setting, Source, TEMPORAL_CLI, markdown,
 };
+
+/// Every environment variable the binary reads: each setting's, and a secret's `…_FILE`.
+pub fn variables() -> std::collections::BTreeSet<String> {
+    SETTINGS
+        .iter()
+        .flat_map(|s| std::iter::once(s.env.to_owned()).chain(s.file_variable()))
+        .collect()
+}
 
 use anyhow::Context;
 use runtime_cloud_api::auth::oidc::{OidcSettings, parse_role_map};
@@ -48,6 +56,23 @@ pub struct Config {
     pub temporal_namespace: String,
     /// Gzip the gRPC messages to and from Temporal.
     pub temporal_grpc_gzip: bool,
+    /// Dial Temporal over TLS.
+    pub temporal_tls: bool,
+    /// The CA bundle Temporal's certificate must chain to.
+    #[serde(default)]
+    pub temporal_tls_ca_file: Option<PathBuf>,
+    /// The name Temporal's certificate must carry.
+    #[serde(default)]
+    pub temporal_tls_server_name: Option<String>,
+    /// The client certificate for mutual TLS.
+    #[serde(default)]
+    pub temporal_tls_cert_file: Option<PathBuf>,
+    /// Its private key.
+    #[serde(default)]
+    pub temporal_tls_key_file: Option<PathBuf>,
+    /// An API key (Temporal Cloud); a secret.
+    #[serde(default)]
+    pub temporal_api_key: Option<String>,
     /// The task queue of every workflow and activity.
     pub task_queue: String,
     /// The API's listen address.
@@ -177,8 +202,15 @@ impl Config {
         if let Some(dir) = &self.policy_dir {
             self.policy_dir = Some(absolute(dir)?);
         }
-        if let Some(file) = &self.inbound_sources {
-            self.inbound_sources = Some(absolute(file)?);
+        for file in [
+            &mut self.inbound_sources,
+            &mut self.temporal_tls_ca_file,
+            &mut self.temporal_tls_cert_file,
+            &mut self.temporal_tls_key_file,
+        ] {
+            if let Some(path) = file {
+                *path = absolute(path)?;
+            }
         }
         Ok(self)
     }
@@ -224,6 +256,42 @@ impl Config {
             role_map,
             leeway_secs: self.oidc_clock_skew_seconds.ceil() as u64,
         }))
+    }
+
+    /// How to dial Temporal: TLS when any TLS setting or an API key says so, its files read
+    /// now (a missing one is an error naming its setting).
+    pub fn temporal_connect(&self) -> anyhow::Result<runtime_cloud_temporal::Connect> {
+        let read = |path: &Path, setting: &str| {
+            std::fs::read(path).with_context(|| format!("{setting}: reading {}", path.display()))
+        };
+        let client = match (&self.temporal_tls_cert_file, &self.temporal_tls_key_file) {
+            (Some(cert), Some(key)) => Some((
+                read(cert, "TEMPORAL_TLS_CERT_FILE")?,
+                read(key, "TEMPORAL_TLS_KEY_FILE")?,
+            )),
+            (None, None) => None,
+            _ => anyhow::bail!(
+                "TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE go together: set both or neither"
+            ),
+        };
+        let ca = match &self.temporal_tls_ca_file {
+            Some(path) => Some(read(path, "TEMPORAL_TLS_CA_FILE")?),
+            None => None,
+        };
+        let wanted = self.temporal_tls
+            || ca.is_some()
+            || client.is_some()
+            || self.temporal_tls_server_name.is_some();
+        Ok(runtime_cloud_temporal::Connect {
+            trace_context: self.otlp_endpoint.is_some(),
+            gzip: self.temporal_grpc_gzip,
+            tls: wanted.then(|| runtime_cloud_temporal::Tls {
+                ca,
+                server_name: self.temporal_tls_server_name.clone(),
+                client,
+            }),
+            api_key: self.temporal_api_key.clone(),
+        })
     }
 
     /// The token key: configured, else read from (or created once in) the data dir.
@@ -272,6 +340,32 @@ mod tests {
             value = value.get(segment)?.clone();
         }
         Some(value)
+    }
+
+    /// A secret is read from the file its `…_FILE` variable names (a mounted Kubernetes
+    /// Secret, with the line break it ends with dropped); naming it twice is refused.
+    #[test]
+    fn a_secret_is_read_from_its_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("jwt");
+        std::fs::write(&file, "s3cret-from-a-file\n").expect("secret file");
+        let path = file.display().to_string();
+        let c = load("", &[("RUNTIME_CLOUD_JWT_SECRET_FILE", &path)]).expect("loads");
+        assert_eq!(c.jwt_secret.as_deref(), Some("s3cret-from-a-file"));
+        let both = load(
+            "",
+            &[
+                ("RUNTIME_CLOUD_JWT_SECRET_FILE", &path),
+                ("RUNTIME_CLOUD_JWT_SECRET", "other"),
+            ],
+        )
+        .unwrap_err();
+        assert!(format!("{both:#}").contains("both set"), "{both:#}");
+        let missing = load("", &[("DATABASE_URL_FILE", "/nonexistent/db-url")]).unwrap_err();
+        assert!(format!("{missing:#}").contains("DATABASE_URL_FILE"), "{missing:#}");
+        // Only secrets have a file variable: every other one is read as it is.
+        assert!(variables().contains("RUNTIME_CLOUD_RUN_CONTROL_TOKEN_FILE"));
+        assert!(!variables().contains("TEMPORAL_ADDRESS_FILE"));
     }
 
     /// The default data dir (`.data`) and a relative policy dir come out of loading absolute,
@@ -336,7 +430,7 @@ mod tests {
             );
 
             let (text, expected) = match s.kind {
-                Kind::Text => ("set-by-the-test", toml::Value::from("set-by-the-test")),
+                Kind::Text | Kind::Secret => ("set-by-the-test", toml::Value::from("set-by-the-test")),
                 Kind::Positive => ("7.5", toml::Value::Float(7.5)),
                 Kind::Bool if s.default == Some("true") => ("false", toml::Value::Boolean(false)),
                 Kind::Bool => ("true", toml::Value::Boolean(true)),

@@ -51,13 +51,21 @@ pub enum Kind {
     Bool,
     /// A number above zero; fractions allowed (tests use short windows).
     Positive,
+    /// Text that is a secret (a key, a token, a URL with a password): also read from the file
+    /// the variable `{VAR}_FILE` names, so a Kubernetes Secret is mounted as a file rather than
+    /// set in the environment.
+    Secret,
 }
+
+/// The suffix of the variable that names a secret's file.
+pub const FILE_SUFFIX: &str = "_FILE";
 
 impl Kind {
     /// How the docs describe a value of this kind.
     fn describe(self) -> &'static str {
         match self {
             Kind::Text => "text",
+            Kind::Secret => "text, secret",
             Kind::Bool => "`true` or `false`",
             Kind::Positive => "number > 0",
         }
@@ -66,7 +74,7 @@ impl Kind {
     /// A variable's text (or a default) as a TOML value; the error completes "… must be".
     pub(super) fn read(self, text: &str) -> Result<Value, &'static str> {
         let value = match self {
-            Kind::Text => Value::String(text.to_owned()),
+            Kind::Text | Kind::Secret => Value::String(text.to_owned()),
             Kind::Bool => Value::Boolean(text.parse().map_err(|_| "true or false")?),
             Kind::Positive => Value::Float(text.parse().map_err(|_| "a number")?),
         };
@@ -78,8 +86,10 @@ impl Kind {
     /// "… must be".
     fn check(self, value: &Value) -> Result<(), &'static str> {
         let number = match (self, value) {
-            (Kind::Text, Value::String(_)) | (Kind::Bool, Value::Boolean(_)) => return Ok(()),
-            (Kind::Text, _) => return Err("text (a TOML string)"),
+            (Kind::Text | Kind::Secret, Value::String(_)) | (Kind::Bool, Value::Boolean(_)) => {
+                return Ok(());
+            }
+            (Kind::Text | Kind::Secret, _) => return Err("text (a TOML string)"),
             (Kind::Bool, _) => return Err("true or false"),
             (Kind::Positive, Value::Integer(i)) => *i as f64,
             (Kind::Positive, Value::Float(f)) => *f,
@@ -93,6 +103,36 @@ impl Kind {
 }
 
 impl Setting {
+    /// The variable that names this secret's file (`{VAR}_FILE`), for a secret.
+    pub fn file_variable(&self) -> Option<String> {
+        (self.kind == Kind::Secret).then(|| format!("{}{FILE_SUFFIX}", self.env))
+    }
+
+    /// The value the environment gives: the variable, or for a secret the content of the file
+    /// `{VAR}_FILE` names (one trailing line break dropped, as `kubectl create secret
+    /// --from-file` and editors leave one). Both set is an error: which one wins would be a
+    /// guess.
+    pub(super) fn from_environment(
+        &self,
+        var: &impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Option<String>> {
+        let direct = var(self.env);
+        let Some(file_var) = self.file_variable() else {
+            return Ok(direct);
+        };
+        let Some(path) = var(&file_var) else {
+            return Ok(direct);
+        };
+        if direct.is_some() {
+            bail!("{} and {file_var} are both set: set one", self.env);
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow!("{file_var}: reading {path}: {e}"))?;
+        let text = text.strip_suffix('\n').unwrap_or(&text);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        Ok(Some(text.to_owned()))
+    }
+
     /// The file key, for a setting the file can hold.
     pub fn file_key(&self) -> Option<&'static str> {
         match self.source {
@@ -165,7 +205,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("database_url"),
         env: "DATABASE_URL",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The read DB: `sqlite://PATH` or `postgres://…` (production). Unset: SQLite at \
               `{data_dir}/runtime-cloud.db`. A SQLite URL takes one option, `?mode=rwc` \
@@ -194,9 +234,56 @@ pub const SETTINGS: &[Setting] = &[
         env: "RUNTIME_CLOUD_TEMPORAL_GRPC_GZIP",
         kind: Kind::Bool,
         default: Some("false"),
-        doc: "Gzip the gRPC messages to and from Temporal. Worth it across a WAN (Temporal \
-              Cloud, say); on a LAN it only costs CPU in every process and in the Temporal \
-              server (docs/benchmarks.md).",
+        doc: "Gzip the gRPC messages to and from Temporal. Worth it where bandwidth is dear; \
+              on a LAN it only costs CPU in every process and in the Temporal server \
+              (docs/benchmarks.md).",
+    },
+    Setting {
+        source: Source::File("temporal_tls"),
+        env: "TEMPORAL_TLS",
+        kind: Kind::Bool,
+        default: Some("false"),
+        doc: "Dial Temporal over TLS, verified against the system's CA roots unless \
+              `TEMPORAL_TLS_CA_FILE` says otherwise. Implied by any setting below.",
+    },
+    Setting {
+        source: Source::File("temporal_tls_ca_file"),
+        env: "TEMPORAL_TLS_CA_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "A PEM CA bundle the frontend's certificate must chain to (a self-hosted \
+              cluster's CA). Unset: the system's roots.",
+    },
+    Setting {
+        source: Source::File("temporal_tls_server_name"),
+        env: "TEMPORAL_TLS_SERVER_NAME",
+        kind: Kind::Text,
+        default: None,
+        doc: "The name the frontend's certificate must carry, when it is not the address's host.",
+    },
+    Setting {
+        source: Source::File("temporal_tls_cert_file"),
+        env: "TEMPORAL_TLS_CERT_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "The client certificate (PEM) for a frontend that requires mutual TLS; with \
+              `TEMPORAL_TLS_KEY_FILE`. Read at start: roll a new one by restarting the \
+              processes (docs/deploy.md, \"Rotating credentials\").",
+    },
+    Setting {
+        source: Source::File("temporal_tls_key_file"),
+        env: "TEMPORAL_TLS_KEY_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "The client certificate's private key (PEM, a file only: never a variable's value).",
+    },
+    Setting {
+        source: Source::File("temporal_api_key"),
+        env: "TEMPORAL_API_KEY",
+        kind: Kind::Secret,
+        default: None,
+        doc: "An API key (Temporal Cloud), sent as `Authorization: Bearer …` over TLS (with the \
+              system's roots unless `TEMPORAL_TLS_CA_FILE` is set).",
     },
     Setting {
         source: Source::File("task_queue"),
@@ -216,7 +303,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("jwt_secret"),
         env: "RUNTIME_CLOUD_JWT_SECRET",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The HS256 key of bearer tokens. Unset: read from `{data_dir}/jwt-secret`, which \
               is created once with a random key.",
@@ -342,7 +429,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("secret_broker_token"),
         env: "RUNTIME_CLOUD_SECRET_BROKER_TOKEN",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The bearer token sent to the Secret Broker. A secret: never logged.",
     },
@@ -358,7 +445,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("config_platform_token"),
         env: "RUNTIME_CLOUD_CONFIG_PLATFORM_TOKEN",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The bearer token sent to the Config Platform. A secret: never logged.",
     },
@@ -385,7 +472,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("run_control_token"),
         env: "RUNTIME_CLOUD_RUN_CONTROL_TOKEN",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The bearer token sent to RunControlService. A secret: never logged; prefer the \
               variable to the file.",
@@ -423,7 +510,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         source: Source::File("prometheus_token"),
         env: "RUNTIME_CLOUD_PROMETHEUS_TOKEN",
-        kind: Kind::Text,
+        kind: Kind::Secret,
         default: None,
         doc: "The bearer token sent to Prometheus. A secret: never logged; prefer the variable \
               to the file.",
@@ -565,7 +652,7 @@ pub(super) fn layer(
             continue;
         };
         let (table, leaf) = parent_table(&mut file, key)?;
-        if let Some(text) = var(setting.env) {
+        if let Some(text) = setting.from_environment(&var)? {
             let value = setting
                 .kind
                 .read(&text)
@@ -640,7 +727,10 @@ pub fn markdown() -> String {
         "`runtime-cloud` reads a TOML file (`--config FILE` or `RUNTIME_CLOUD_CONFIG`), then the \
          environment: a variable wins over the file, and what neither sets takes its default. \
          A value the configuration refuses (a key it does not know, `yes` for a boolean, `0` \
-         for a timeout) stops the process with a message naming the key or the variable.",
+         for a timeout) stops the process with a message naming the key or the variable. A \
+         secret (a key, a token, a URL with a password) is also read from the file its \
+         `…_FILE` variable names (one trailing line break dropped), so a Kubernetes Secret is \
+         mounted as a file instead of being set in the environment; setting both is refused.",
     );
     line(&mut md, "");
 
@@ -663,8 +753,8 @@ pub fn markdown() -> String {
         };
         let _ = writeln!(
             md,
-            "| {key} | `{}` | {} | {} | {} |",
-            s.env,
+            "| {key} | {} | {} | {} | {} |",
+            variable_cell(s),
             s.kind.describe(),
             default_cell(s),
             s.doc
@@ -723,6 +813,14 @@ pub fn markdown() -> String {
 }
 
 /// A setting's default as a table cell.
+/// The variable, and for a secret the variable that names its file.
+fn variable_cell(s: &Setting) -> String {
+    match s.file_variable() {
+        Some(file) => format!("`{}` or `{file}`", s.env),
+        None => format!("`{}`", s.env),
+    }
+}
+
 fn default_cell(s: &Setting) -> String {
     match s.default {
         Some(d) => format!("`{d}`"),
@@ -759,7 +857,7 @@ fn example_file() -> String {
             let value = match s.kind {
                 // Written as in the table: `45`, not the `45.0` of a TOML float.
                 Kind::Positive | Kind::Bool => default.to_owned(),
-                Kind::Text => Value::String(default.to_owned()).to_string(),
+                Kind::Text | Kind::Secret => Value::String(default.to_owned()).to_string(),
             };
             let _ = writeln!(out, "{leaf} = {value}");
         }

@@ -2,12 +2,15 @@
 
 use crate::Error;
 use std::future::Future;
-use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, GrpcCompression};
+use temporalio_client::{
+    Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, GrpcCompression,
+    TlsOptions,
+};
 use temporalio_sdk::opentelemetry::OpenTelemetryPlugin;
 use url::Url;
 
 /// How a client talks to the frontend, besides where.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Connect {
     /// The client's starts and signals, and the workflows and activities of a worker built on
     /// it, carry W3C trace context in the `_tracer-data` Temporal header and record spans
@@ -17,8 +20,36 @@ pub struct Connect {
     /// Gzip every request and accept gzipped answers. The SDK's default, but on a network
     /// where bandwidth is cheap it only costs CPU at both ends: a compressor set up for each
     /// message in the worker (about a twentieth of its CPU) and the server's inflating and
-    /// deflating (docs/benchmarks.md). Worth it across a WAN, to Temporal Cloud say.
+    /// deflating (docs/benchmarks.md).
     pub gzip: bool,
+    /// TLS to the frontend; `None` dials in plain text (the local dev server).
+    pub tls: Option<Tls>,
+    /// An API key, sent as `Authorization: Bearer …` over TLS (Temporal Cloud): with a key the
+    /// connection is TLS even without [`Connect::tls`], verified against the system's roots.
+    pub api_key: Option<String>,
+}
+
+/// TLS to the frontend: whom to trust, the name to verify, and the client's own certificate
+/// for mutual TLS.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM CA bundle the server's certificate must chain to; the system's roots when `None`.
+    pub ca: Option<Vec<u8>>,
+    /// The name the server's certificate must carry; the address's host when `None`.
+    pub server_name: Option<String>,
+    /// PEM certificate and private key presented to a frontend that requires mTLS.
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+// The private key stays out of logs and panics.
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca.as_ref().map(|c| format!("{} bytes", c.len())))
+            .field("server_name", &self.server_name)
+            .field("client", &self.client.as_ref().map(|_| "certificate and key"))
+            .finish()
+    }
 }
 
 /// Connects to the frontend at `address` (`127.0.0.1:7233` or `http://…`) in `namespace`,
@@ -27,17 +58,45 @@ pub async fn connect(address: &str, namespace: &str) -> Result<Client, Error> {
     connect_with(address, namespace, Connect::default()).await
 }
 
-/// Like [`connect`], as `how` says.
-pub async fn connect_with(address: &str, namespace: &str, how: Connect) -> Result<Client, Error> {
-    let url = if address.contains("://") {
-        address.to_owned()
-    } else {
-        format!("http://{address}")
+/// The frontend's URL: `address` as given when it has a scheme, else `https://` when the
+/// connection is TLS and `http://` when it is not.
+fn frontend_url(address: &str, tls: bool) -> Result<Url, Error> {
+    let url = match (address.contains("://"), tls) {
+        (true, _) => address.to_owned(),
+        (false, true) => format!("https://{address}"),
+        (false, false) => format!("http://{address}"),
     };
-    let url = Url::parse(&url).map_err(|source| Error::Address {
+    Url::parse(&url).map_err(|source| Error::Address {
         address: address.to_owned(),
         source,
-    })?;
+    })
+}
+
+/// The SDK's TLS options for `how`, when the connection is TLS.
+fn tls_options(how: &Connect) -> Option<TlsOptions> {
+    if how.tls.is_none() && how.api_key.is_none() {
+        return None;
+    }
+    let tls = how.tls.clone().unwrap_or_default();
+    let client = tls.client.map(|(cert, key)| {
+        ClientTlsOptions::builder()
+            .client_cert(cert)
+            .client_private_key(key)
+            .build()
+    });
+    Some(
+        TlsOptions::builder()
+            .maybe_server_root_ca_cert(tls.ca)
+            .maybe_domain(tls.server_name)
+            .maybe_client_tls_options(client)
+            .build(),
+    )
+}
+
+/// Like [`connect`], as `how` says.
+pub async fn connect_with(address: &str, namespace: &str, how: Connect) -> Result<Client, Error> {
+    let tls = tls_options(&how);
+    let url = frontend_url(address, tls.is_some())?;
     let connection = Connection::connect(
         ConnectionOptions::new(url)
             .identity(format!("runtime-cloud@{}", std::process::id()))
@@ -46,6 +105,8 @@ pub async fn connect_with(address: &str, namespace: &str, how: Connect) -> Resul
             } else {
                 GrpcCompression::None
             })
+            .maybe_tls_options(tls)
+            .maybe_api_key(how.api_key.clone())
             .build(),
     )
     .await

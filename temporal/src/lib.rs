@@ -14,7 +14,7 @@ pub mod dev_server;
 pub mod schedules;
 pub mod worker;
 
-pub use connection::{Connect, connect, connect_with, in_current_span};
+pub use connection::{Connect, Tls, connect, connect_with, in_current_span};
 /// What Temporal says of a worker pool's task queue (its workers and backlog).
 pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
 /// A worker pool's task queue.
@@ -37,8 +37,8 @@ pub enum Error {
         #[source]
         source: url::ParseError,
     },
-    /// The frontend did not answer.
-    #[error("cannot connect to Temporal at {address}: {source}")]
+    /// The frontend did not answer, or refused the connection (TLS, credentials).
+    #[error("cannot connect to Temporal at {address}: {}", causes(source))]
     Connect {
         /// The address as configured.
         address: String,
@@ -86,4 +86,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// An error and its causes, `: `-separated: a transport error's own message ("transport
+/// error") leaves out why (refused, a certificate the CA did not sign, no client certificate).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }

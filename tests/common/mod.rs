@@ -23,6 +23,7 @@ pub mod run_control_stand_in;
 pub mod s3;
 pub mod secret_broker_stand_in;
 pub mod temporal;
+pub mod tls_proxy;
 
 use reqwest::{Method, StatusCode};
 use runtime_cloud_api::auth::JwtKeys;
