@@ -56,6 +56,10 @@ pub struct Config {
     pub temporal_namespace: String,
     /// Gzip the gRPC messages to and from Temporal.
     pub temporal_grpc_gzip: bool,
+    /// The keys workflow payloads are encrypted with (comma-separated files; the first
+    /// encrypts).
+    #[serde(default)]
+    pub payload_key_files: Option<String>,
     /// Dial Temporal over TLS.
     pub temporal_tls: bool,
     /// The CA bundle Temporal's certificate must chain to.
@@ -77,6 +81,9 @@ pub struct Config {
     pub task_queue: String,
     /// The API's listen address.
     pub listen: String,
+    /// An internal listener for `/metrics`.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
     /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
     #[serde(default)]
     pub jwt_secret: Option<String>,
@@ -105,6 +112,30 @@ pub struct Config {
     /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
     #[serde(default)]
     pub nats_url: Option<String>,
+    /// NATS user (with the password).
+    #[serde(default)]
+    pub nats_user: Option<String>,
+    /// NATS password; a secret.
+    #[serde(default)]
+    pub nats_password: Option<String>,
+    /// NATS token; a secret.
+    #[serde(default)]
+    pub nats_token: Option<String>,
+    /// NATS NKey seed; a secret.
+    #[serde(default)]
+    pub nats_nkey_seed: Option<String>,
+    /// NATS `.creds` file.
+    #[serde(default)]
+    pub nats_creds_file: Option<PathBuf>,
+    /// CA bundle of the NATS server.
+    #[serde(default)]
+    pub nats_tls_ca_file: Option<PathBuf>,
+    /// Client certificate for NATS.
+    #[serde(default)]
+    pub nats_tls_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[serde(default)]
+    pub nats_tls_key_file: Option<PathBuf>,
     /// The event sources allowed to sign inbound approvals (a TOML file).
     #[serde(default)]
     pub inbound_sources: Option<PathBuf>,
@@ -207,6 +238,10 @@ impl Config {
             &mut self.temporal_tls_ca_file,
             &mut self.temporal_tls_cert_file,
             &mut self.temporal_tls_key_file,
+            &mut self.nats_creds_file,
+            &mut self.nats_tls_ca_file,
+            &mut self.nats_tls_cert_file,
+            &mut self.nats_tls_key_file,
         ] {
             if let Some(path) = file {
                 *path = absolute(path)?;

@@ -239,6 +239,17 @@ pub const SETTINGS: &[Setting] = &[
               (docs/benchmarks.md).",
     },
     Setting {
+        source: Source::File("payload_key_files"),
+        env: "RUNTIME_CLOUD_PAYLOAD_KEY_FILES",
+        kind: Kind::Text,
+        default: None,
+        doc: "Workflow payloads are encrypted before they leave the process (AES-256-GCM) with \
+              these keys: comma-separated files, each holding a 32-byte key in base64, named by \
+              its file stem (the key id in each payload's metadata). The first encrypts; every \
+              one decrypts (rotation). Unset: payloads go to Temporal as plain JSON \
+              (docs/deploy.md, \"Payload encryption\").",
+    },
+    Setting {
         source: Source::File("temporal_tls"),
         env: "TEMPORAL_TLS",
         kind: Kind::Bool,
@@ -299,6 +310,16 @@ pub const SETTINGS: &[Setting] = &[
         kind: Kind::Text,
         default: Some("127.0.0.1:8080"),
         doc: "The API's listen address (HTTP and gRPC). Port 0 takes a free port.",
+    },
+    Setting {
+        source: Source::File("metrics_listen"),
+        env: "RUNTIME_CLOUD_METRICS_LISTEN",
+        kind: Kind::Text,
+        default: None,
+        doc: "An internal address (`0.0.0.0:9090`) where the API serves `GET /metrics` without \
+              a token, for a scraper inside the cluster; the API's own listener then answers \
+              `/metrics` with 404. Unset: `/metrics` on the API's listener, for a bearer token \
+              with the `factory.meta.read` scope only (the metrics name every tenant).",
     },
     Setting {
         source: Source::File("jwt_secret"),
@@ -390,6 +411,65 @@ pub const SETTINGS: &[Setting] = &[
         default: None,
         doc: "NATS with JetStream (`nats://127.0.0.1:4222`): the workers run the outbox relay to \
               it. Unset: no relay; events stay readable in `outbox_events`.",
+    },
+    Setting {
+        source: Source::File("nats_user"),
+        env: "NATS_USER",
+        kind: Kind::Text,
+        default: None,
+        doc: "The NATS user, with `NATS_PASSWORD`.",
+    },
+    Setting {
+        source: Source::File("nats_password"),
+        env: "NATS_PASSWORD",
+        kind: Kind::Secret,
+        default: None,
+        doc: "The NATS user's password.",
+    },
+    Setting {
+        source: Source::File("nats_token"),
+        env: "NATS_TOKEN",
+        kind: Kind::Secret,
+        default: None,
+        doc: "A NATS authentication token.",
+    },
+    Setting {
+        source: Source::File("nats_nkey_seed"),
+        env: "NATS_NKEY_SEED",
+        kind: Kind::Secret,
+        default: None,
+        doc: "A NATS NKey user seed (`SU…`): the connection signs the server's nonce with it.",
+    },
+    Setting {
+        source: Source::File("nats_creds_file"),
+        env: "NATS_CREDS_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "A NATS `.creds` file (a user JWT and its NKey seed, decentralized auth with \
+              accounts).",
+    },
+    Setting {
+        source: Source::File("nats_tls_ca_file"),
+        env: "NATS_TLS_CA_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "A PEM CA bundle the NATS server's certificate must chain to; setting it (or a \
+              `tls://` URL) requires TLS.",
+    },
+    Setting {
+        source: Source::File("nats_tls_cert_file"),
+        env: "NATS_TLS_CERT_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "A client certificate (PEM) for a NATS server that verifies clients \
+              (`--tlsverify`); with `NATS_TLS_KEY_FILE`.",
+    },
+    Setting {
+        source: Source::File("nats_tls_key_file"),
+        env: "NATS_TLS_KEY_FILE",
+        kind: Kind::Text,
+        default: None,
+        doc: "The client certificate's private key (PEM, a file only).",
     },
     Setting {
         source: Source::File("inbound_sources"),
