@@ -222,10 +222,10 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
     };
     // The outbox relay runs beside the worker when NATS is configured; without it events stay
     // readable in the outbox table.
-    let relay = config.nats_url.clone().map(|url| {
+    let relay = config.nats().map(|nats| {
         tokio::spawn(outbox_relay::run(
             deps.db.clone(),
-            url,
+            nats,
             std::time::Duration::from_millis(250),
             stopped(),
         ))
@@ -262,6 +262,7 @@ pub async fn run_api(
     let db = connect_db(config).await?;
     let temporal = connect_temporal(config).await?;
     let state = AppState {
+        payload_keys: config.payload_keys()?,
         db,
         temporal,
         task_queue: config.task_queue.clone(),
@@ -276,6 +277,9 @@ pub async fn run_api(
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         inbox_oldest: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         inbound_refusals: Default::default(),
+        metrics_internal: config.metrics_listen.is_some(),
+        nats_configured: config.nats_url.is_some(),
+        nats_refusal: Default::default(),
         pacer: Arc::new(runtime_cloud_api::pacing::Pacer::new(
             runtime_cloud_models::pacing::Pace {
                 per_second: config.run_submissions_per_second,
@@ -300,13 +304,28 @@ pub async fn run_api(
         }
     };
     let starter = tokio::spawn(runtime_cloud_api::starter::run(state.clone(), stopped()));
-    let inbound = match config.nats_url.clone() {
-        Some(url) => {
+    // `/metrics` for scrapers inside the cluster, on an address of its own.
+    let metrics = match &config.metrics_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding the metrics listener {address}"))?;
+            tracing::info!(address = %listener.local_addr()?, "metrics listener");
+            Some(tokio::spawn(runtime_cloud_api::http::serve_internal(
+                listener,
+                state.clone(),
+                stopped(),
+            )))
+        }
+        None => None,
+    };
+    let inbound = match config.nats() {
+        Some(nats) => {
             let verifier = Arc::new(inbound_verifier(config).await?);
             let lag = state.inbox_lag.clone();
             Some(tokio::spawn(runtime_cloud_api::inbound::run(
                 state.clone(),
-                url,
+                nats,
                 verifier,
                 lag,
                 stopped(),
@@ -320,6 +339,9 @@ pub async fn run_api(
     };
     runtime_cloud_api::serve(listener, state, shutdown).await?;
     let _ = starter.await;
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     if let Some(inbound) = inbound {
         let _ = inbound.await;
     }

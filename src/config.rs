@@ -242,10 +242,11 @@ impl Config {
             &mut self.nats_tls_ca_file,
             &mut self.nats_tls_cert_file,
             &mut self.nats_tls_key_file,
-        ] {
-            if let Some(path) = file {
-                *path = absolute(path)?;
-            }
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *file = absolute(file)?;
         }
         Ok(self)
     }
@@ -326,6 +327,43 @@ impl Config {
                 client,
             }),
             api_key: self.temporal_api_key.clone(),
+            payload_keys: self.payload_keys()?,
+        })
+    }
+
+    /// The keys workflow payloads are encrypted with, read now from `payload_key_files`
+    /// (comma-separated, each made absolute against the current directory); `None` when unset.
+    pub fn payload_keys(&self) -> anyhow::Result<Option<runtime_cloud_temporal::PayloadKeys>> {
+        let Some(files) = &self.payload_key_files else {
+            return Ok(None);
+        };
+        let paths = files
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(|f| std::path::absolute(f).with_context(|| format!("resolving {f}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let keys = runtime_cloud_temporal::PayloadKeys::from_files(&paths)
+            .context("RUNTIME_CLOUD_PAYLOAD_KEY_FILES (payload_key_files)")?;
+        Ok(Some(keys))
+    }
+
+    /// How to reach NATS, when it is configured.
+    pub fn nats(&self) -> Option<runtime_cloud_activities::nats::NatsOptions> {
+        let url = self.nats_url.clone()?;
+        Some(runtime_cloud_activities::nats::NatsOptions {
+            url,
+            user: self.nats_user.clone().map(|user| {
+                (user, self.nats_password.clone().unwrap_or_default())
+            }),
+            token: self.nats_token.clone(),
+            nkey_seed: self.nats_nkey_seed.clone(),
+            creds_file: self.nats_creds_file.clone(),
+            tls_ca: self.nats_tls_ca_file.clone(),
+            tls_client: self
+                .nats_tls_cert_file
+                .clone()
+                .zip(self.nats_tls_key_file.clone()),
         })
     }
 

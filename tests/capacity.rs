@@ -259,12 +259,7 @@ async fn a_quota_of_two_holds_the_third_run_until_one_ends() {
     assert_eq!(lease["holderId"], format!("provisioning-run/{fourth}"));
     // The gauges say the same, exactly.
     let t = api.tenant.clone();
-    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("text");
+    let metrics = stack.scrape().await;
     for (series, value) in [
         (
             format!(

@@ -211,14 +211,9 @@ async fn an_inbound_event_has_its_effect_once_under_redelivery_and_while_the_api
     assert_eq!(applied["kind"], "baseline");
     // Both messages handled (the lag back to 0) and still one environment, one version, one run.
     let lag = eventually(30, "both messages handled", || {
-        let url = stack.base_url.clone();
+        let stack = &stack;
         async move {
-            let text = reqwest::get(format!("{url}/metrics"))
-                .await
-                .ok()?
-                .text()
-                .await
-                .ok()?;
+            let text = stack.scrape().await;
             text.contains(
                 "connectsoft_factory_runtime_inbox_lag{consumer=\"runtime-cloud-inbox\"} 0",
             )
@@ -586,12 +581,7 @@ async fn a_forged_approval_never_applies_and_a_signed_one_applies_once() {
     );
     let sandbox = stack.sandbox("acme", "prod").to_string();
     assert!(!sandbox.contains("6.6.6-evil"), "{sandbox}");
-    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = stack.scrape().await;
     for reason in [
         "unsigned",
         "bad-signature",

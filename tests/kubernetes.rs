@@ -529,12 +529,7 @@ async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
         Some(1),
         "a suppressed finding is never proposed: {proposal}"
     );
-    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = stack.scrape().await;
     let tenant = stack.tenant("acme");
     let gauge = |name: &str| {
         format!(r#"connectsoft_factory_runtime_{name}{{tenant="{tenant}",kind="replica"}}"#)

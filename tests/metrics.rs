@@ -5,12 +5,7 @@ use crate::common::{Db, Stack, StackOptions, text};
 use serde_json::json;
 
 async fn scrape(stack: &Stack) -> String {
-    reqwest::get(format!("{}/metrics", stack.base_url))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("text")
+    stack.scrape().await
 }
 
 /// The value of one sample line (`name{labels}`), if present.
@@ -127,4 +122,38 @@ async fn metrics_report_exactly_on(db: Db) {
         "{text}"
     );
     assert!(!text.contains(&applied), "a run id leaked into a label");
+}
+
+/// The metrics name every tenant: the API's listener answers them only to a `PlatformAdmin`'s
+/// token (401 without a token, 403 for an operator's); with an internal listener configured
+/// they are served there without a token and the API's listener answers 404.
+#[tokio::test]
+async fn metrics_are_never_public_on_the_api_listener() {
+    let stack = Stack::start().await;
+    let url = format!("{}/metrics", stack.base_url);
+    let anonymous = reqwest::get(&url).await.expect("get");
+    assert_eq!(anonymous.status(), 401);
+    let operator = stack.operator("acme").get("/metrics").await;
+    assert_eq!(operator.status, 403, "{:?}", operator.body);
+    assert!(stack.scrape().await.contains("connectsoft_factory_provisioning_runs_total"));
+
+    let internal = format!("127.0.0.1:{}", crate::common::ports::free_port());
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_METRICS_LISTEN",
+        internal.clone(),
+    ))
+    .await;
+    let admin = reqwest::Client::new()
+        .get(format!("{}/metrics", stack.base_url))
+        .bearer_auth(stack.token("platform", &["factory.meta.read"]))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(admin.status(), 404, "not on the API's listener");
+    let scraped = reqwest::get(format!("http://{internal}/metrics"))
+        .await
+        .expect("the internal listener answers");
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.expect("text");
+    assert!(text.contains("connectsoft_factory_provisioning_runs_total"), "{text}");
 }

@@ -111,12 +111,7 @@ async fn a_rollout_moves_every_instance_wave_by_wave_as_observed() {
     assert_eq!(counts, [1, 3, 1]);
     let summary = api.get("/fleet/meta/summary").await.expect(200);
     assert_eq!(summary["activeRollouts"], 0);
-    let metrics = reqwest::get(format!("{}/metrics", stack.base_url))
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = stack.scrape().await;
     let tenant = stack.tenant("acme");
     for (name, n) in [("rollouts", 1), ("rollout_instances", 6)] {
         let line = format!(
@@ -612,10 +607,6 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
     stack.kill_worker();
     // Nobody looks at the rollout's instances meanwhile: the fleet host's inbox age for
     // rollouts grows.
-    let metrics = |stack: &Stack| {
-        let url = format!("{}/metrics", stack.base_url);
-        async move { reqwest::get(url).await.ok()?.text().await.ok() }
-    };
     let age = |text: &str| -> Option<f64> {
         text.lines()
             .find_map(|l| {
@@ -624,15 +615,15 @@ async fn a_worker_killed_mid_wave_loses_no_step() {
             .and_then(|v| v.parse().ok())
     };
     eventually(60, "the rollouts module's inbox age to pass 3 s", || {
-        let scrape = metrics(&stack);
-        async move { (age(&scrape.await?)? > 3.0).then_some(()) }
+        let scrape = stack.scrape();
+        async move { (age(&scrape.await)? > 3.0).then_some(()) }
     })
     .await;
     stack.start_worker();
     stack.sandbox_cli("acme", "shop-03", &["freeze-observation", "--off"]);
     api.observe(&stack, "shop-03").await;
     let done = wait_rollout(&api, &id, "Completed").await;
-    let after = metrics(&stack).await.expect("metrics");
+    let after = stack.scrape().await;
     assert_eq!(age(&after), Some(0.0), "no rollout under way: {after}");
     for i in 0..4 {
         let env = format!("shop-{i:02}");

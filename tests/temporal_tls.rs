@@ -5,21 +5,9 @@
 //! the API refuses to start and says why.
 
 use crate::common::tls_proxy::{Check, TlsProxy};
-use crate::common::{Stack, StackOptions, temporal_address};
+use crate::common::{Stack, StackOptions, production_run, temporal_address};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A production run: planned, approved by an Operator, applied.
-async fn production_run(stack: &Stack) {
-    let api = stack.operator("acme");
-    api.environment("prod", "production").await;
-    api.declare("prod", &[("api", "1.0.0", 2)]).await;
-    let run = api.plan_run("prod", "baseline").await;
-    api.wait_state(&run, "AwaitingApproval").await;
-    api.decide(&run, "approve").await.expect(202);
-    let applied = api.wait_state(&run, "Applied").await;
-    assert_eq!(applied["applyReceipt"]["result"], "succeeded", "{applied}");
-}
 
 /// `runtime-cloud api` with `env`: it must exit on its own (within a minute) with an error;
 /// its stderr.

@@ -25,6 +25,7 @@
 //! - [`slo`]: the SloGuard port and its Prometheus adapter (fleet rollouts' SLO queries).
 //! - [`step_log`]: a runner step's log, secrets redacted, kept as the run's artifact.
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
+//! - [`nats`]: how NATS is reached (credentials, TLS), for the relay and the inbound consumer.
 //! - [`error`]: this crate's error type.
 
 pub mod admission;
@@ -33,6 +34,7 @@ pub mod error;
 pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
+pub mod nats;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;

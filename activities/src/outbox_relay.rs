@@ -10,6 +10,7 @@
 //! publish the same row at the same time. When NATS is down the relay backs off and retries;
 //! the API and the workflows keep writing to the outbox meanwhile.
 
+use crate::nats::NatsOptions;
 use crate::Error;
 use chrono::Utc;
 use runtime_cloud_store::entities::outbox_events as outbox;
@@ -47,9 +48,9 @@ pub fn cloud_event(row: &outbox::Model) -> serde_json::Value {
 }
 
 /// Connects to NATS and creates (or updates) the stream.
-pub async fn connect(url: &str) -> Result<async_nats::jetstream::Context, Error> {
-    let client = async_nats::connect(url).await.map_err(|e| Error::Nats {
-        doing: format!("at {url}"),
+pub async fn connect(nats: &NatsOptions) -> Result<async_nats::jetstream::Context, Error> {
+    let client = nats.connect().await.map_err(|e| Error::Nats {
+        doing: format!("at {}", nats.url),
         source: e.into(),
     })?;
     let js = async_nats::jetstream::new(client);
@@ -130,7 +131,7 @@ pub async fn publish_batch(
 /// `poll` when the outbox is empty and backing off (up to 30 s) while NATS fails.
 pub async fn run(
     db: DatabaseConnection,
-    url: String,
+    nats: NatsOptions,
     poll: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -139,9 +140,9 @@ pub async fn run(
     let mut js = None;
     loop {
         let wait = match &js {
-            None => match connect(&url).await {
+            None => match connect(&nats).await {
                 Ok(ctx) => {
-                    tracing::info!(%url, stream = STREAM, "outbox relay connected");
+                    tracing::info!(url = %nats.url, stream = STREAM, "outbox relay connected");
                     js = Some(ctx);
                     backoff = Duration::from_millis(200);
                     Duration::ZERO

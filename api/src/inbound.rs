@@ -30,6 +30,7 @@ pub mod verify;
 use crate::AppState;
 use async_nats::jetstream::{self, AckKind, consumer::pull, stream};
 use futures::StreamExt;
+use runtime_cloud_activities::nats::NatsOptions;
 use runtime_cloud_models::inbound::proof::Refused;
 use runtime_cloud_models::inbound::{Inbound, TYPES};
 use runtime_cloud_store::inbox::{self, Effect};
@@ -58,6 +59,22 @@ enum Verdict {
     Retry(String),
     /// It can never be handled: to the dead letters with the reason.
     Poison(String),
+}
+
+/// Why NATS refused the consumer (a credential, a TLS handshake), while it does: readiness
+/// reports it. `None` while the consumer is connected, or failing for a reason that may pass.
+#[derive(Debug, Default)]
+pub struct NatsRefusal(std::sync::Mutex<Option<String>>);
+
+impl NatsRefusal {
+    fn set(&self, reason: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = reason;
+    }
+
+    /// The reason, while NATS refuses.
+    pub fn reason(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// Approvals refused, by event type and reason, since the process started (a counter).
@@ -120,7 +137,7 @@ impl Schemas {
 /// Consumes inbound events until `shutdown`, reconnecting with backoff while NATS is away.
 pub async fn run(
     state: AppState,
-    url: String,
+    nats: NatsOptions,
     verifier: Arc<Verifier>,
     lag: Arc<AtomicI64>,
     shutdown: impl std::future::Future<Output = ()>,
@@ -130,8 +147,14 @@ pub async fn run(
     let mut backoff = Duration::from_millis(200);
     loop {
         let round = async {
-            let (js, consumer) = connect(&url).await?;
-            tracing::info!(%url, stream = STREAM, consumer = CONSUMER, "inbound events consumer connected");
+            let client = nats.connect().await.map_err(|e| {
+                // A refused credential or TLS handshake keeps the API unready, saying why.
+                state.nats_refusal.set(e.misconfigured.then(|| e.to_string()));
+                e.to_string()
+            })?;
+            state.nats_refusal.set(None);
+            let (js, consumer) = connect(client).await?;
+            tracing::info!(url = %nats.url, stream = STREAM, consumer = CONSUMER, "inbound events consumer connected");
             backoff = Duration::from_millis(200);
             loop {
                 let mut batch = consumer
@@ -185,9 +208,9 @@ async fn oldest_waiting(js: &jetstream::Context, sequence: u64) -> Option<i64> {
     Some((message.time.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
-/// Connects, and creates the streams and the consumer when missing.
+/// Creates the streams and the consumer when missing.
 async fn connect(
-    url: &str,
+    client: async_nats::Client,
 ) -> Result<
     (
         jetstream::Context,
@@ -195,7 +218,6 @@ async fn connect(
     ),
     String,
 > {
-    let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
     let js = jetstream::new(client);
     let subjects = TYPES.iter().map(|(t, _)| t.to_string()).collect();
     let inbound = js

@@ -71,4 +71,13 @@ pub struct AppState {
     pub pacer: Arc<pacing::Pacer>,
     /// Inbound approvals refused, by event type and reason.
     pub inbound_refusals: Arc<inbound::Refusals>,
+    /// The keys workflow payloads are encrypted with, for the codec endpoint (`/codec/…`,
+    /// the Temporal UI's and CLI's codec server); `None` when payloads go plain.
+    pub payload_keys: Option<runtime_cloud_temporal::PayloadKeys>,
+    /// `/metrics` is served on the internal listener: the public route answers 404.
+    pub metrics_internal: bool,
+    /// The inbound consumer runs (NATS is configured).
+    pub nats_configured: bool,
+    /// Why NATS refuses the inbound consumer, while it does (readiness).
+    pub nats_refusal: Arc<inbound::NatsRefusal>,
 }

@@ -57,9 +57,15 @@ pub struct Args {
     /// run against another.
     #[arg(long, value_delimiter = ',')]
     pub shapes: Vec<String>,
-    /// Rounds of `--shapes`.
+    /// Rounds of `--shapes` or of `--payload-encryption`.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Measure only the product, with payload encryption off and on
+    /// (`RUNTIME_CLOUD_PAYLOAD_KEY_FILES`), alternating them `--rounds` times on the same
+    /// server: what encrypting every payload costs a run (target: at most 1.1 x the time per
+    /// run).
+    #[arg(long)]
+    pub payload_encryption: bool,
 }
 
 /// What one side (product or baseline) measured.
@@ -89,7 +95,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if !args.shapes.is_empty() {
         return shapes(&args).await;
     }
-    let product = product(&args).await.context("product")?;
+    if args.payload_encryption {
+        return payload_encryption(&args).await;
+    }
+    let product = product(&args, &[]).await.context("product")?;
     let regular = baseline(&args, REGULAR_RUN).await.context("baseline")?;
     let shaped = baseline(&args, PRODUCT_SHAPED_RUN)
         .await
@@ -138,6 +147,114 @@ async fn shapes(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The payload key of `--payload-encryption`: 32 bytes in base64, fixed, for the benchmark
+/// only (what it measures is the work of encrypting, not the key).
+const BENCH_PAYLOAD_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+/// The most time per run encryption may add: 1.1 x the time without it.
+const ENCRYPTION_TARGET: f64 = 1.1;
+
+/// `--payload-encryption`: the product with plain payloads and with every payload encrypted
+/// (one key), side by side `--rounds` times on the same server, each round in the other order
+/// so that a machine growing slower or faster weighs on both; each round's time per run with
+/// encryption over without, and their median against the target.
+async fn payload_encryption(args: &Args) -> anyhow::Result<()> {
+    let keys = stack::work_dir()?;
+    let key = keys.path().join("bench.key");
+    std::fs::write(&key, format!("{BENCH_PAYLOAD_KEY}\n")).context("writing the key file")?;
+    let encrypted_env = [(
+        "RUNTIME_CLOUD_PAYLOAD_KEY_FILES".to_owned(),
+        key.display().to_string(),
+    )];
+    let ms_per_run = |m: &Measured| 1000.0 / m.runs_per_sec;
+    let mut t = Table::new(
+        &format!(
+            "Payload encryption: {} runs, {} requests in flight, {} ({} workloads each), {} rounds",
+            args.runs,
+            args.concurrency,
+            args.db.name(),
+            args.workloads,
+            args.rounds
+        ),
+        &[
+            "round",
+            "payloads",
+            "runs/s",
+            "ms per run",
+            "p50 ms",
+            "p95 ms",
+            "single-run p50 ms",
+            "worker CPU ms / run",
+            "API CPU ms / run",
+        ],
+    );
+    let mut ratios = Vec::new();
+    for round in 1..=args.rounds {
+        let order = if round % 2 == 1 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut sides: [Option<Measured>; 2] = [None, None];
+        for encrypted in order {
+            let env: &[(String, String)] = if encrypted { &encrypted_env } else { &[] };
+            let measured = product(args, env)
+                .await
+                .with_context(|| format!("round {round}, encrypted: {encrypted}"))?;
+            sides[usize::from(encrypted)] = Some(measured);
+        }
+        let [Some(plain), Some(encrypted)] = sides else {
+            bail!("round {round} measured one side only");
+        };
+        for (name, m) in [("plain", &plain), ("encrypted", &encrypted)] {
+            t.row(vec![
+                round.to_string(),
+                name.to_owned(),
+                format!("{:.1}", m.runs_per_sec),
+                format!("{:.1}", ms_per_run(m)),
+                ms(m.batch.p50),
+                ms(m.batch.p95),
+                ms(m.single.p50),
+                format!("{:.1}", m.cpu[1]),
+                format!("{:.1}", m.cpu[2]),
+            ]);
+        }
+        let per_run = ratio(ms_per_run(&encrypted), ms_per_run(&plain));
+        let r = |a: Duration, b: Duration| ratio_cell(ratio(a.as_secs_f64(), b.as_secs_f64()));
+        t.row(vec![
+            round.to_string(),
+            "encrypted / plain".to_owned(),
+            ratio_cell(ratio(encrypted.runs_per_sec, plain.runs_per_sec)),
+            ratio_cell(per_run),
+            r(encrypted.batch.p50, plain.batch.p50),
+            r(encrypted.batch.p95, plain.batch.p95),
+            r(encrypted.single.p50, plain.single.p50),
+            ratio_cell(ratio(encrypted.cpu[1], plain.cpu[1])),
+            ratio_cell(ratio(encrypted.cpu[2], plain.cpu[2])),
+        ]);
+        ratios.push(per_run);
+    }
+    t.print();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let mut v = Table::new("Targets", &["target", "measured", "verdict"]);
+    v.row(vec![
+        format!("time per run encrypted <= {ENCRYPTION_TARGET} x plain (median of the rounds)"),
+        format!(
+            "{median:.2} x (rounds: {})",
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        verdict(median <= ENCRYPTION_TARGET),
+    ]);
+    v.print();
+    Ok(())
+}
+
 /// The baseline of `--shape` next to the product: what is left of the ratio is the product's
 /// own work (its database, files, observation), not its shape on Temporal.
 fn report_shape(shape: &str, p: &Measured, b: &Measured) {
@@ -180,7 +297,8 @@ fn completed_at(run: &serde_json::Value) -> anyhow::Result<SystemTime> {
     Ok(chrono::DateTime::parse_from_rfc3339(at)?.to_utc().into())
 }
 
-async fn product(args: &Args) -> anyhow::Result<Measured> {
+/// The product's side, its processes started with `env` besides.
+async fn product(args: &Args, env: &[(String, String)]) -> anyhow::Result<Measured> {
     // The engine's rate, not the API's pace of one tenant's submissions (20 a second by
     // default) …
     let unpaced = [
@@ -188,7 +306,8 @@ async fn product(args: &Args) -> anyhow::Result<Measured> {
         "RUNTIME_CLOUD_RUN_SUBMISSION_BURST",
     ]
     .map(|k| (k.to_owned(), "1000000".to_owned()));
-    let stack = Stack::start_with(args.db, unpaced.to_vec()).await?;
+    let env = unpaced.into_iter().chain(env.iter().cloned()).collect();
+    let stack = Stack::start_with(args.db, env).await?;
     // … nor the default quota's: every batch run may hold a lease at once, as
     // every baseline workflow runs at once.
     stack

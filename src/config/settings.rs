@@ -112,7 +112,7 @@ impl Setting {
     /// `{VAR}_FILE` names (one trailing line break dropped, as `kubectl create secret
     /// --from-file` and editors leave one). Both set is an error: which one wins would be a
     /// guess.
-    pub(super) fn from_environment(
+    pub(super) fn read_environment(
         &self,
         var: &impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Option<String>> {
@@ -732,7 +732,7 @@ pub(super) fn layer(
             continue;
         };
         let (table, leaf) = parent_table(&mut file, key)?;
-        if let Some(text) = setting.from_environment(&var)? {
+        if let Some(text) = setting.read_environment(&var)? {
             let value = setting
                 .kind
                 .read(&text)

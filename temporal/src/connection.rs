@@ -27,6 +27,10 @@ pub struct Connect {
     /// An API key, sent as `Authorization: Bearer …` over TLS (Temporal Cloud): with a key the
     /// connection is TLS even without [`Connect::tls`], verified against the system's roots.
     pub api_key: Option<String>,
+    /// Encrypt every payload with these keys before it leaves the process, and decrypt what
+    /// comes back ([`crate::codec`]): the client's data converter, which a worker built on the
+    /// client inherits. Plain payloads when `None`.
+    pub payload_keys: Option<crate::PayloadKeys>,
 }
 
 /// TLS to the frontend: whom to trust, the name to verify, and the client's own certificate
@@ -119,6 +123,11 @@ pub async fn connect_with(address: &str, namespace: &str, how: Connect) -> Resul
         .then(|| OpenTelemetryPlugin::builder().build());
     let options = ClientOptions::new(namespace.to_owned())
         .plugins(plugins)
+        .maybe_data_converter(
+            how.payload_keys
+                .as_ref()
+                .map(crate::PayloadKeys::data_converter),
+        )
         .build();
     Client::new(connection, options).map_err(|source| Error::Client {
         address: address.to_owned(),

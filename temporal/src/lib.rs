@@ -4,16 +4,19 @@
 //! # Layout
 //!
 //! - [`connection`]: connect a client to a frontend.
+//! - [`codec`]: workflow payloads encrypted (AES-256-GCM) before they leave the process.
 //! - [`worker`]: build and run the worker until shutdown.
 //! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
 //! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
 //!   the custom search attributes registered.
 
+pub mod codec;
 pub mod connection;
 pub mod dev_server;
 pub mod schedules;
 pub mod worker;
 
+pub use codec::PayloadKeys;
 pub use connection::{Connect, Tls, connect, connect_with, in_current_span};
 /// What Temporal says of a worker pool's task queue (its workers and backlog).
 pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
@@ -86,6 +89,41 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A payload key file cannot be read, or does not hold a 32-byte key in base64.
+    #[error("payload key {}: {reason}", path.display())]
+    PayloadKey {
+        /// The key file.
+        path: std::path::PathBuf,
+        /// What is wrong with it (never what it holds).
+        reason: String,
+    },
+    /// The payload keys given are none, or two share an id.
+    #[error("{0}")]
+    PayloadKeyIds(String),
+    /// A payload is encrypted with a key that is not configured.
+    #[error(
+        "a payload is encrypted with the key `{id}`, which is not among the payload keys ({})",
+        known.join(", ")
+    )]
+    UnknownPayloadKey {
+        /// The key id the payload names.
+        id: String,
+        /// The ids of the keys configured.
+        known: Vec<String>,
+    },
+    /// An encrypted payload does not decrypt with the key it names: it was altered, or
+    /// encrypted with another key of the same id.
+    #[error(
+        "a payload encrypted with the key `{id}` does not decrypt: it was altered, or \
+         encrypted with another key of that id"
+    )]
+    UndecryptablePayload {
+        /// The key id the payload names.
+        id: String,
+    },
+    /// An encrypted payload is not shaped as this codec writes them.
+    #[error("{0}")]
+    MalformedPayload(&'static str),
 }
 
 /// An error and its causes, `: `-separated: a transport error's own message ("transport

@@ -15,8 +15,10 @@ pub mod kube_stand_in;
 pub mod loopback;
 pub mod nats;
 pub mod oidc_provider_stand_in;
+pub mod pki;
 pub mod opa_stand_in;
 pub mod ports;
+pub mod postgres_tls;
 pub mod prometheus_stand_in;
 pub mod proxy;
 pub mod run_control_stand_in;
@@ -138,6 +140,8 @@ pub struct StackOptions {
     /// The tenants' suffix ([`Stack::tenant`]), when the test needs it before the processes
     /// start (a file they read names tenants); random otherwise.
     pub suffix: Option<String>,
+    /// A read DB of the test's own (a PostgreSQL that takes only TLS), instead of `db`'s.
+    pub database_url: Option<String>,
 }
 
 impl StackOptions {
@@ -205,7 +209,9 @@ impl Stack {
     /// A stack with options.
     pub async fn with(opts: StackOptions) -> Stack {
         let data_dir = tempfile::tempdir().expect("temp dir");
-        let database_url = match opts.db.unwrap_or(Db::Sqlite) {
+        let database_url = match (opts.database_url, opts.db.unwrap_or(Db::Sqlite)) {
+            (Some(url), _) => url,
+            (None, db) => match db {
             Db::Sqlite if opts.default_data_dir => format!(
                 "sqlite://{}?mode=rwc",
                 data_dir.path().join(".data/runtime-cloud.db").display()
@@ -214,7 +220,8 @@ impl Stack {
                 "sqlite://{}?mode=rwc",
                 data_dir.path().join("read.db").display()
             ),
-            Db::Postgres => fresh_postgres().await,
+                Db::Postgres => fresh_postgres().await,
+            },
         };
         let mut stack = Stack {
             task_queue: format!("test-{}", uuid::Uuid::new_v4().simple()),
@@ -476,6 +483,30 @@ impl Stack {
             &["factory.capacity.read", "factory.capacity.manage"],
             &["PlatformAdmin"],
         )
+    }
+
+    /// `GET /metrics` as a scraper does on the API's listener: with a `PlatformAdmin`'s token
+    /// (the metrics name every tenant).
+    pub async fn scrape(&self) -> String {
+        let token = self
+            .keys
+            .mint(
+                "prometheus",
+                "platform",
+                &["factory.meta.read".to_owned()],
+                &["PlatformAdmin".to_owned()],
+                3600,
+            )
+            .expect("mint token");
+        let res = self
+            .http
+            .get(format!("{}/metrics", self.base_url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("scrape");
+        assert_eq!(res.status(), 200, "GET /metrics");
+        res.text().await.expect("metrics text")
     }
 
     /// A client acting as `subject` in `tenant` with `scopes` and `roles`.
@@ -1147,6 +1178,19 @@ pub fn text(v: &Value) -> String {
 }
 
 /// Polls `check` until it returns Some, for at most `secs`.
+/// A production run of tenant `acme`: an environment registered and declared, the run planned,
+/// approved by an Operator and applied.
+pub async fn production_run(stack: &Stack) {
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    let run = api.plan_run("prod", "baseline").await;
+    api.wait_state(&run, "AwaitingApproval").await;
+    api.decide(&run, "approve").await.expect(202);
+    let applied = api.wait_state(&run, "Applied").await;
+    assert_eq!(applied["applyReceipt"]["result"], "succeeded", "{applied}");
+}
+
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,

@@ -10,6 +10,8 @@ pub struct Nats {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    /// A configuration file (`-c`), written by [`Nats::with_config`].
+    config: Option<std::path::PathBuf>,
 }
 
 impl Nats {
@@ -19,6 +21,25 @@ impl Nats {
             child: None,
             port,
             dir: tempfile::tempdir().expect("dir"),
+            config: None,
+        };
+        nats.restart();
+        nats
+    }
+
+    /// A server run with the configuration `config` gives for its port and JetStream store
+    /// directory (TLS, accounts, permissions: whatever the test is about).
+    pub fn with_config(config: impl FnOnce(u16, &std::path::Path) -> String) -> Nats {
+        let port = super::ports::free_port();
+        let dir = tempfile::tempdir().expect("dir");
+        let store = dir.path().join("jetstream");
+        let file = dir.path().join("nats.conf");
+        std::fs::write(&file, config(port, &store)).expect("nats.conf");
+        let mut nats = Nats {
+            child: None,
+            port,
+            dir,
+            config: Some(file),
         };
         nats.restart();
         nats
@@ -35,16 +56,21 @@ impl Nats {
 
     pub fn restart(&mut self) {
         let bin = std::env::var("NATS_SERVER").unwrap_or_else(|_| "nats-server".into());
-        let child = Command::new(bin)
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(self.dir.path())
+        let mut command = Command::new(bin);
+        match &self.config {
+            Some(file) => command.arg("-c").arg(file),
+            None => command
+                .args([
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-js",
+                    "-sd",
+                ])
+                .arg(self.dir.path()),
+        };
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -1,8 +1,8 @@
 //! A STAND-IN for a secured Temporal frontend, for tests only: TLS in front of the suite's
 //! plain-text dev server, as a self-hosted cluster with mutual TLS or Temporal Cloud with API
-//! keys presents itself. The certificates are made here (a CA, the proxy's certificate for
-//! `localhost`, a client certificate the CA signed, and a second CA that signed nothing of
-//! this proxy's) and written as PEM files for the product's settings.
+//! keys presents itself. Its certificates come from a [`Pki`] of its own: the CA, the proxy's
+//! certificate for `localhost`, a client certificate the CA signed, and a second CA that signed
+//! nothing, as PEM files for the product's settings.
 //!
 //! - [`Check::ClientCertificate`]: the TLS handshake requires a client certificate signed by
 //!   the CA; bytes then pass through unchanged to the dev server.
@@ -13,10 +13,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, combinators::BoxBody};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use super::pki::Pki;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
@@ -46,7 +43,7 @@ pub struct TlsProxy {
     /// `127.0.0.1:{port}`.
     pub addr: String,
     pub files: Files,
-    _dir: tempfile::TempDir,
+    _pki: Pki,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -56,33 +53,6 @@ impl Drop for TlsProxy {
             let _ = stop.send(());
         }
     }
-}
-
-fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-    let key = KeyPair::generate().expect("CA key");
-    let cert = params.self_signed(&key).expect("CA certificate");
-    (cert.pem(), Issuer::new(params, key))
-}
-
-/// A certificate for `names` signed by `issuer`, for `purpose`; PEM certificate and key.
-fn leaf(
-    names: &[&str],
-    purpose: ExtendedKeyUsagePurpose,
-    issuer: &Issuer<'static, KeyPair>,
-) -> (String, String) {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names).expect("params");
-    params.extended_key_usages = vec![purpose];
-    params.use_authority_key_identifier_extension = true;
-    let key = KeyPair::generate().expect("key");
-    let cert = params.signed_by(&key, issuer).expect("certificate");
-    (cert.pem(), key.serialize_pem())
 }
 
 fn certificates(pem: &str) -> Vec<pki_types::CertificateDer<'static>> {
@@ -96,28 +66,17 @@ impl TlsProxy {
     /// A proxy to `upstream` (the dev server's `host:port`) that requires `check`.
     pub fn start(upstream: &str, check: Check) -> TlsProxy {
         use pki_types::pem::PemObject;
-        let dir = tempfile::tempdir().expect("dir");
-        let (ca_pem, issuer) = ca("runtime-cloud test CA");
-        let (other_ca_pem, _) = ca("a CA nobody here trusts");
-        let (server_pem, server_key) = leaf(
-            &["localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &issuer,
-        );
-        let (client_pem, client_key) =
-            leaf(&["runtime-cloud-worker"], ExtendedKeyUsagePurpose::ClientAuth, &issuer);
-        let write = |name: &str, text: &str| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, text).expect("PEM file");
-            path
-        };
+        let pki = Pki::new();
+        let (server_cert, server_key) = pki.server();
+        let (client_cert, client_key) = pki.client("runtime-cloud-worker");
+        let read = |p: &PathBuf| std::fs::read_to_string(p).expect("PEM file");
+        let (ca_pem, server_pem, server_key) = (read(&pki.ca), read(&server_cert), read(&server_key));
         let files = Files {
-            ca: write("ca.pem", &ca_pem),
-            client_cert: write("client.pem", &client_pem),
-            client_key: write("client.key", &client_key),
-            other_ca: write("other-ca.pem", &other_ca_pem),
+            ca: pki.ca.clone(),
+            client_cert,
+            client_key,
+            other_ca: pki.other_ca.clone(),
         };
-
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -171,7 +130,7 @@ impl TlsProxy {
         TlsProxy {
             addr,
             files,
-            _dir: dir,
+            _pki: pki,
             stop: Some(stop),
         }
     }

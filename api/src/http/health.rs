@@ -28,6 +28,9 @@ pub struct Readiness {
     /// `ok` or `unavailable`.
     status: &'static str,
     checks: ReadinessChecks,
+    /// Why NATS refuses the inbound consumer (a credential, a TLS handshake), when it does.
+    #[serde(rename = "natsRefusal", skip_serializing_if = "Option::is_none")]
+    nats_refusal: Option<String>,
 }
 
 /// Each dependency readiness checks.
@@ -37,6 +40,10 @@ pub struct ReadinessChecks {
     database: bool,
     /// The Temporal frontend answers a visibility query within 2 s.
     temporal: bool,
+    /// NATS accepts the inbound consumer's credential and TLS (absent without NATS; a
+    /// network outage does not make the API unready, a refused credential does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats: Option<bool>,
 }
 
 /// Whether the read DB answers a ping and the Temporal frontend a visibility query within 2 s.
@@ -60,15 +67,16 @@ async fn live() -> Json<Liveness> {
     Json(Liveness { status: "ok" })
 }
 
-/// Readiness: the read DB and the Temporal frontend answer; each is reported (a Kubernetes
-/// readiness probe). No token.
+/// Readiness: the read DB and the Temporal frontend answer, and NATS (when configured) does not
+/// refuse the product's credential; each is reported (a Kubernetes readiness probe). No token.
 #[utoipa::path(operation_id = "readiness", get, path = "/readyz", tag = "operations", responses(
     (status = 200, description = "Ready to serve", body = Readiness),
     (status = 503, description = "A dependency does not answer; `checks` says which", body = Readiness),
 ))]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let (db, temporal) = dependencies(&state).await;
-    let ok = db && temporal;
+    let nats_refusal = state.nats_refusal.reason();
+    let ok = db && temporal && nats_refusal.is_none();
     let status = if ok {
         StatusCode::OK
     } else {
@@ -79,7 +87,9 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
         checks: ReadinessChecks {
             database: db,
             temporal,
+            nats: state.nats_configured.then_some(nats_refusal.is_none()),
         },
+        nats_refusal,
     };
     (status, Json(readiness))
 }

@@ -1,5 +1,11 @@
 //! `GET /metrics`: Prometheus text exposition of the spec's metrics and HTTP request durations.
 //!
+//! The metrics name every tenant and project (the spec's `tenant` dimension), so the API's
+//! public listener never answers them to an anonymous caller: with an internal listener
+//! configured (`RUNTIME_CLOUD_METRICS_LISTEN`, [`internal_router`]) they are served there only,
+//! and the public route is 404; without one, the public route needs a token with the
+//! `factory.meta.read` scope and the `PlatformAdmin` role (a scraper's bearer token).
+//!
 //! The domain metrics are read from the read DB at scrape time, so every API replica reports
 //! the same true values whichever process made the change: from the counts the database keeps
 //! as rows change (`runtime_cloud_store::metrics`), a few small indexed reads however many runs,
@@ -7,6 +13,8 @@
 //! (runs that ended, proposals raised), so they only go up. HTTP durations are this process's
 //! own.
 
+use crate::auth::{MetaRead, Scoped};
+use crate::openapi::Problems;
 use crate::{AppState, Error};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
@@ -27,8 +35,20 @@ const BUCKETS: &[f64] = &[
 ];
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(metrics))
+    OpenApiRouter::new().routes(routes!(metrics_for_a_token))
 }
+
+/// The internal listener's routes: `GET /metrics` without a token, for a scraper that reaches
+/// that address only (a NetworkPolicy, a private interface).
+pub fn internal_router(state: AppState) -> axum::Router {
+    let (router, _internal_document) = OpenApiRouter::new()
+        .routes(routes!(metrics))
+        .split_for_parts();
+    router.with_state(state)
+}
+
+/// The roles whose tokens may read every tenant's metrics on the public listener.
+pub const METRICS_READERS: &[&str] = &["PlatformAdmin"];
 
 /// A cumulative histogram.
 #[derive(Debug, Clone, Default)]
@@ -124,10 +144,32 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 
 /// Prometheus text exposition: the spec's provisioning and runtime metrics, read from the read
 /// tables at scrape time (so every API replica reports the same), and this process's HTTP
-/// request durations. No token.
-#[utoipa::path(operation_id = "metrics", get, path = "/metrics", tag = "operations", responses(
-    (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
-))]
+/// request durations. Every tenant's: a token with the `PlatformAdmin` role; 404 when the
+/// metrics are served on the internal listener instead.
+#[utoipa::path(operation_id = "metrics", get, path = "/metrics", tag = "operations",
+    security(("bearer" = ["factory.meta.read"])),
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
+        Problems<401>, Problems<403>, Problems<404>, Problems<500>,
+    ))]
+async fn metrics_for_a_token(
+    state: State<AppState>,
+    auth: Scoped<MetaRead>,
+) -> Result<Response, Error> {
+    if state.metrics_internal {
+        return Err(Error::NotFound(
+            "the metrics are served on the internal listener".into(),
+        ));
+    }
+    auth.require_role(METRICS_READERS)?;
+    metrics(state).await
+}
+
+/// The exposition itself; on the internal listener, without a token.
+#[utoipa::path(operation_id = "internalMetrics", get, path = "/metrics", tag = "operations",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
+    ))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     let db = &state.db;
     let now = Utc::now();

@@ -8,6 +8,7 @@
 
 mod approvals;
 mod capacity;
+mod codec;
 mod console;
 mod drift_rules;
 mod environments;
@@ -57,6 +58,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(capacity::router())
         .merge(proposals::router())
         .merge(metrics::router())
+        .merge(codec::router())
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(openapi::docs))
 }
@@ -80,6 +82,17 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves the API on `listener` until `shutdown` resolves.
+/// Serves the internal listener (`/metrics` without a token) until `shutdown`.
+pub async fn serve_internal(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics::internal_router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 pub async fn serve(
     listener: TcpListener,
     state: AppState,

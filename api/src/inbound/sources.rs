@@ -21,10 +21,10 @@
 //! events = ["runcontrol.approvals.v1.approval-decided"]
 //! ```
 //!
-//! A PEM file holds one public key (P-256 for ES256, RSA for RS256, Ed25519 for EdDSA); its
-//! file name without the extension is its key id, so a token naming a `kid` is checked with
-//! that key only. A JWKS is fetched at start and again when a token names a key it does not
-//! hold (`auth::jwks`).
+//! A PEM file holds one public key (P-256 for ES256, RSA for RS256, Ed25519 for EdDSA); a
+//! relative path is beside the sources file. Its file name without the extension is its key
+//! id, so a token naming a `kid` is checked with that key only. A JWKS is fetched at start and
+//! again when a token names a key it does not hold (`auth::jwks`).
 
 use crate::auth::jwks::Jwks;
 use anyhow::{Context, bail};
@@ -153,7 +153,9 @@ impl Sources {
                     source
                         .pem_files
                         .iter()
-                        .map(|f| pem_key(f))
+                        // A relative key file is beside the sources file, wherever the
+                        // process runs.
+                        .map(|f| pem_key(&path.parent().unwrap_or(Path::new("")).join(f)))
                         .collect::<anyhow::Result<_>>()
                         .with_context(context)?,
                 ),
