@@ -20,8 +20,8 @@
 mod settings;
 
 pub use settings::{
-    CONFIG_FILE, FILE_SUFFIX, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG,
-    SETTINGS, Setting, Source, TEMPORAL_CLI, markdown,
+    CONFIG_FILE, FILE_SUFFIX, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG, SETTINGS,
+    Setting, Source, TEMPORAL_CLI, markdown,
 };
 
 /// Every environment variable the binary reads: each setting's, and a secret's `…_FILE`.
@@ -353,9 +353,10 @@ impl Config {
         let url = self.nats_url.clone()?;
         Some(runtime_cloud_activities::nats::NatsOptions {
             url,
-            user: self.nats_user.clone().map(|user| {
-                (user, self.nats_password.clone().unwrap_or_default())
-            }),
+            user: self
+                .nats_user
+                .clone()
+                .map(|user| (user, self.nats_password.clone().unwrap_or_default())),
             token: self.nats_token.clone(),
             nkey_seed: self.nats_nkey_seed.clone(),
             creds_file: self.nats_creds_file.clone(),
@@ -435,7 +436,10 @@ mod tests {
         .unwrap_err();
         assert!(format!("{both:#}").contains("both set"), "{both:#}");
         let missing = load("", &[("DATABASE_URL_FILE", "/nonexistent/db-url")]).unwrap_err();
-        assert!(format!("{missing:#}").contains("DATABASE_URL_FILE"), "{missing:#}");
+        assert!(
+            format!("{missing:#}").contains("DATABASE_URL_FILE"),
+            "{missing:#}"
+        );
         // Only secrets have a file variable: every other one is read as it is.
         assert!(variables().contains("RUNTIME_CLOUD_RUN_CONTROL_TOKEN_FILE"));
         assert!(!variables().contains("TEMPORAL_ADDRESS_FILE"));
@@ -503,7 +507,9 @@ mod tests {
             );
 
             let (text, expected) = match s.kind {
-                Kind::Text | Kind::Secret => ("set-by-the-test", toml::Value::from("set-by-the-test")),
+                Kind::Text | Kind::Secret => {
+                    ("set-by-the-test", toml::Value::from("set-by-the-test"))
+                }
                 Kind::Positive => ("7.5", toml::Value::Float(7.5)),
                 Kind::Bool if s.default == Some("true") => ("false", toml::Value::Boolean(false)),
                 Kind::Bool => ("true", toml::Value::Boolean(true)),

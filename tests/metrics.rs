@@ -135,7 +135,12 @@ async fn metrics_are_never_public_on_the_api_listener() {
     assert_eq!(anonymous.status(), 401);
     let operator = stack.operator("acme").get("/metrics").await;
     assert_eq!(operator.status, 403, "{:?}", operator.body);
-    assert!(stack.scrape().await.contains("connectsoft_factory_provisioning_runs_total"));
+    assert!(
+        stack
+            .scrape()
+            .await
+            .contains("connectsoft_factory_provisioning_runs_total")
+    );
 
     let internal = format!("127.0.0.1:{}", crate::common::ports::free_port());
     let stack = Stack::with(StackOptions::with_env(
@@ -155,5 +160,8 @@ async fn metrics_are_never_public_on_the_api_listener() {
         .expect("the internal listener answers");
     assert_eq!(scraped.status(), 200);
     let text = scraped.text().await.expect("text");
-    assert!(text.contains("connectsoft_factory_provisioning_runs_total"), "{text}");
+    assert!(
+        text.contains("connectsoft_factory_provisioning_runs_total"),
+        "{text}"
+    );
 }

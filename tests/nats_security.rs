@@ -111,7 +111,10 @@ accounts {{
             nkey.public_key()
         )
     });
-    let url = format!("tls://127.0.0.1:{}", nats.addr().rsplit(':').next().unwrap_or_default());
+    let url = format!(
+        "tls://127.0.0.1:{}",
+        nats.addr().rsplit(':').next().unwrap_or_default()
+    );
     let (client_cert, client_key) = pki.client("runtime-cloud");
     let dir = tempfile::tempdir().expect("dir");
     let password = dir.path().join("nats-password");
@@ -121,8 +124,14 @@ accounts {{
     let tls = vec![
         ("NATS_URL".to_owned(), url.clone()),
         ("NATS_TLS_CA_FILE".to_owned(), pki.ca.display().to_string()),
-        ("NATS_TLS_CERT_FILE".to_owned(), client_cert.display().to_string()),
-        ("NATS_TLS_KEY_FILE".to_owned(), client_key.display().to_string()),
+        (
+            "NATS_TLS_CERT_FILE".to_owned(),
+            client_cert.display().to_string(),
+        ),
+        (
+            "NATS_TLS_KEY_FILE".to_owned(),
+            client_key.display().to_string(),
+        ),
     ];
     let with = |more: &[(&str, String)]| {
         let mut env = tls.clone();
@@ -158,11 +167,14 @@ accounts {{
                                      "workloads": [{ "name": "api", "kind": "deployment",
                                                      "version": "1.0.0", "replicas": 1 }] } } });
     let js = async_nats::jetstream::new(source.clone());
-    js.publish("environment.environments.v1.environment-created", created.to_string().into())
-        .await
-        .expect("publish")
-        .await
-        .expect("stored");
+    js.publish(
+        "environment.environments.v1.environment-created",
+        created.to_string().into(),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("stored");
     let api = stack.operator("acme");
     let run = eventually(60, "the run the event planned", || {
         let api = api.clone();
@@ -196,11 +208,7 @@ accounts {{
     drop(stack);
 
     // An NKey seed, from a file.
-    let stack = Stack::with(with(&[(
-        "NATS_NKEY_SEED_FILE",
-        seed.display().to_string(),
-    )]))
-    .await;
+    let stack = Stack::with(with(&[("NATS_NKEY_SEED_FILE", seed.display().to_string())])).await;
     consumer_connected(&stack).await;
     drop(stack);
 

@@ -112,4 +112,3 @@ async fn an_api_key_is_sent_as_temporal_cloud_expects() {
         "{refused}"
     );
 }
-

@@ -61,7 +61,10 @@ impl NatsOptions {
         let mut options = async_nats::ConnectOptions::new();
         if let Some(path) = &self.creds_file {
             options = options.credentials_file(path).await.map_err(|e| {
-                failed(format!("reading the credentials {}: {e}", path.display()), true)
+                failed(
+                    format!("reading the credentials {}: {e}", path.display()),
+                    true,
+                )
             })?;
         }
         if let Some((user, password)) = &self.user {
@@ -112,7 +115,9 @@ fn refused_by_tls(e: &(dyn std::error::Error + 'static)) -> bool {
             return true;
         }
         if let Some(io) = error.downcast_ref::<std::io::Error>()
-            && io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
         {
             return true;
         }

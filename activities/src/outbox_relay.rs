@@ -10,8 +10,8 @@
 //! publish the same row at the same time. When NATS is down the relay backs off and retries;
 //! the API and the workflows keep writing to the outbox meanwhile.
 
-use crate::nats::NatsOptions;
 use crate::Error;
+use crate::nats::NatsOptions;
 use chrono::Utc;
 use runtime_cloud_store::entities::outbox_events as outbox;
 use sea_orm::sea_query::LockBehavior;

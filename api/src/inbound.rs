@@ -149,7 +149,9 @@ pub async fn run(
         let round = async {
             let client = nats.connect().await.map_err(|e| {
                 // A refused credential or TLS handshake keeps the API unready, saying why.
-                state.nats_refusal.set(e.misconfigured.then(|| e.to_string()));
+                state
+                    .nats_refusal
+                    .set(e.misconfigured.then(|| e.to_string()));
                 e.to_string()
             })?;
             state.nats_refusal.set(None);

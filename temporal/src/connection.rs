@@ -49,9 +49,15 @@ pub struct Tls {
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
-            .field("ca", &self.ca.as_ref().map(|c| format!("{} bytes", c.len())))
+            .field(
+                "ca",
+                &self.ca.as_ref().map(|c| format!("{} bytes", c.len())),
+            )
             .field("server_name", &self.server_name)
-            .field("client", &self.client.as_ref().map(|_| "certificate and key"))
+            .field(
+                "client",
+                &self.client.as_ref().map(|_| "certificate and key"),
+            )
             .finish()
     }
 }

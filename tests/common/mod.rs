@@ -15,8 +15,8 @@ pub mod kube_stand_in;
 pub mod loopback;
 pub mod nats;
 pub mod oidc_provider_stand_in;
-pub mod pki;
 pub mod opa_stand_in;
+pub mod pki;
 pub mod ports;
 pub mod postgres_tls;
 pub mod prometheus_stand_in;
@@ -212,14 +212,14 @@ impl Stack {
         let database_url = match (opts.database_url, opts.db.unwrap_or(Db::Sqlite)) {
             (Some(url), _) => url,
             (None, db) => match db {
-            Db::Sqlite if opts.default_data_dir => format!(
-                "sqlite://{}?mode=rwc",
-                data_dir.path().join(".data/runtime-cloud.db").display()
-            ),
-            Db::Sqlite => format!(
-                "sqlite://{}?mode=rwc",
-                data_dir.path().join("read.db").display()
-            ),
+                Db::Sqlite if opts.default_data_dir => format!(
+                    "sqlite://{}?mode=rwc",
+                    data_dir.path().join(".data/runtime-cloud.db").display()
+                ),
+                Db::Sqlite => format!(
+                    "sqlite://{}?mode=rwc",
+                    data_dir.path().join("read.db").display()
+                ),
                 Db::Postgres => fresh_postgres().await,
             },
         };

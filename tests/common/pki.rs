@@ -24,7 +24,10 @@ fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, name);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let key = KeyPair::generate().expect("CA key");
     let cert = params.self_signed(&key).expect("CA certificate");
     (cert.pem(), Issuer::new(params, key))
@@ -49,7 +52,12 @@ impl Pki {
 
     /// A certificate for `names` (DNS names or IP addresses) signed by the CA, for `purpose`,
     /// written as `{file}.pem` and `{file}.key`: their paths.
-    fn leaf(&self, file: &str, names: &[&str], purpose: ExtendedKeyUsagePurpose) -> (PathBuf, PathBuf) {
+    fn leaf(
+        &self,
+        file: &str,
+        names: &[&str],
+        purpose: ExtendedKeyUsagePurpose,
+    ) -> (PathBuf, PathBuf) {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names).expect("params");
         params.extended_key_usages = vec![purpose];
@@ -65,7 +73,11 @@ impl Pki {
 
     /// A server certificate for `localhost` and `127.0.0.1`.
     pub fn server(&self) -> (PathBuf, PathBuf) {
-        self.leaf("server", &["localhost", "127.0.0.1"], ExtendedKeyUsagePurpose::ServerAuth)
+        self.leaf(
+            "server",
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
     }
 
     /// A client certificate for `name`.

@@ -22,7 +22,11 @@ fn bin(name: &str) -> PathBuf {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     versions.sort();
-    versions.last().expect("a PostgreSQL version").join("bin").join(name)
+    versions
+        .last()
+        .expect("a PostgreSQL version")
+        .join("bin")
+        .join(name)
 }
 
 /// `command` as the `postgres` user.
@@ -79,7 +83,14 @@ impl TlsPostgres {
             .arg("-D")
             .arg(&data)
             .args(["-p", &port.to_string()])
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "ssl=on"])
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "ssl=on",
+            ])
             .arg("-c")
             .arg(format!("unix_socket_directories={}", dir.path().display()))
             .arg("-c")
@@ -106,7 +117,10 @@ impl TlsPostgres {
             if ready {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "postgres did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "postgres did not start"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         server
@@ -114,7 +128,10 @@ impl TlsPostgres {
 
     /// The URL of its `postgres` database with `query` (`sslmode=…`).
     pub fn url(&self, query: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres?{query}", self.port)
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?{query}",
+            self.port
+        )
     }
 }
 

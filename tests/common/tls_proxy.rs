@@ -10,10 +10,10 @@
 //!   `authorization: Bearer <key>`, as Temporal Cloud checks it, else it is answered with gRPC
 //!   status 16 (UNAUTHENTICATED); accepted requests are forwarded to the dev server.
 
+use super::pki::Pki;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, combinators::BoxBody};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use super::pki::Pki;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
@@ -70,7 +70,8 @@ impl TlsProxy {
         let (server_cert, server_key) = pki.server();
         let (client_cert, client_key) = pki.client("runtime-cloud-worker");
         let read = |p: &PathBuf| std::fs::read_to_string(p).expect("PEM file");
-        let (ca_pem, server_pem, server_key) = (read(&pki.ca), read(&server_cert), read(&server_key));
+        let (ca_pem, server_pem, server_key) =
+            (read(&pki.ca), read(&server_cert), read(&server_key));
         let files = Files {
             ca: pki.ca.clone(),
             client_cert,
@@ -165,33 +166,38 @@ async fn serve_with_key(
             .http2_only(true)
             .build_http();
     let expected = format!("Bearer {key}");
-    let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-        let client = client.clone();
-        let allowed = request
-            .headers()
-            .get("authorization")
-            .is_some_and(|v| v.as_bytes() == expected.as_bytes());
-        let upstream = upstream.clone();
-        async move {
-            if !allowed {
-                let refused = hyper::Response::builder()
-                    .header("content-type", "application/grpc")
-                    .header("grpc-status", "16")
-                    .header("grpc-message", "missing or wrong API key")
-                    .body(Empty::<Bytes>::new().map_err(|never| match never {}).boxed())
-                    .expect("response");
-                return Ok::<_, hyper_util::client::legacy::Error>(refused);
+    let service =
+        hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            let client = client.clone();
+            let allowed = request
+                .headers()
+                .get("authorization")
+                .is_some_and(|v| v.as_bytes() == expected.as_bytes());
+            let upstream = upstream.clone();
+            async move {
+                if !allowed {
+                    let refused = hyper::Response::builder()
+                        .header("content-type", "application/grpc")
+                        .header("grpc-status", "16")
+                        .header("grpc-message", "missing or wrong API key")
+                        .body(
+                            Empty::<Bytes>::new()
+                                .map_err(|never| match never {})
+                                .boxed(),
+                        )
+                        .expect("response");
+                    return Ok::<_, hyper_util::client::legacy::Error>(refused);
+                }
+                let path = request
+                    .uri()
+                    .path_and_query()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_default();
+                *request.uri_mut() = format!("http://{upstream}{path}").parse().expect("uri");
+                let answer = client.request(request).await?;
+                Ok(answer.map(|body| body.boxed()) as hyper::Response<Body>)
             }
-            let path = request
-                .uri()
-                .path_and_query()
-                .map(|p| p.as_str().to_owned())
-                .unwrap_or_default();
-            *request.uri_mut() = format!("http://{upstream}{path}").parse().expect("uri");
-            let answer = client.request(request).await?;
-            Ok(answer.map(|body| body.boxed()) as hyper::Response<Body>)
-        }
-    });
+        });
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .serve_connection(TokioIo::new(tls), service)
         .await;
