@@ -621,3 +621,93 @@ async fn the_production_commands_refuse_to_take_unsigned_approvals() {
         );
     }
 }
+
+/// RunControlService's keys published as a JWKS (the OIDC provider stand-in serves one): a
+/// decision it signed with a key of that set approves the waiting run. Where RunControlService
+/// is configured, an unsigned approval that names its `approvalId` is claimed there instead,
+/// and the run applies with the grantor RunControlService holds.
+#[tokio::test]
+async fn a_decision_is_proven_by_a_jwks_key_or_claimed_at_run_control() {
+    use crate::common::oidc_provider_stand_in::OidcProviderStandIn;
+    use crate::common::run_control_stand_in::{RunControlStandIn, TOKEN};
+    let nats = Nats::start();
+    let keys = OidcProviderStandIn::start(&["ec-2026-a"]).await;
+    let rc = RunControlStandIn::start().await;
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let dir = tempfile::tempdir().expect("dir");
+    let sources = dir.path().join("sources.toml");
+    std::fs::write(
+        &sources,
+        format!(
+            "[[source]]\nname = \"run-control\"\nissuer = \"{RUN_CONTROL}\"\n\
+             jwks_url = \"{}/protocol/openid-connect/certs\"\ntenants = [\"acme-{suffix}\"]\n\
+             events = [\"{APPROVAL_DECIDED}\"]\n",
+            keys.issuer
+        ),
+    )
+    .expect("sources file");
+    let stack = Stack::with(StackOptions {
+        env: vec![
+            ("NATS_URL".into(), nats.url()),
+            (
+                "RUNTIME_CLOUD_INBOUND_SOURCES".into(),
+                sources.display().to_string(),
+            ),
+            ("RUNTIME_CLOUD_RUN_CONTROL_URL".into(), rc.url.clone()),
+            ("RUNTIME_CLOUD_RUN_CONTROL_TOKEN".into(), TOKEN.into()),
+        ],
+        suffix: Some(suffix),
+        ..Default::default()
+    })
+    .await;
+    let api = stack.operator("acme");
+    api.environment("prod", "production").await;
+    api.declare("prod", &[("api", "1.0.0", 2)]).await;
+    let decided = |run: &str, waiting: &Value| {
+        json!({ "tenantId": stack.tenant("acme"), "provisioningRunId": run,
+                "decision": "approve", "decidedBy": "cab-chair", "decidedByRoles": ["Operator"],
+                "reason": "CHG-77", "inputsHash": waiting["planReceipt"]["inputsHash"] })
+    };
+
+    // Signed with the JWKS's key.
+    let run = api.plan_run("prod", "baseline").await;
+    let waiting = api.wait_state(&run, "AwaitingApproval").await;
+    let mut data = decided(&run, &waiting);
+    let expires = chrono::Utc::now().timestamp() + 600;
+    let claims = runtime_cloud_api::inbound::sign::claims(
+        APPROVAL_DECIDED,
+        &data,
+        RUN_CONTROL,
+        "runtime-cloud",
+        expires,
+    )
+    .expect("claims");
+    data["signature"] = json!(keys.sign("ec-2026-a", &claims));
+    publish(&nats, "jwks-1", APPROVAL_DECIDED, data, "j1").await;
+    let applied = api.wait_state(&run, "Applied").await;
+    assert_eq!(
+        applied["approval"]["decision"]["approver"], "cab-chair",
+        "{applied}"
+    );
+
+    // RunControlService's own approval, by id.
+    let run = api.plan_run("prod", "promotion").await;
+    let waiting = api.wait_state(&run, "AwaitingApproval").await;
+    let approval_id = uuid::Uuid::new_v4().to_string();
+    rc.hold(json!({
+        "approvalId": approval_id, "tenantId": stack.tenant("acme"), "environmentId": "prod",
+        "class": "production", "decision": "approve", "grantedBy": "change-board",
+        "grantedByRoles": ["Operator"], "reason": "CAB-78", "source": "run-control",
+        "decidedAt": chrono::Utc::now(),
+        "expiresAt": chrono::Utc::now() + chrono::Duration::hours(1),
+    }));
+    let mut data = decided(&run, &waiting);
+    data["approvalId"] = json!(approval_id);
+    publish(&nats, "rc-1", APPROVAL_DECIDED, data, "r1").await;
+    let applied = api.wait_state(&run, "Applied").await;
+    assert_eq!(
+        applied["approval"]["decision"]["approver"], "change-board",
+        "the grantor RunControlService holds: {applied}"
+    );
+    assert_eq!(rc.claims()[0]["body"]["runId"], run.as_str());
+}
