@@ -5,7 +5,10 @@
 //! client to what it sends and reads (starts, signals, queries, schedules, describe) and, since
 //! a worker inherits its client's converter, by every worker at its boundary with Core: each
 //! activation and activity task is decoded before workflow or activity code sees it, each
-//! completion and heartbeat encoded before Core sends it. Temporal stores ciphertext only.
+//! completion and heartbeat encoded before Core sends it. Temporal stores the payloads as
+//! ciphertext; what is not a payload stays plain: workflow and activity ids and types, task
+//! queues, search attributes (the SDK never encodes them: Temporal indexes them), and failures'
+//! messages and stack traces ([`PayloadKeys::data_converter`] says why).
 //!
 //! An encrypted payload has the metadata Temporal's samples use, `encoding: binary/encrypted`
 //! and `encryption-key-id: <id>`, and its data is a random 96-bit nonce followed by the
@@ -134,13 +137,15 @@ impl PayloadKeys {
         self.keys.iter().map(|k| k.id.as_str())
     }
 
-    /// A data converter that encrypts with these keys: the default payload converter, and
-    /// failures' messages and stack traces moved into an encoded (so encrypted) attribute
-    /// payload, since they can quote what a payload holds.
+    /// A data converter that encrypts with these keys, the SDK's default payload and failure
+    /// converters around it. A failure's message and stack trace stay plain: the SDK can move
+    /// them into an encoded attribute (`DefaultFailureConverter::new(true)`), but the
+    /// workflows then read "Encoded failure" for an activity's error (SDK 1.1.1), and the runs'
+    /// recorded reasons with them.
     pub fn data_converter(&self) -> DataConverter {
         DataConverter::new(
             PayloadConverter::default(),
-            DefaultFailureConverter::new(true),
+            DefaultFailureConverter::default(),
             self.clone(),
         )
     }
