@@ -108,6 +108,15 @@ async fn publish_event(nats: &Nats, event: &Value) {
     .await;
 }
 
+/// A subscription to every dead letter, taken before anything is published.
+async fn dead_letters(nats: &Nats) -> async_nats::Subscriber {
+    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
+    client
+        .subscribe("runtime-cloud.dead-letter.>")
+        .await
+        .expect("subscribe")
+}
+
 /// The next `n` dead letters' reasons.
 async fn dead_reasons(dead: &mut async_nats::Subscriber, n: usize) -> Vec<String> {
     let mut reasons = Vec::new();
@@ -279,11 +288,7 @@ async fn an_inbound_event_has_its_effect_once_under_redelivery_and_while_the_api
 async fn a_malformed_event_lands_on_the_dead_letter_subject_with_the_reason() {
     let nats = Nats::start();
     let stack = stack(&nats).await;
-    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
-    let mut dead = client
-        .subscribe("runtime-cloud.dead-letter.>")
-        .await
-        .expect("subscribe");
+    let mut dead = dead_letters(&nats).await;
     publish_raw(
         &nats,
         "environment.environments.v1.environment-created",
@@ -344,11 +349,7 @@ async fn a_decision_from_run_control_approves_the_production_run_that_waits() {
     api.declare("prod", &[("api", "1.0.0", 2)]).await;
     let run = api.plan_run("prod", "baseline").await;
     let waiting = api.wait_state(&run, "AwaitingApproval").await;
-    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
-    let mut dead = client
-        .subscribe("runtime-cloud.dead-letter.>")
-        .await
-        .expect("subscribe");
+    let mut dead = dead_letters(&nats).await;
     let decided = json!({ "tenantId": stack.tenant("acme"), "provisioningRunId": run,
                           "decision": "approve", "decidedBy": "cab-chair", "decidedByRoles": ["Operator"],
                           "reason": "CHG-1234", "inputsHash": waiting["planReceipt"]["inputsHash"] });
@@ -445,11 +446,7 @@ async fn a_production_promotion_spends_the_promotions_approval_only_when_it_veri
 async fn a_forged_approval_never_applies_and_a_signed_one_applies_once() {
     let nats = Nats::start();
     let stack = stack(&nats).await;
-    let client = async_nats::connect(nats.url()).await.expect("connect NATS");
-    let mut dead = client
-        .subscribe("runtime-cloud.dead-letter.>")
-        .await
-        .expect("subscribe");
+    let mut dead = dead_letters(&nats).await;
     let acme = stack.operator("acme");
     acme.environment("prod", "production").await;
     let globex = stack.operator("globex");
