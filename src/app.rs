@@ -44,12 +44,31 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-/// Applies every pending migration.
+/// Applies every pending migration, and says in one line where the read DB stands
+/// (sea-orm-migration's own lines, several for each migration, are left out by `RUST_LOG`'s
+/// default).
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
+    let pending = Migrator::get_pending_migrations(&db)
+        .await
+        .context("reading the read DB's migrations")?
+        .len();
     Migrator::up(&db, None)
         .await
         .context("migrating the read DB")?;
+    let applied = Migrator::get_applied_migrations(&db)
+        .await
+        .context("reading the read DB's migrations")?;
+    let version = applied
+        .last()
+        .map(|m| m.name().to_owned())
+        .unwrap_or_default();
+    tracing::info!(
+        version,
+        migrated = pending,
+        "read DB at version {} ({version}), {pending} migrated now",
+        applied.len()
+    );
     Ok(())
 }
 
@@ -449,6 +468,16 @@ pub async fn run_dev(
         runtime_cloud_temporal::dev_server::ensure(&config.data_dir, temporal_port, ui_port)
             .await?;
     config.temporal_address = server.address.clone();
+    if !server.owned() {
+        let client = connect_temporal(&config).await?;
+        runtime_cloud_temporal::dev_server::refuse_shared(
+            &client,
+            &config.temporal_address,
+            &config.task_queue,
+            &config.data_dir,
+        )
+        .await?;
+    }
     migrate(&config).await?;
     let scopes: Vec<String> = ALL_SCOPES.iter().map(|s| s.to_string()).collect();
     let token = mint_token(

@@ -328,6 +328,9 @@ impl Config {
             }),
             api_key: self.temporal_api_key.clone(),
             payload_keys: self.payload_keys()?,
+            // The data dir tells two `runtime-cloud dev` on one server apart
+            // (`dev_server::refuse_shared`).
+            identity: Some(runtime_cloud_temporal::dev_server::identity(&self.data_dir)),
         })
     }
 

@@ -131,9 +131,7 @@ impl CapacityActivitiesImpl {
     ) -> Result<LeaseAnswer, ActivityError> {
         let txn = begin_write(&self.db).await.map_err(store_failed)?;
         let lease = self.lease_in(&txn, req).await?;
-        runtime_cloud_store::commit(txn)
-            .await
-            .map_err(store_failed)?;
+        txn.commit().await.map_err(|e| store_failed(e.into()))?;
         self.leased(lease).await
     }
 
@@ -156,9 +154,7 @@ impl CapacityActivitiesImpl {
         } else {
             None
         };
-        runtime_cloud_store::commit(txn)
-            .await
-            .map_err(store_failed)?;
+        txn.commit().await.map_err(|e| store_failed(e.into()))?;
         // Waiters promoted are told once the transaction committed, as a take alone does.
         let lock = self.semaphores.taken(&req.lock, lock).await?;
         let lease = match lease {

@@ -120,7 +120,7 @@ pub async fn publish_batch(
         done.update(&txn).await?;
         published += 1;
     }
-    runtime_cloud_store::commit(txn).await?;
+    txn.commit().await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(published),

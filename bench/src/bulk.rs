@@ -185,7 +185,7 @@ where
                 .await?;
             i = end;
         }
-        runtime_cloud_store::commit(txn).await?;
+        txn.commit().await?;
     }
     Ok(())
 }

@@ -1,10 +1,9 @@
 //! What one statement costs the product on SQLite, apart from what SQLite does: the read of an
 //! environment's row, which a run makes five times, outside a transaction and inside one,
-//! through the store's connection (`store::connect`: sea-orm onto SQLite in the calling
-//! thread) and through sqlx's pool as the store connected until session 36 (sea-orm, sqlx's
-//! pool and its connection thread), next to the same `SELECT` prepared once on a rusqlite
-//! connection to the same file, in the calling thread. Each way decodes the same row into the
-//! same entity model. CPU is this process's, every thread (sqlx's connection thread is one).
+//! through the store's pool (`store::connect`: sea-orm onto sqlx's pool and its connection
+//! thread), next to the same `SELECT` prepared once on a rusqlite connection to the same file,
+//! in the calling thread. Each way decodes the same row into the same entity model. CPU is this
+//! process's, every thread (sqlx's connection thread is one).
 
 use crate::stats::ratio;
 use crate::table::{Table, ratio_cell};
@@ -72,28 +71,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let direct_conn = direct_connection(&path)?;
     direct(&direct_conn, ENVIRONMENTS)?;
 
-    let pool = sqlx_pool(&url).await?;
-    pooled(&pool, ENVIRONMENTS).await?;
-
     let mut costs = Vec::new();
-    let (wall, cpu) = timed(pooled(&pool, n)).await?;
-    costs.push(cost("sqlx's pool, each read on its own", wall, cpu, n));
-    let (wall, cpu) = timed(in_transactions(&pool, n, per)).await?;
-    costs.push(cost("sqlx's pool, inside transactions", wall, cpu, n));
     let (wall, cpu) = timed(pooled(&db, n)).await?;
-    costs.push(cost(
-        "the store's connection, each read on its own",
-        wall,
-        cpu,
-        n,
-    ));
+    costs.push(cost("the store's pool, each read on its own", wall, cpu, n));
     let (wall, cpu) = timed(in_transactions(&db, n, per)).await?;
-    costs.push(cost(
-        "the store's connection, inside transactions",
-        wall,
-        cpu,
-        n,
-    ));
+    costs.push(cost("the store's pool, inside transactions", wall, cpu, n));
     let (wall, cpu) = timed(async { direct(&direct_conn, n) }).await?;
     costs.push(cost("rusqlite in the calling thread", wall, cpu, n));
 
@@ -118,31 +100,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ]);
     }
     table.print();
-    pool.close().await.ok();
     Ok(())
-}
-
-/// The pool the store connected to SQLite with until session 36: one connection on sqlx's
-/// thread, no maintenance task, no ping before lending it (store/src/connect.rs then).
-async fn sqlx_pool(url: &str) -> anyhow::Result<DatabaseConnection> {
-    use sqlx::ConnectOptions as _;
-    use sqlx::sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-    };
-    let connect = url
-        .parse::<SqliteConnectOptions>()?
-        .disable_statement_logging()
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .row_buffer_size(256);
-    let pool = SqlitePoolOptions::new()
-        .idle_timeout(None)
-        .max_lifetime(None)
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect_with(connect)
-        .await?;
-    Ok(sea_orm::SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
 }
 
 fn name(i: usize) -> String {

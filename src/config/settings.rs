@@ -165,7 +165,7 @@ pub const RUST_LOG: Setting = Setting {
     source: Source::Env,
     env: "RUST_LOG",
     kind: Kind::Text,
-    default: Some("info,temporalio_sdk_core=warn,sqlx=warn"),
+    default: Some("info,temporalio_sdk_core=warn,sqlx=warn,sea_orm_migration=warn"),
     doc: "Which log lines are written, as `tracing-subscriber` `EnvFilter` directives \
           (`debug`, `runtime_cloud_activities=debug`, …). A value that does not parse falls \
           back to the default.",
@@ -208,9 +208,9 @@ pub const SETTINGS: &[Setting] = &[
         kind: Kind::Secret,
         default: None,
         doc: "The read DB: `sqlite://PATH` or `postgres://…` (production). Unset: SQLite at \
-              `{data_dir}/runtime-cloud.db`. A SQLite URL takes one option, `?mode=rwc` \
-              (create the file), `rw` (the default) or `ro`; `sqlite::memory:` is a database \
-              that lives as long as the process. SQLite keeps a write-ahead log synced at its \
+              `{data_dir}/runtime-cloud.db`. A SQLite URL takes sqlx's options (`?mode=rwc` \
+              creates the file); `sqlite::memory:` is a database that lives as long as the \
+              process. SQLite keeps a write-ahead log synced at its \
               checkpoints (`synchronous=normal`, as the dev server's Temporal store): a killed \
               process loses nothing it committed, a power cut can lose the last transactions.",
     },

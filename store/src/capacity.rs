@@ -8,7 +8,6 @@ use crate::entities::{
     worker_pools as pool_rows,
 };
 use crate::page::Page;
-use crate::tuples::IntoTuples;
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::{
     LeaseState, MinutesSpent, PoolKind, PoolState, QuotaLimits, check_minutes, day_started_at,
@@ -498,7 +497,7 @@ pub async fn minutes_used(
     since: DateTime<Utc>,
 ) -> Result<u32, Error> {
     let sum: Option<Option<i64>> = minutes_query(tenant_id, project_id, since)
-        .tuples()
+        .into_tuple()
         .one(db)
         .await?;
     Ok(u32::try_from(sum.flatten().unwrap_or(0)).unwrap_or(u32::MAX))
@@ -576,7 +575,7 @@ pub async fn granted(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>,
         .column(lease_rows::Column::TenantId)
         .column(lease_rows::Column::RunId)
         .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?)
 }
@@ -595,7 +594,7 @@ pub async fn lease_counts(
         .group_by(lease_rows::Column::TenantId)
         .group_by(lease_rows::Column::PoolId)
         .group_by(lease_rows::Column::State)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()
@@ -652,7 +651,7 @@ pub async fn quota_use(
         .filter(lease_rows::Column::State.eq(LeaseState::Granted.as_str()))
         .group_by(lease_rows::Column::TenantId)
         .group_by(lease_rows::Column::ProjectId)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     let minutes: Vec<(String, String, Option<i64>)> = runs::Entity::find()
@@ -669,7 +668,7 @@ pub async fn quota_use(
         .filter(runs::Column::ApplyMinutes.is_not_null())
         .group_by(runs::Column::TenantId)
         .group_by(runs::Column::ProjectId)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     let mut uses: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();

@@ -1,38 +1,57 @@
-//! Connections to the read DB: one per process on SQLite, a pool on PostgreSQL, built here
-//! rather than by sea-orm (docs/operations.md, "The read DB's connections").
+//! Connections to the read DB: sqlx's pools, built here rather than by sea-orm (docs/operations.md,
+//! "The read DB's connections").
 
-pub(crate) mod in_thread;
-
-use std::sync::Arc;
-
-use sea_orm::{DatabaseConnection, DbBackend, DbErr, RuntimeErr};
+use sea_orm::{DatabaseConnection, DbErr, RuntimeErr};
 
 /// Connects to the read DB at `url`: `sqlite:…` or `postgres://…`.
 pub async fn open(url: &str) -> Result<DatabaseConnection, crate::Error> {
-    if url.starts_with("sqlite:") {
-        // Opening can wait for another process's lock on the file: off the runtime's threads.
-        let url = url.to_owned();
-        let opened = tokio::task::spawn_blocking(move || sqlite(&url)).await;
-        let opened = opened.map_err(|e| DbErr::Conn(RuntimeErr::Internal(e.to_string())))?;
-        return opened.map_err(Into::into);
-    }
-    postgres(url)
-        .await
-        .map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)).into())
+    let pool = if url.starts_with("sqlite:") {
+        sqlite(url).await
+    } else {
+        postgres(url).await
+    };
+    pool.map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)).into())
 }
 
-/// The SQLite connection: one, whose statements run in the thread that asks
-/// ([`in_thread`]), reached through sea-orm's proxy connection.
-fn sqlite(url: &str) -> Result<DatabaseConnection, DbErr> {
-    let connection = in_thread::InThread::open(url)?;
-    sea_orm::ProxyDatabaseConnector::connect(DbBackend::Sqlite, Arc::new(Box::new(connection)))
+/// The SQLite pool: one connection per process. SQLite writes one transaction at a time
+/// anyway, and one connection keeps a process's transactions from waiting on each other's
+/// locks inside SQLite (where a deferred transaction that reads, then writes, fails at once
+/// rather than waiting: `write::begin_write`).
+async fn sqlite(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
+    use sqlx::ConnectOptions as _;
+    use sqlx::sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+    };
+    let connect = url
+        .parse::<SqliteConnectOptions>()?
+        .disable_statement_logging()
+        // Write-ahead logging: readers (the API) never block the writer (the worker) and the
+        // other way round. With it, `synchronous=normal` syncs the log at checkpoints rather
+        // than at every commit, as the embedded Temporal store next to it does: a killed
+        // process loses nothing it committed, a power cut can lose the last transactions
+        // (PostgreSQL is the production store; docs/operations.md).
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        // sqlx hands each row from the connection's thread to the async side through a
+        // bounded channel (50 rows by default); a list page is up to 201 rows, and a full
+        // channel parks the thread until the reader catches up. Room for a whole page avoids it.
+        .row_buffer_size(256);
+    let pool = without_maintenance(SqlitePoolOptions::new())
+        .max_connections(1)
+        // Nothing can break a file open in this process between uses, and the ping sqlx sends
+        // before handing a connection out is a round trip to the connection's thread.
+        .test_before_acquire(false)
+        .connect_with(connect)
+        .await?;
+    Ok(sea_orm::SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
 }
 
 /// A pool that never starts sqlx's maintenance task. sea-orm always gives sqlx's pool an idle
 /// timeout and a maximum lifetime, and with either sqlx 0.8.6 runs a task whose sweep can read a
 /// miscounted idle queue as `usize::MAX` and spin on it forever, wedging the pool (sqlx issue
 /// 3645, fixed after 0.8.6; seen here as an API at 86 % CPU answering nothing, and reported on
-/// PostgreSQL pools elsewhere). So the pool is built here, without either: a connection stays
+/// PostgreSQL pools elsewhere). So the pools are built here, without either: a connection stays
 /// open until it breaks, and a broken one is found by the check before it is handed out.
 fn without_maintenance<DB: sqlx::Database>(
     pool: sqlx::pool::PoolOptions<DB>,
@@ -73,7 +92,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_sqlite_connection_logs_ahead_syncs_at_checkpoints_and_checks_foreign_keys() {
+    async fn the_sqlite_pool_logs_ahead_syncs_at_checkpoints_checks_foreign_keys_and_never_sweeps()
+    {
         let dir = tempfile::tempdir().expect("a directory");
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("read.db").display());
         let db = open(&url).await.expect("connects");
@@ -81,14 +101,10 @@ mod tests {
         // 1 is NORMAL (2, FULL, syncs the log at every commit).
         assert_eq!(pragma(&db, "synchronous").await, "1");
         assert_eq!(pragma(&db, "foreign_keys").await, "1");
-    }
-
-    #[tokio::test]
-    async fn a_sqlite_url_with_an_unknown_option_is_refused() {
-        let error = open("sqlite:///tmp/x.db?mode=rwc&cache=shared")
-            .await
-            .expect_err("refused");
-        assert!(error.to_string().contains("cache=shared"), "{error}");
+        let options = db.get_sqlite_connection_pool().options();
+        assert_eq!(options.get_idle_timeout(), None);
+        assert_eq!(options.get_max_lifetime(), None);
+        assert_eq!(options.get_max_connections(), 1);
     }
 
     #[tokio::test]

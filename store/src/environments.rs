@@ -2,7 +2,6 @@
 
 use crate::decode::At;
 use crate::entities::environments as rows;
-use crate::tuples::IntoTuples;
 use crate::{Error, Page};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
@@ -201,7 +200,7 @@ pub async fn change_target(
         "EnvironmentTargetChanged",
     );
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(after)
 }
 
@@ -242,7 +241,7 @@ pub async fn change_mode(
     };
     let id = crate::outbox::event_id(&uuid::Uuid::now_v7().to_string(), "EnvironmentModeChanged");
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok((before, after))
 }
 
@@ -350,7 +349,7 @@ pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Er
     Ok(rows::Entity::find()
         .select_only()
         .columns([rows::Column::TenantId, rows::Column::EnvironmentId])
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?)
 }

@@ -92,17 +92,10 @@ impl Error {
     }
 }
 
-/// Whether `e` is a unique-key violation, from sqlx (PostgreSQL) or from the SQLite connection
-/// that runs statements in place (`connect::in_thread`), which sea-orm does not recognise.
+/// Whether `e` is a unique-key violation.
 pub(crate) fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
-    use sea_orm::{DbErr, RuntimeErr};
-    match e {
-        DbErr::Exec(RuntimeErr::Internal(m)) | DbErr::Query(RuntimeErr::Internal(m)) => {
-            m.starts_with(crate::connect::in_thread::UNIQUE_VIOLATION)
-        }
-        _ => matches!(
-            e.sql_err(),
-            Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-        ),
-    }
+    matches!(
+        e.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
 }

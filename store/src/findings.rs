@@ -5,7 +5,6 @@
 
 use crate::decode::At;
 use crate::entities::drift_findings as rows;
-use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{self, DriftKind};
@@ -294,7 +293,7 @@ pub(crate) async fn open_ids(
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .filter(rows::Column::ResolvedAt.is_null())
         .filter(rows::Column::SuppressedBy.is_null())
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     Ok(ids.into_iter().collect())
@@ -376,7 +375,7 @@ pub async fn open_kinds(
             rows::Column::SuppressedBy,
         ])
         .filter(rows::Column::ResolvedAt.is_null())
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()

@@ -4,7 +4,6 @@
 //! instances reads its own environments' rows only.
 
 use crate::entities::{drift_findings, environments as env_rows, runtime_inventories as inv};
-use crate::tuples::IntoTuples;
 use crate::{Error, Page, environments::Environment};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
@@ -55,7 +54,7 @@ pub async fn classes_and_projects(
         .filter(env_rows::Column::TenantId.eq(tenant_id))
         .group_by(env_rows::Column::Class)
         .group_by(env_rows::Column::ProjectId)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     Ok(rows
@@ -162,7 +161,7 @@ async fn observe(
     }
     let open: Vec<(String, i64)> = open
         .group_by(drift_findings::Column::EnvironmentId)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     let open: HashMap<String, u64> = open.into_iter().map(|(e, n)| (e, n as u64)).collect();
@@ -208,7 +207,7 @@ pub async fn products(
     Ok(select
         .order_by_asc(env_rows::Column::ProjectId)
         .limit(page.rows)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?)
 }

@@ -252,7 +252,7 @@ pub async fn receive(
         (Some(proof), true) => replayed(proof, "another event").into(),
         _ => Error::Db(e),
     })?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(Received {
         effect,
         delivered: false,

@@ -3,7 +3,6 @@
 
 use crate::decode::At;
 use crate::entities::runtime_inventories as rows;
-use crate::tuples::IntoTuples;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::ObservedStateChanged;
@@ -131,7 +130,7 @@ pub async fn mark_stale(
         row.updated_at = Set(Utc::now());
         row.update(&txn).await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(count)
 }
 
@@ -144,7 +143,7 @@ pub async fn freshness(
     Ok(rows::Entity::find()
         .select_only()
         .columns([C::TenantId, C::EnvironmentId, C::Stale, C::ObservedAt])
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?)
 }

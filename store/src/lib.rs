@@ -32,10 +32,8 @@
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
 //! - [`statistics`]: the planner's statistics, refreshed by the writers that grow tables fast.
-//! - [`connect`]: the connection to the read DB: SQLite's one, statements run in the calling
-//!   thread; PostgreSQL's pool.
+//! - [`connect`]: the read DB's pools: one connection on SQLite, ten on PostgreSQL.
 //! - [`error`]: this crate's error type.
-//! - `tuples`: rows read into tuples, each column by its position on either connection.
 //! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
 //! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
 //! - [`entities`]: the sea-orm entities, one per table.
@@ -66,7 +64,6 @@ pub mod runs;
 pub mod semaphores;
 pub mod specifications;
 pub mod statistics;
-mod tuples;
 pub mod windows;
 mod write;
 
@@ -80,4 +77,4 @@ pub use migration::Migrator;
 pub use page::Page;
 /// The connection every function here takes; re-exported so callers need no sea-orm import.
 pub use sea_orm::DatabaseConnection;
-pub use write::{begin_write, commit};
+pub use write::begin_write;

@@ -16,7 +16,6 @@ use crate::Error;
 use crate::decode::At;
 use crate::entities::{environments as env_rows, runtime_inventories as inv_rows};
 use crate::error::Unreadable;
-use crate::tuples::IntoTuples;
 use crate::{capacity, environments, findings, inventory, proposals, rollouts, runs};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::{LeaseState, day_started_at};
@@ -166,7 +165,7 @@ async fn fold(db: &DatabaseConnection) -> Result<(), Error> {
         )
         .await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(())
 }
 
@@ -254,7 +253,7 @@ async fn observed_before(
         .filter(inv_rows::Column::ObservedAt.lt(cutoff))
         .filter(Expr::exists(registered))
         .group_by(inv_rows::Column::TenantId)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     Ok(rows
@@ -1147,8 +1146,8 @@ mod tests {
             .await
             .unwrap();
         finding(&second, "f2", "prod", "missing").await;
-        crate::commit(second).await.unwrap();
-        crate::commit(first).await.unwrap();
+        second.commit().await.unwrap();
+        first.commit().await.unwrap();
         let c = exact(&db, Utc::now()).await;
         assert_eq!(c.open_findings[&(key("acme"), "missing", false)], 2);
     }

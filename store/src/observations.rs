@@ -45,7 +45,7 @@ pub async fn record(
 ) -> Result<RecordOutcome, Error> {
     let txn = crate::begin_write(db).await?;
     let outcome = record_within(&txn, req, acceptance).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(outcome)
 }
 
@@ -106,7 +106,7 @@ pub async fn record_many(
         .filter_map(|o| o.new_proposal.as_ref().map(|p| p.proposal_id.clone()))
         .collect();
     proposals::mark_pending(&txn, &raised).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(outcomes)
 }
 

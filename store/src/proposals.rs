@@ -11,7 +11,6 @@ use crate::entities::untold_supersessions as untold_rows;
 use crate::environments::{self, Environment};
 use crate::findings::{self, Finding};
 use crate::runs::{self, NewRun};
-use crate::tuples::IntoTuples;
 use crate::{Error, Page, approvals, inventory, outbox, specifications};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::approvals::{ApprovalSource, Grantor};
@@ -451,7 +450,7 @@ pub async fn raise_for_replan(
         .map(Proposal::read)
         .transpose()?;
     if let Some(p) = in_play {
-        crate::commit(txn).await?;
+        txn.commit().await?;
         return Ok((p.proposal_id == proposal_id).then(|| p.input(env.production(), false)));
     }
     let open = findings::open_ids(&txn, tenant_id, environment_id).await?;
@@ -465,7 +464,7 @@ pub async fn raise_for_replan(
         Utc::now(),
     )
     .await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(Some(row.input(env.production(), false)))
 }
 
@@ -508,7 +507,7 @@ pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<
         let id = outbox::event_id(&p.proposal_id, "ReconciliationDecided");
         outbox::append(&txn, &tenant, event.into(), id).await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(())
 }
 
@@ -603,7 +602,7 @@ pub async fn prepare_run(
     if prepared.is_none() {
         runs::insert(&txn, &new, None).await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(new.input(options))
 }
 
@@ -629,7 +628,7 @@ pub async fn state_of(
     let state: Option<String> = rows::Entity::find_by_id(proposal_id.to_owned())
         .select_only()
         .column(rows::Column::State)
-        .tuples()
+        .into_tuple()
         .one(db)
         .await?;
     let at = At {
@@ -684,7 +683,7 @@ pub async fn tally(db: &impl ConnectionTrait) -> Result<Vec<(String, bool, Propo
     let rows: Vec<(String, String, bool, String)> = rows::Entity::find()
         .select_only()
         .columns([C::ProposalId, C::TenantId, C::Destructive, C::State])
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()

@@ -4,7 +4,6 @@
 use crate::decode::{At, to_json};
 use crate::entities::fleet_rollouts as rows;
 use crate::page::Page;
-use crate::tuples::IntoTuples;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::RolloutEvent;
@@ -89,7 +88,7 @@ pub async fn create(
         id,
     )
     .await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     read(row)
 }
 
@@ -176,7 +175,7 @@ pub async fn project(
         let id = outbox::event_id(&key, ty);
         outbox::append(&txn, &tenant, e.into_outbox(ty), id).await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(())
 }
 
@@ -293,7 +292,7 @@ pub async fn prepare_instance(
         options,
     )
     .await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(run)
 }
 
@@ -373,7 +372,7 @@ pub async fn prepare_rollback(
         options,
     )
     .await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(run)
 }
 
@@ -431,7 +430,7 @@ pub async fn oldest_check(db: &impl ConnectionTrait) -> Result<Option<DateTime<U
             RolloutState::Running.as_str(),
             RolloutState::RollingBack.as_str(),
         ]))
-        .tuples::<(Option<DateTime<Utc>>, DateTime<Utc>)>()
+        .into_tuple::<(Option<DateTime<Utc>>, DateTime<Utc>)>()
         .all(db)
         .await?;
     Ok(under_way

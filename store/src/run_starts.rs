@@ -22,7 +22,6 @@ use crate::capacity::{self, NewLease};
 use crate::decode::{At, to_json};
 use crate::entities::run_starts as rows;
 use crate::runs::{self, NewRun};
-use crate::tuples::IntoTuples;
 use crate::{Error, begin_write};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::RunInput;
@@ -98,7 +97,7 @@ pub async fn accept(
     .insert(&txn)
     .await
     .map_err(Error::on_insert(TABLE))?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(Accepted {
         input,
         deferred: deferral.is_some(),
@@ -172,7 +171,7 @@ pub async fn admit(
             .exec(&txn)
             .await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(admitted)
 }
 
@@ -247,7 +246,7 @@ pub async fn deferring_projects(db: &impl ConnectionTrait) -> Result<Vec<(String
         .column(rows::Column::ProjectId)
         .filter(rows::Column::Deferred.eq(true))
         .distinct()
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     Ok(pairs
@@ -273,7 +272,7 @@ pub async fn withdraw(
     let txn = begin_write(db).await?;
     started(&txn, run_id).await?;
     runs::delete(&txn, tenant_id, run_id).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(())
 }
 

@@ -9,7 +9,6 @@ use crate::entities::provisioning_runs as rows;
 use crate::environments::Environment;
 use crate::proposals::Acceptance;
 use crate::specifications::Specification;
-use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::apply_minutes;
@@ -99,7 +98,7 @@ pub async fn create_once(
     if !exists(&txn, new.run_id).await? {
         insert(&txn, new, None).await?;
     }
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(new.input(options))
 }
 
@@ -181,7 +180,7 @@ pub(crate) async fn idle_among(
                     .add(rows::Column::State.eq(ProvisioningState::AwaitingApproval.as_str()))
                     .add(rows::Column::WaitingForWindow.is_not_null()),
             )
-            .tuples()
+            .into_tuple()
             .all(db)
             .await?;
         idle.extend(found);
@@ -194,7 +193,7 @@ pub(crate) async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bo
     Ok(rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::ProvisioningRunId)
-        .tuples::<String>()
+        .into_tuple::<String>()
         .one(db)
         .await?
         .is_some())
@@ -264,7 +263,7 @@ pub async fn project(
 ) -> Result<(), Error> {
     let txn = crate::begin_write(db).await?;
     project_through_in(&txn, run, passed, status, Utc::now()).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(())
 }
 
@@ -315,7 +314,7 @@ pub async fn end(
         None => None,
     };
     let environment_promoted = release_in(&txn, environment).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(Ended {
         capacity_promoted,
         environment_promoted,
@@ -332,10 +331,10 @@ async fn record_or_give_up(
     req: &RecordRequest,
     acceptance: Acceptance,
 ) -> Result<Option<RecordOutcome>, Error> {
-    let savepoint = crate::write::savepoint(txn).await?;
+    let savepoint = sea_orm::TransactionTrait::begin(txn).await?;
     match crate::observations::record_within(&savepoint, req, acceptance).await {
         Ok(outcome) => {
-            crate::commit(savepoint).await?;
+            savepoint.commit().await?;
             Ok(Some(outcome))
         }
         Err(e) => {
@@ -750,7 +749,7 @@ pub async fn last_applied(
         .filter(C::EnvironmentId.eq(environment_id))
         .filter(C::State.eq(ProvisioningState::Applied.as_str()))
         .order_by_desc(C::CompletedAt)
-        .tuples()
+        .into_tuple()
         .one(db)
         .await?;
     Ok(row.map(
@@ -787,7 +786,7 @@ pub(crate) async fn last_applied_of(
         .filter(of_environments(C::TenantId, C::EnvironmentId, keys))
         .filter(C::State.eq(ProvisioningState::Applied.as_str()))
         .filter(last)
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     Ok(rows
@@ -819,7 +818,7 @@ pub(crate) async fn state(
     let state: Option<Option<String>> = rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::State)
-        .tuples()
+        .into_tuple()
         .one(db)
         .await?;
     let at = At {
@@ -838,7 +837,7 @@ pub async fn ended(
         .select_only()
         .columns([C::ProvisioningRunId, C::TenantId, C::Kind, C::State])
         .filter(C::CompletedAt.is_not_null())
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()
@@ -868,7 +867,7 @@ pub async fn apply_receipts(
             ProvisioningState::Applied.as_str(),
             ProvisioningState::Failed.as_str(),
         ]))
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?;
     rows.into_iter()
@@ -894,7 +893,7 @@ pub(crate) async fn specification_id(
     Ok(rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::SpecificationId)
-        .tuples()
+        .into_tuple()
         .one(db)
         .await?)
 }

@@ -23,7 +23,6 @@
 
 use crate::entities::semaphore_slots as slots;
 use crate::entities::semaphores;
-use crate::tuples::IntoTuples;
 use crate::{Error, begin_write, capacity};
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, OnConflict};
@@ -74,7 +73,7 @@ pub struct Holders {
 pub async fn take(db: &DatabaseConnection, ask: Ask<'_>) -> Result<Taken, Error> {
     let txn = begin_write(db).await?;
     let taken = take_in(&txn, ask).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(taken)
 }
 
@@ -168,7 +167,7 @@ pub async fn release(
         leases,
     };
     let to_tell = release_in(&txn, letting).await?;
-    crate::commit(txn).await?;
+    txn.commit().await?;
     Ok(to_tell)
 }
 
@@ -250,7 +249,7 @@ pub async fn of_holder(db: &impl ConnectionTrait, holder_id: &str) -> Result<Vec
         .select_only()
         .column(slots::Column::SemaphoreId)
         .filter(slots::Column::HolderId.eq(holder_id))
-        .tuples()
+        .into_tuple()
         .all(db)
         .await?)
 }
@@ -452,11 +451,11 @@ mod tests {
         assert_eq!(holders(&db, capacity).await.unwrap(), None);
 
         let (txn, ..) = both("r1").await;
-        crate::commit(txn).await.unwrap();
+        txn.commit().await.unwrap();
         assert_eq!(of_holder(&db, "r1").await.unwrap().len(), 2);
         let (txn, lock_taken, _) = both("r2").await;
         assert!(!lock_taken.holds, "one slot: r2 waits for the lock");
-        crate::commit(txn).await.unwrap();
+        txn.commit().await.unwrap();
         assert_eq!(release(&db, lock, "r1", false).await.unwrap(), ["r2"]);
         let state = holders(&db, capacity).await.unwrap().unwrap();
         assert_eq!((state.slots, state.holders.len()), (2, 2));

@@ -3,7 +3,6 @@
 
 use crate::decode::{At, to_json};
 use crate::entities::deployment_specifications as rows;
-use crate::tuples::IntoTuples;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::SpecificationSnapshot;
@@ -80,7 +79,7 @@ pub async fn declare(db: &DatabaseConnection, d: &Declaration) -> Result<Specifi
         let txn = crate::begin_write(db).await?;
         match declare_in(&txn, d).await {
             Ok(spec) => {
-                crate::commit(txn).await?;
+                txn.commit().await?;
                 return Ok(spec);
             }
             Err(Error::Db(e)) if attempts < 8 && retryable_conflict(&e) => {
@@ -158,7 +157,7 @@ async fn latest_version(
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .order_by_desc(rows::Column::Version)
-        .tuples::<i32>()
+        .into_tuple::<i32>()
         .one(db)
         .await?)
 }

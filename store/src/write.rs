@@ -27,30 +27,6 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
     Ok(txn)
 }
 
-/// Commits `txn` (or releases its savepoint), answering the commit's error. On SQLite the
-/// transaction runs on the in-thread connection (`connect::open` connects SQLite no other way:
-/// `connect::in_thread`), whose commit through
-/// sea-orm cannot answer one: `COMMIT` runs there as a statement first, and the transaction
-/// stays open (to be rolled back when dropped) if it fails. Every commit in the product goes
-/// through here (clippy refuses `DatabaseTransaction::commit`).
-#[allow(clippy::disallowed_methods)]
-pub async fn commit(txn: DatabaseTransaction) -> Result<(), Error> {
-    if txn.get_database_backend() == DbBackend::Sqlite {
-        txn.execute_unprepared("COMMIT").await?;
-    }
-    txn.commit().await?;
-    Ok(())
-}
-
-/// Begins a savepoint in `txn`. On the SQLite connection a `begin` from the task whose
-/// transaction is open is a second transaction, which waits for the first
-/// (`connect::in_thread`); this one is a savepoint of it.
-pub(crate) async fn savepoint(txn: &DatabaseTransaction) -> Result<DatabaseTransaction, Error> {
-    use sea_orm::TransactionTrait as _;
-    let begun = crate::connect::in_thread::SAVEPOINT.scope(true, txn.begin());
-    Ok(begun.await?)
-}
-
 /// Writes `row`: inserts it when `new`, else updates its changed columns by primary key.
 /// Unlike sea-orm's `insert` and `update`, it does not read the row back: on SQLite without
 /// RETURNING that is a second statement, and either way every column is decoded again, receipts
@@ -99,7 +75,7 @@ mod tests {
                 .ok();
             txn.execute_unprepared("UPDATE outbox_events SET v = 10")
                 .await?;
-            commit(txn).await
+            txn.commit().await
         };
         let deferred = read_then_write(a.begin().await.unwrap()).await;
         assert!(

@@ -31,6 +31,9 @@ pub struct Connect {
     /// comes back ([`crate::codec`]): the client's data converter, which a worker built on the
     /// client inherits. Plain payloads when `None`.
     pub payload_keys: Option<crate::PayloadKeys>,
+    /// Who this process is to the frontend (a poller's identity in `temporal task-queue
+    /// describe`); `runtime-cloud@{pid}` when `None`.
+    pub identity: Option<String>,
 }
 
 /// TLS to the frontend: whom to trust, the name to verify, and the client's own certificate
@@ -109,7 +112,11 @@ pub async fn connect_with(address: &str, namespace: &str, how: Connect) -> Resul
     let url = frontend_url(address, tls.is_some())?;
     let connection = Connection::connect(
         ConnectionOptions::new(url)
-            .identity(format!("runtime-cloud@{}", std::process::id()))
+            .identity(
+                how.identity
+                    .clone()
+                    .unwrap_or_else(|| format!("runtime-cloud@{}", std::process::id())),
+            )
             .grpc_compression(if how.gzip {
                 GrpcCompression::Gzip
             } else {

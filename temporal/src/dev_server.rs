@@ -30,6 +30,70 @@ impl DevServer {
     }
 }
 
+/// A process's identity to the frontend: its pid and data dir.
+pub fn identity(data_dir: &Path) -> String {
+    format!(
+        "runtime-cloud@{} {IDENTITY_DIR}{}",
+        std::process::id(),
+        data_dir.display()
+    )
+}
+
+const IDENTITY_DIR: &str = "data-dir=";
+
+/// Refuses a second `runtime-cloud dev` on a server another one uses: both would poll the same
+/// task queue, each worker would take the other's activities, and runs would fail on an
+/// environment the other one registered. The workflow pollers of `task_queue` are asked for;
+/// one whose identity names another data dir is the other `dev` (or was, a few minutes ago:
+/// the server keeps a poller for about five minutes after it last polled).
+pub async fn refuse_shared(
+    client: &temporalio_client::Client,
+    address: &str,
+    task_queue: &str,
+    data_dir: &Path,
+) -> Result<(), Error> {
+    use temporalio_common::protos::temporal::api::enums::v1::{TaskQueueKind, TaskQueueType};
+    use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+    use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+    let request = DescribeTaskQueueRequest {
+        namespace: client.options().namespace.clone(),
+        task_queue: Some(TaskQueue {
+            name: task_queue.to_owned(),
+            kind: TaskQueueKind::Normal as i32,
+            ..Default::default()
+        }),
+        task_queue_type: TaskQueueType::Workflow as i32,
+        ..Default::default()
+    };
+    let described = client
+        .connection()
+        .workflow_service()
+        .describe_task_queue(tonic::IntoRequest::into_request(request))
+        .await
+        .map_err(|status| {
+            Error::DevServer(format!("describing task queue {task_queue}: {status}"))
+        })?;
+    let ours = data_dir.display().to_string();
+    let other = described
+        .into_inner()
+        .pollers
+        .into_iter()
+        .find_map(|poller| {
+            let (_, dir) = poller.identity.split_once(IDENTITY_DIR)?;
+            (dir != ours).then(|| dir.to_owned())
+        });
+    match other {
+        None => Ok(()),
+        Some(other) => Err(Error::DevServer(format!(
+            "the Temporal server at {address} already runs the workflows of another \
+             `runtime-cloud dev` (data dir {other}) on task queue `{task_queue}`: two on one \
+             server take each other's work. Stop the other one (its pollers are forgotten a \
+             few minutes after it stops), or give this one its own server with \
+             `--temporal-port` and `--ui-port`",
+        ))),
+    }
+}
+
 /// The variable that names the Temporal CLI.
 pub const CLI_ENV: &str = "TEMPORAL_CLI";
 /// The Temporal CLI when [`CLI_ENV`] is unset: a name looked up on the PATH.
