@@ -503,8 +503,9 @@ pub async fn minutes_used(
     Ok(u32::try_from(sum.flatten().unwrap_or(0)).unwrap_or(u32::MAX))
 }
 
-/// The sum of [`minutes_used`], read from the index alone (migration 29): every run's start
-/// asks it, over as many runs as its project completed that day.
+/// The sum of [`minutes_used`], read from the index alone
+/// (`ix_provisioning_runs_project_minutes`): every run's start asks it, over as many runs as its
+/// project completed that day.
 fn minutes_query(
     tenant_id: &str,
     project_id: &str,

@@ -449,28 +449,19 @@ mod tests {
     );
 
     #[tokio::test]
-    async fn environments_registered_before_typed_targets_read_as_the_sandbox() {
+    async fn an_unknown_target_in_a_row_is_an_error_not_a_default() {
         let db = fixtures::sqlite().await;
         fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        fixtures::execute(&db, "UPDATE environments SET target = 'sandbox'").await;
-        use sea_orm_migration::MigratorTrait;
-        // Back to before the typed targets (the seventh migration), and up again.
-        let since_typed_targets = crate::Migrator::migrations().len() - 6;
-        crate::Migrator::down(&db, Some(since_typed_targets as u32))
-            .await
-            .unwrap();
-        crate::Migrator::up(&db, None).await.unwrap();
         let env = find(&db, "acme", "dev").await.unwrap().unwrap();
         assert_eq!(env.target, Target::default());
-        fixtures::execute(
-            &db,
-            "UPDATE environments SET target = '{\"runner\":{\"kind\":\"chef\"}}'",
-        )
-        .await;
-        assert!(matches!(
-            find(&db, "acme", "dev").await,
-            Err(Error::Corrupt { .. })
-        ));
+        for target in ["{\"runner\":{\"kind\":\"chef\"}}", "sandbox"] {
+            fixtures::execute(&db, &format!("UPDATE environments SET target = '{target}'")).await;
+            let read = find(&db, "acme", "dev").await;
+            assert!(
+                matches!(read, Err(Error::Corrupt { .. })),
+                "{target}: {read:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -37,7 +37,8 @@
 //! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
 //! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
 //! - [`entities`]: the sea-orm entities, one per table.
-//! - [`migration`]: the migrations (never edited once landed).
+//! - [`migration`]: the migrations, one per aggregate (squashed before the first release; from
+//!   then on never edited once landed).
 
 pub mod approvals;
 pub mod artifacts;

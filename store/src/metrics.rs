@@ -1,5 +1,5 @@
 //! What `GET /metrics` reports from the read tables: [`read`] from the counts the database keeps
-//! as rows change (migration `m20261202_000020_metric_counts`, whose doc says how), and
+//! as rows change (migration `m20261206_000012_create_metric_counts`, whose doc says how), and
 //! [`recount`] from the rows themselves.
 //!
 //! A scrape costs a few small indexed reads, however many runs, findings and environments the
@@ -30,7 +30,7 @@ use sea_orm::{
 };
 use std::collections::{BTreeMap, HashMap};
 
-pub use crate::migration::m20261202_000020_metric_counts::APPLY_DURATION_BOUNDS_MS;
+pub use crate::migration::m20261206_000012_create_metric_counts::APPLY_DURATION_BOUNDS_MS;
 pub use capacity::QuotaUse;
 
 const TABLE: &str = "metric_counts";
@@ -145,8 +145,8 @@ async fn fold(db: &DatabaseConnection) -> Result<(), Error> {
     let locked = txn
         .query_one(Statement::from_string(
             DbBackend::Postgres,
-            // The key: this migration's number.
-            "SELECT pg_try_advisory_xact_lock(2026120200020) AS locked",
+            // The key: the number of the migration that keeps the counts.
+            "SELECT pg_try_advisory_xact_lock(2026120600012) AS locked",
         ))
         .await?
         .map(|r| r.try_get::<bool>("", "locked"))
@@ -651,11 +651,7 @@ mod tests {
             updated_at: Set(now),
             ..Default::default()
         };
-        // Not read back: the migration test writes rows before later columns exist.
-        proposal_rows::Entity::insert(row)
-            .exec_without_returning(db)
-            .await
-            .unwrap();
+        row.insert(db).await.unwrap();
     }
 
     /// How a run ended: its state, completion, apply duration (ms) and minutes.
@@ -1017,78 +1013,6 @@ mod tests {
         counts_stay_exact_postgres,
         counts_stay_exact_on
     );
-
-    /// The migrations before the counts' (through `m20261201_000019`).
-    const BEFORE_COUNTS: u32 = 19;
-
-    /// Rows written before the migration are counted by its backfill, and the triggers count
-    /// on from there.
-    async fn the_migration_counts_the_rows_already_there_on(db: DatabaseConnection) {
-        use sea_orm_migration::MigratorTrait;
-        crate::Migrator::up(&db, Some(BEFORE_COUNTS)).await.unwrap();
-        let now = Utc::now();
-        for env in ["dev", "prod", "never"] {
-            register(&db, "acme", env).await;
-        }
-        inventory(&db, "dev", Some(now - Duration::minutes(1))).await;
-        inventory(&db, "prod", Some(now - Duration::minutes(20))).await;
-        for (id, kind) in [("f1", "replica"), ("f2", "missing")] {
-            finding(&db, id, "dev", kind).await;
-        }
-        proposal(&db, "p1", "Proposed", false).await;
-        run(
-            &db,
-            "r1",
-            "baseline",
-            Some(("Applied", now, Some(1500), Some(2))),
-        )
-        .await;
-        run(
-            &db,
-            "r2",
-            "baseline",
-            Some(("Failed", now, Some(400_000), None)),
-        )
-        .await;
-        run(&db, "r3", "baseline", None).await;
-        request_lease(&db, lease("l1", "default"), now)
-            .await
-            .unwrap();
-        move_lease(&db, "l1", LeaseState::Granted, now)
-            .await
-            .unwrap();
-        rollout(&db, "ro1", 4).await;
-
-        crate::Migrator::up(&db, None).await.unwrap();
-        let c = exact(&db, now).await;
-        assert_eq!(c.stale_environments[&key("acme")], 2);
-        assert_eq!(c.open_findings.values().sum::<u64>(), 2);
-        assert_eq!(c.apply_durations["baseline"].count(), 2);
-        assert_eq!(c.rollouts[&(key("acme"), "Running")], (1, 4));
-        assert_eq!(
-            (c.quota_use[0].leases_granted, c.quota_use[0].minutes_used),
-            (1, 2)
-        );
-        finding(&db, "f3", "prod", "missing").await;
-        run_rows::Entity::delete_many()
-            .filter(run_rows::Column::ProvisioningRunId.eq("r1"))
-            .exec(&db)
-            .await
-            .unwrap();
-        let c = exact(&db, now).await;
-        assert_eq!(c.open_findings.values().sum::<u64>(), 3);
-        assert_eq!(c.apply_durations["baseline"].count(), 1);
-    }
-
-    #[tokio::test]
-    async fn the_migration_counts_the_rows_already_there_sqlite() {
-        the_migration_counts_the_rows_already_there_on(fixtures::sqlite_unmigrated().await).await;
-    }
-
-    #[tokio::test]
-    async fn the_migration_counts_the_rows_already_there_postgres() {
-        the_migration_counts_the_rows_already_there_on(fixtures::postgres_unmigrated().await).await;
-    }
 
     /// PostgreSQL: the deltas writers append are folded into the counts by the worker's
     /// [`keep_folding`], with no scrape, and the counts stay exact.

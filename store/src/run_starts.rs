@@ -176,9 +176,9 @@ pub async fn admit(
 }
 
 /// The advisory lock admitters take on PostgreSQL ([`admit`]). The key: the number of the
-/// migration that added deferred starts (as the metrics fold's is its migration's), so no
-/// other lock takes it by chance.
-const ADMISSION_LOCK: i64 = 2026120300024;
+/// migration that creates `run_starts` (as the metrics fold's is its migration's), so no other
+/// lock takes it by chance.
+const ADMISSION_LOCK: i64 = 2026120600003;
 
 /// The deferred starts of the tenant's project that may start now, oldest first: as many as
 /// its share of its quota ([`backlog_share`] with the `working` tenants without a backlog: all
@@ -240,7 +240,7 @@ async fn tenants_at_work(
 
 /// The (tenant, project) pairs with deferred starts.
 pub async fn deferring_projects(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
-    let pairs: Vec<(String, Option<String>)> = rows::Entity::find()
+    let pairs: Vec<(String, String)> = rows::Entity::find()
         .select_only()
         .column(rows::Column::TenantId)
         .column(rows::Column::ProjectId)
@@ -249,10 +249,7 @@ pub async fn deferring_projects(db: &impl ConnectionTrait) -> Result<Vec<(String
         .into_tuple()
         .all(db)
         .await?;
-    Ok(pairs
-        .into_iter()
-        .filter_map(|(tenant, project)| Some((tenant, project?)))
-        .collect())
+    Ok(pairs)
 }
 
 /// The run's workflow started: nothing is left to start.

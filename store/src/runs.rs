@@ -484,7 +484,7 @@ pub struct Run {
     pub approval: Option<Box<RawValue>>,
     /// Approvals the run did not count (another plan's inputs hash, a second decision, sent
     /// when the run was not awaiting one): who sent each, when, and why it was refused; oldest
-    /// first, `[]` when none (or the run was recorded before the column existed).
+    /// first, `[]` when none (also before the run's first projection).
     #[schema(value_type = Vec<runtime_cloud_models::RefusedApproval>)]
     pub refused_approvals: Box<RawValue>,
     /// While a change window holds the apply: `{windowId, opensAt}`.

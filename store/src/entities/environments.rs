@@ -17,7 +17,8 @@ pub struct Model {
     pub project_id: String,
     /// `production` or `non-production`.
     pub class: String,
-    /// The runner / observer adapter that serves it (`sandbox`).
+    /// The runner / observer adapters that serve it: a typed target
+    /// (`models::targets::Target`) as JSON.
     pub target: String,
     /// `observe`, `propose` or `auto`; null: the class's default.
     pub mode: Option<String>,

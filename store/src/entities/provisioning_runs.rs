@@ -21,7 +21,7 @@ pub struct Model {
     pub approval: Option<Json>,
     pub apply_receipt: Option<Json>,
     /// The approvals the run did not count (who, when, why), oldest first; null before the
-    /// run's first projection (and on rows recorded before the column existed).
+    /// run's first projection.
     pub refused_approvals: Option<Json>,
     /// `models::WindowWait`, while a change window holds the apply.
     pub waiting_for_window: Option<Json>,

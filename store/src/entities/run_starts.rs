@@ -13,7 +13,8 @@ pub struct Model {
     pub input: Json,
     /// When the API wrote the run.
     pub accepted_at: DateTimeUtc,
-    /// The run's project (none on rows from before deferred starts).
+    /// The run's project: always written (`run_starts::accept`), though the column allows
+    /// null.
     pub project_id: Option<String>,
     /// Deferred until its project has a free slot (`run_starts::admit`), not due to the
     /// starter.

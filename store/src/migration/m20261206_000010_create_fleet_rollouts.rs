@@ -1,5 +1,7 @@
 //! `fleet_rollouts`: each fleet rollout, its fixed input and its projected status (waves,
-//! instances with their runs, the halt) as JSON.
+//! instances with their runs, the halt) as JSON, and when it last read where its instances
+//! stand (`checked_at`: the fleet host's inbox age for the `rollouts` module, what changed since
+//! is not yet seen).
 
 use sea_orm_migration::{prelude::*, schema::*};
 
@@ -17,6 +19,7 @@ enum FleetRollouts {
     RequestedBy,
     CreatedAt,
     UpdatedAt,
+    CheckedAt,
 }
 
 #[async_trait::async_trait]
@@ -34,9 +37,20 @@ impl MigrationTrait for Migration {
                     .col(string(FleetRollouts::RequestedBy))
                     .col(timestamp_with_time_zone(FleetRollouts::CreatedAt))
                     .col(timestamp_with_time_zone(FleetRollouts::UpdatedAt))
+                    .col(timestamp_with_time_zone_null(FleetRollouts::CheckedAt))
                     .to_owned(),
             )
-            .await
+            .await?;
+        // The metrics scrape reads the rollouts under way (the fleet host's inbox age) without
+        // the others. The same statement on SQLite and PostgreSQL.
+        manager
+            .get_connection()
+            .execute_unprepared(
+                "CREATE INDEX ix_fleet_rollouts_state_checked \
+                 ON fleet_rollouts (state, checked_at, created_at)",
+            )
+            .await?;
+        Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {

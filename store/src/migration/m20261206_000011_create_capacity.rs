@@ -1,4 +1,9 @@
-//! Execution capacity (spec 003): `worker_pools`, `quotas` and `capacity_leases`.
+//! Execution capacity (spec 003):
+//! - `worker_pools`: the task queues runs are served on;
+//! - `quotas`: what one tenant's project may run;
+//! - `capacity_leases`: a run's hold on its project's capacity (`store::capacity`);
+//! - `semaphores` and `semaphore_slots`: an environment's lock and a project's capacity, held in
+//!   the database (`store::semaphores`), with who holds and who waits.
 
 use sea_orm_migration::{prelude::*, schema::*};
 
@@ -58,6 +63,24 @@ enum CapacityLeases {
     ReleasedAt,
 }
 
+#[derive(DeriveIden)]
+enum Semaphores {
+    Table,
+    Id,
+    TenantId,
+    Slots,
+}
+
+#[derive(DeriveIden)]
+enum SemaphoreSlots {
+    Table,
+    SemaphoreId,
+    HolderId,
+    Holding,
+    Told,
+    Arrived,
+}
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
@@ -91,6 +114,7 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+
         manager
             .create_table(
                 Table::create()
@@ -120,6 +144,7 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+
         manager
             .create_table(
                 Table::create()
@@ -142,6 +167,7 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+        // Leases are listed newest first per tenant.
         manager
             .create_index(
                 Index::create()
@@ -151,11 +177,90 @@ impl MigrationTrait for Migration {
                     .col(CapacityLeases::LeaseId)
                     .to_owned(),
             )
+            .await?;
+        // Admission counts a project's held leases (`store::run_starts::admissible`).
+        manager
+            .create_index(
+                Index::create()
+                    .name("ix_capacity_leases_project_state")
+                    .table(CapacityLeases::Table)
+                    .col(CapacityLeases::TenantId)
+                    .col(CapacityLeases::ProjectId)
+                    .col(CapacityLeases::State)
+                    .to_owned(),
+            )
+            .await?;
+        // Admission looks up the leases granted to other tenants (a backlog's share of its
+        // quota) and the metrics count the held ones per tenant, both among every lease ever
+        // written, of which all but a quota's worth per project are released.
+        manager
+            .create_index(
+                Index::create()
+                    .name("ix_capacity_leases_state_tenant")
+                    .table(CapacityLeases::Table)
+                    .col(CapacityLeases::State)
+                    .col(CapacityLeases::TenantId)
+                    .to_owned(),
+            )
+            .await?;
+        // A run's ending releases its leases, a grant moves the promoted holders' and an expiry
+        // takes a vanished holder's, each by `holder_id` (`store::capacity`). Without this index
+        // the lookup walked every tenant's held leases (by the state index): on SQLite, among
+        // 200,000 leases of which 2,000 held, 2.5 ms a release against 6 µs with it.
+        manager
+            .create_index(
+                Index::create()
+                    .name("ix_capacity_leases_holder")
+                    .table(CapacityLeases::Table)
+                    .col(CapacityLeases::HolderId)
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(Semaphores::Table)
+                    .col(string(Semaphores::Id).primary_key())
+                    .col(string(Semaphores::TenantId))
+                    .col(integer(Semaphores::Slots))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(SemaphoreSlots::Table)
+                    .col(string(SemaphoreSlots::SemaphoreId))
+                    .col(string(SemaphoreSlots::HolderId))
+                    .col(boolean(SemaphoreSlots::Holding))
+                    .col(boolean(SemaphoreSlots::Told))
+                    .col(big_integer(SemaphoreSlots::Arrived))
+                    .primary_key(
+                        Index::create()
+                            .col(SemaphoreSlots::SemaphoreId)
+                            .col(SemaphoreSlots::HolderId),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        // Every take and release reads its semaphore's rows in arrival order.
+        manager
+            .create_index(
+                Index::create()
+                    .name("semaphore_slots_in_arrival_order")
+                    .table(SemaphoreSlots::Table)
+                    .col(SemaphoreSlots::SemaphoreId)
+                    .col(SemaphoreSlots::Arrived)
+                    .to_owned(),
+            )
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         for table in [
+            SemaphoreSlots::Table.into_iden(),
+            Semaphores::Table.into_iden(),
             CapacityLeases::Table.into_iden(),
             Quotas::Table.into_iden(),
             WorkerPools::Table.into_iden(),

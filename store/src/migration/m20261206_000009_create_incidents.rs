@@ -1,5 +1,5 @@
 //! `incidents`: what an operator must look at — opened by hand, by an SLO breach or by a halted
-//! rollout; resolved by an operator with a reason.
+//! rollout; resolved by an operator with a reason. Listed newest first per tenant.
 
 use sea_orm_migration::{prelude::*, schema::*};
 

@@ -1,5 +1,10 @@
 //! `inbox_events`: every inbound event handled, by its CloudEvents id, with the effect it had
 //! (the run it planned, the decision it signalled): a redelivered event has its effect once.
+//!
+//! An inbound event that carries a proven approval records what the approval is spent on
+//! (`spend_key`, `models::inbound::proof::spend_key`): one promotion's approval, one decision on
+//! one plan. The unique index makes a second event with the same approval (a replay under a new
+//! event id) fail to record, whatever two consumers do at once.
 
 use sea_orm_migration::{prelude::*, schema::*};
 
@@ -15,6 +20,7 @@ enum InboxEvents {
     ReceivedAt,
     Effect,
     DeliveredAt,
+    SpendKey,
 }
 
 #[async_trait::async_trait]
@@ -30,6 +36,18 @@ impl MigrationTrait for Migration {
                     .col(timestamp_with_time_zone(InboxEvents::ReceivedAt))
                     .col(json(InboxEvents::Effect))
                     .col(timestamp_with_time_zone_null(InboxEvents::DeliveredAt))
+                    .col(string_null(InboxEvents::SpendKey))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_inbox_events_spend_key")
+                    .table(InboxEvents::Table)
+                    .col(InboxEvents::TenantId)
+                    .col(InboxEvents::SpendKey)
+                    .unique()
                     .to_owned(),
             )
             .await

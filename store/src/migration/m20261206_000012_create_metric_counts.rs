@@ -7,7 +7,8 @@
 //! share when it is inserted, take it away when it is deleted, and move it when an update
 //! changes it, in the writer's own transaction: the counts are exactly the rows whatever code
 //! writes them (the store's write paths know nothing of this), and a write rolled back rolls
-//! its counts back. The counts are backfilled from the rows already there.
+//! its counts back. The migration runs right after the counted tables are created, so there
+//! are no rows yet to count (migrated down and up again over rows, it would count none of them).
 //!
 //! | metric                  | key1      | key2     | key3                | key4    | total         |
 //! |-------------------------|-----------|----------|---------------------|---------|---------------|
@@ -46,10 +47,11 @@
 //! without its triggers) leaves the counts wrong; `store::metrics::recount` is what they must
 //! equal.
 //!
-//! Two more indexes for the scrape's time-dependent reads: inventories by (stale, observed_at),
-//! so the environments observed longer ago than the staleness window are one index range (the
-//! stale gauge is the environments, minus the observed ones, plus those); and rollouts by
-//! state, so the rollouts under way (the fleet host's inbox age) are read without the others.
+//! The scrape's time-dependent reads have their indexes with their tables: inventories by
+//! (stale, observed_at), so the environments observed longer ago than the staleness window are
+//! one index range (the stale gauge is the environments, minus the observed ones, plus those);
+//! and rollouts by state, so the rollouts under way (the fleet host's inbox age) are read
+//! without the others.
 
 use sea_orm::{ConnectionTrait, DbBackend};
 use sea_orm_migration::{prelude::*, schema::*};
@@ -101,8 +103,6 @@ struct Counted {
     total: String,
     /// The columns whose change can change a row's share (SQLite's `UPDATE OF`).
     columns: &'static [&'static str],
-    /// Backfilled from this table (a count kept from two tables is backfilled once).
-    backfill: bool,
 }
 
 /// The counted sets, with the expressions the two databases spell differently.
@@ -150,7 +150,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             ],
             total: "0".into(),
             columns: &["tenant_id", "kind", "state", "completed_at"],
-            backfill: true,
         },
         Counted {
             metric: "apply_durations",
@@ -159,7 +158,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), col("kind"), bucket, none()],
             total: duration_ms.into(),
             columns: &["tenant_id", "kind", "state", "apply_receipt"],
-            backfill: true,
         },
         Counted {
             metric: "apply_minutes",
@@ -173,7 +171,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             ],
             total: col("apply_minutes"),
             columns: &["tenant_id", "project_id", "completed_at", "apply_minutes"],
-            backfill: true,
         },
         Counted {
             metric: "proposals",
@@ -182,7 +179,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), col("state"), flag("destructive"), none()],
             total: "0".into(),
             columns: &["tenant_id", "state", "destructive"],
-            backfill: true,
         },
         Counted {
             metric: "open_findings",
@@ -196,7 +192,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             ],
             total: "0".into(),
             columns: &["tenant_id", "kind", "suppressed_by", "resolved_at"],
-            backfill: true,
         },
         Counted {
             metric: "environments",
@@ -205,7 +200,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
             columns: &["tenant_id"],
-            backfill: true,
         },
         // An environment counts as observed when both rows are there: from the inventory's
         // side (its environment exists) and from the environment's (its inventory qualifies).
@@ -222,7 +216,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
             columns: &["tenant_id", "environment_id", "stale", "observed_at"],
-            backfill: true,
         },
         Counted {
             metric: "observed_environments",
@@ -236,7 +229,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
             columns: &["tenant_id", "environment_id"],
-            backfill: false,
         },
         Counted {
             metric: "held_leases",
@@ -250,7 +242,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             ],
             total: "0".into(),
             columns: &["tenant_id", "pool_id", "project_id", "state"],
-            backfill: true,
         },
         Counted {
             metric: "rollouts",
@@ -259,7 +250,6 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             keys: [col("tenant_id"), col("state"), none(), none()],
             total: instances.into(),
             columns: &["tenant_id", "state", "status"],
-            backfill: true,
         },
     ]
 }
@@ -348,20 +338,6 @@ impl Counted {
         format!(
             "SELECT {} FROM {rows} r WHERE {}",
             self.share("r", sign),
-            self.on("r", &self.when)
-        )
-    }
-
-    /// The rows already there, counted (the backfill). Grouped outside (PostgreSQL refuses a
-    /// constant in GROUP BY, and an unused label is the constant `''`).
-    fn backfill(&self) -> String {
-        format!(
-            "INSERT INTO metric_counts (metric, key1, key2, key3, key4, n, total) \
-             SELECT metric, key1, key2, key3, key4, COUNT(*), COALESCE(SUM(total), 0) \
-             FROM (SELECT {} FROM {} r WHERE {}) AS s \
-             GROUP BY metric, key1, key2, key3, key4",
-            self.share("r", 1),
-            self.table,
             self.on("r", &self.when)
         )
     }
@@ -478,17 +454,6 @@ impl MigrationTrait for Migration {
             )
             .await?;
         let db = manager.get_connection();
-        // The same statements on SQLite and PostgreSQL.
-        db.execute_unprepared(
-            "CREATE INDEX ix_inventories_stale_observed \
-             ON runtime_inventories (stale, observed_at)",
-        )
-        .await?;
-        db.execute_unprepared(
-            "CREATE INDEX ix_fleet_rollouts_state_checked \
-             ON fleet_rollouts (state, checked_at, created_at)",
-        )
-        .await?;
         let backend = db.get_database_backend();
         let counted = counted(backend);
         match backend {
@@ -509,13 +474,6 @@ impl MigrationTrait for Migration {
                 }
             }
         }
-        // Backfill after the triggers: on PostgreSQL (the migrations run in one transaction)
-        // CREATE TRIGGER waits for the writes under way on its table and holds off new ones
-        // until the commit, so a row is counted by the backfill (committed before) or by its
-        // trigger (written after), never both, never neither. SQLite migrates alone.
-        for c in counted.iter().filter(|c| c.backfill) {
-            db.execute_unprepared(&c.backfill()).await?;
-        }
         Ok(())
     }
 
@@ -525,8 +483,8 @@ impl MigrationTrait for Migration {
         let counted = counted(backend);
         match backend {
             DbBackend::Postgres => {
-                for table in tables(&counted) {
-                    for name in ["insert", "update", "delete"] {
+                for table in tables(&counted).into_iter().rev() {
+                    for name in ["delete", "update", "insert"] {
                         db.execute_unprepared(&format!(
                             "DROP TRIGGER metric_counts_{name} ON {table}"
                         ))
@@ -537,20 +495,13 @@ impl MigrationTrait for Migration {
                 }
             }
             _ => {
-                for c in &counted {
-                    for op in ["insert", "delete", "update"] {
+                for c in counted.iter().rev() {
+                    for op in ["update", "delete", "insert"] {
                         db.execute_unprepared(&format!("DROP TRIGGER {}", c.sqlite_trigger(op)))
                             .await?;
                     }
                 }
             }
-        }
-        for index in [
-            "ix_fleet_rollouts_state_checked",
-            "ix_inventories_stale_observed",
-        ] {
-            db.execute_unprepared(&format!("DROP INDEX {index}"))
-                .await?;
         }
         manager
             .drop_table(Table::drop().table(MetricDeltas::Table).to_owned())

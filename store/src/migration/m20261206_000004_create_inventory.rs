@@ -1,0 +1,142 @@
+//! The inventory aggregate: the observed state of each environment.
+//! - `runtime_inventories`: one row per environment, with what its last comparison compared
+//!   against (`compared_with`: the specification, the active drift rules and the runner
+//!   state's drift), so an observation whose objects did not change (same
+//!   `resourceVersion`s) and whose comparison inputs did not change skips the comparison.
+//! - `observed_workloads`: one row per workload of the latest observation of an environment.
+
+use sea_orm_migration::{prelude::*, schema::*};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum RuntimeInventories {
+    Table,
+    Id,
+    TenantId,
+    EnvironmentId,
+    ProjectId,
+    Workloads,
+    CurrentReleaseId,
+    SpecificationVersion,
+    ObservedAt,
+    Stale,
+    LastError,
+    CreatedAt,
+    UpdatedAt,
+    ComparedWith,
+}
+
+#[derive(DeriveIden)]
+enum ObservedWorkloads {
+    Table,
+    Id,
+    TenantId,
+    EnvironmentId,
+    Name,
+    Kind,
+    Version,
+    ReplicasReady,
+    ReplicasDesired,
+    Endpoints,
+    ConfigRefs,
+    SecretRefs,
+    Health,
+    ObservedAt,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(RuntimeInventories::Table)
+                    .col(string(RuntimeInventories::Id).primary_key())
+                    .col(string(RuntimeInventories::TenantId))
+                    .col(string(RuntimeInventories::EnvironmentId))
+                    .col(string(RuntimeInventories::ProjectId))
+                    .col(json(RuntimeInventories::Workloads))
+                    .col(string_null(RuntimeInventories::CurrentReleaseId))
+                    .col(integer_null(RuntimeInventories::SpecificationVersion))
+                    .col(timestamp_with_time_zone_null(
+                        RuntimeInventories::ObservedAt,
+                    ))
+                    .col(boolean(RuntimeInventories::Stale))
+                    .col(text_null(RuntimeInventories::LastError))
+                    .col(timestamp_with_time_zone(RuntimeInventories::CreatedAt))
+                    .col(timestamp_with_time_zone(RuntimeInventories::UpdatedAt))
+                    .col(string_null(RuntimeInventories::ComparedWith))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_inventories_tenant_environment")
+                    .table(RuntimeInventories::Table)
+                    .col(RuntimeInventories::TenantId)
+                    .col(RuntimeInventories::EnvironmentId)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        // The metrics scrape's stale gauge (`store::metrics`): the environments observed longer
+        // ago than the staleness window are one index range. The same statement on SQLite and
+        // PostgreSQL.
+        manager
+            .get_connection()
+            .execute_unprepared(
+                "CREATE INDEX ix_inventories_stale_observed \
+                 ON runtime_inventories (stale, observed_at)",
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(ObservedWorkloads::Table)
+                    .col(string(ObservedWorkloads::Id).primary_key())
+                    .col(string(ObservedWorkloads::TenantId))
+                    .col(string(ObservedWorkloads::EnvironmentId))
+                    .col(string(ObservedWorkloads::Name))
+                    .col(string(ObservedWorkloads::Kind))
+                    .col(string(ObservedWorkloads::Version))
+                    .col(integer(ObservedWorkloads::ReplicasReady))
+                    .col(integer(ObservedWorkloads::ReplicasDesired))
+                    .col(json(ObservedWorkloads::Endpoints))
+                    .col(json(ObservedWorkloads::ConfigRefs))
+                    .col(json(ObservedWorkloads::SecretRefs))
+                    .col(string(ObservedWorkloads::Health))
+                    .col(timestamp_with_time_zone(ObservedWorkloads::ObservedAt))
+                    .col(timestamp_with_time_zone(ObservedWorkloads::CreatedAt))
+                    .col(timestamp_with_time_zone(ObservedWorkloads::UpdatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("ux_observed_workloads_tenant_environment_name")
+                    .table(ObservedWorkloads::Table)
+                    .col(ObservedWorkloads::TenantId)
+                    .col(ObservedWorkloads::EnvironmentId)
+                    .col(ObservedWorkloads::Name)
+                    .unique()
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(ObservedWorkloads::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(RuntimeInventories::Table).to_owned())
+            .await
+    }
+}
