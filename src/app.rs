@@ -51,7 +51,7 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let db = connect_db(config).await?;
     let pending = Migrator::get_pending_migrations(&db)
         .await
-        .context("reading the read DB's migrations")?
+        .map_err(|e| unknown_schema(config, e))?
         .len();
     Migrator::up(&db, None)
         .await
@@ -70,6 +70,28 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
         applied.len()
     );
     Ok(())
+}
+
+/// A read DB that holds migrations this version does not have: one made by an unreleased
+/// version, whose migrations have since been squashed (or a newer version's).
+fn unknown_schema(config: &Config, e: sea_orm::DbErr) -> anyhow::Error {
+    let what = match config.database_url().strip_prefix("sqlite:") {
+        Some(_) => format!("delete {} (and its -wal and -shm files)", db_file(config)),
+        None => "drop and create the database".to_owned(),
+    };
+    anyhow::anyhow!(
+        "the read DB was made by another version of Runtime Cloud, whose migrations this one \
+         does not have ({e}). Before the first release the schema is rebuilt rather than \
+         migrated: {what} and start again; what it held (environments, specifications, runs) \
+         is not carried over"
+    )
+}
+
+/// The SQLite file of the read DB, as its URL names it.
+fn db_file(config: &Config) -> String {
+    let url = config.database_url();
+    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    path.split('?').next().unwrap_or(path).to_owned()
 }
 
 /// A references port: local schemes, and the service at `url` for the others when set.

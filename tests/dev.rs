@@ -62,3 +62,43 @@ async fn dev_runs_everything_and_a_restart_keeps_it() {
     .await;
     dev.stop();
 }
+
+/// A second `dev`, in another folder, on the Temporal server a first one started, is refused
+/// with a message naming the first one's data dir (both would take each other's activities);
+/// the first one goes on working. The read DB's migrations are one line in the log.
+#[tokio::test]
+async fn a_second_dev_on_a_temporal_server_another_one_uses_is_refused() {
+    let (first_dir, second_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (temporal_port, ui_port) = (free_port(), free_port());
+    let first = Dev::start(first_dir.path(), temporal_port, ui_port);
+    let api = first.client();
+    api.environment("dev-1", "non-production").await;
+    api.declare("dev-1", &[("api", "1.0.0", 1)]).await;
+    // A run applied: the first one's worker polls the task queue.
+    let id = api.plan_run("dev-1", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+
+    let refused = match Dev::try_start(second_dir.path(), temporal_port, free_port()) {
+        Ok(second) => {
+            second.stop();
+            panic!("a second dev on the same Temporal server started");
+        }
+        Err(printed) => printed,
+    };
+    assert!(
+        refused.contains("already runs the workflows of another `runtime-cloud dev`")
+            && refused.contains(&first_dir.path().display().to_string()),
+        "{refused}"
+    );
+    // The first one still works.
+    let again = api.plan_run("dev-1", "reconciliation").await;
+    api.wait_state(&again, "Applied").await;
+    first.stop();
+
+    let log = std::fs::read_to_string(first_dir.path().join("dev.stderr")).unwrap();
+    // sea-orm-migration's own lines ("Applying migration 'm…'", "Migration 'm…' has been
+    // applied") are left out.
+    assert!(!log.contains("igration '"), "{log}");
+    let at_version = log.lines().filter(|l| l.contains("read DB at version"));
+    assert_eq!(at_version.count(), 1, "{log}");
+}

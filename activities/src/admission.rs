@@ -105,3 +105,26 @@ async fn start_admitted(
     }
     Ok(n)
 }
+
+/// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as
+/// expired, and admits the deferred runs the freed slot lets start.
+pub(crate) async fn expire_vanished(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    semaphore_id: &str,
+    holder: &str,
+) -> Result<(), Error> {
+    let expired =
+        runtime_cloud_store::capacity::expire_leases(db, holder, chrono::Utc::now()).await?;
+    tracing::info!(
+        semaphore = %semaphore_id,
+        holder,
+        expired,
+        "holder gone: its capacity lease expired"
+    );
+    if expired > 0 {
+        admit_after_release(db, client, task_queue, holder).await;
+    }
+    Ok(())
+}

@@ -285,25 +285,3 @@ impl CapacityActivitiesImpl {
         Ok(answer)
     }
 }
-
-/// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as
-/// expired, and admits the deferred runs the freed slot lets start.
-pub(crate) async fn expire_vanished(
-    db: &DatabaseConnection,
-    client: &Client,
-    task_queue: &str,
-    semaphore_id: &str,
-    holder: &str,
-) -> Result<(), Error> {
-    let expired = capacity::expire_leases(db, holder, Utc::now()).await?;
-    tracing::info!(
-        semaphore = %semaphore_id,
-        holder,
-        expired,
-        "holder gone: its capacity lease expired"
-    );
-    if expired > 0 {
-        crate::admission::admit_after_release(db, client, task_queue, holder).await;
-    }
-    Ok(())
-}

@@ -158,7 +158,7 @@ impl Semaphores {
         holder: &str,
     ) -> Result<Vec<String>, ActivityError> {
         if req.records_leases {
-            crate::capacity::expire_vanished(
+            crate::admission::expire_vanished(
                 &self.db,
                 &self.client,
                 &self.task_queue,

@@ -23,9 +23,12 @@
 //!   `connectsoft_factory_fleet_host_inbox_lag{module="inventory"}` (instances are registered
 //!   by `EnvironmentCreated`).
 
+pub mod names;
 pub mod sign;
 pub mod sources;
 pub mod verify;
+
+pub use names::{CONSUMER, DEAD_LETTER_PREFIX, DEAD_LETTER_STREAM, STREAM};
 
 use crate::AppState;
 use async_nats::jetstream::{self, AckKind, consumer::pull, stream};
@@ -40,13 +43,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use verify::Verifier;
 
-/// The stream of inbound events.
-pub const STREAM: &str = "RUNTIME_CLOUD_INBOUND";
-/// The durable consumer.
-pub const CONSUMER: &str = "runtime-cloud-inbox";
-/// The stream of dead letters, and their subjects' prefix.
-pub const DEAD_LETTER_STREAM: &str = "RUNTIME_CLOUD_DEAD_LETTER";
-pub const DEAD_LETTER_PREFIX: &str = "runtime-cloud.dead-letter";
 /// Deliveries of a message that keeps failing before it is dead-lettered.
 pub const MAX_ATTEMPTS: i64 = 5;
 

@@ -1,7 +1,7 @@
 //! The day's apply minutes of a project, as every run's start sums them (the API before it
 //! answers 429, the run's lease request before it plans; issue 17's `executionMinutesPerDay`):
-//! `capacity::minutes_used` with the index that holds the minutes (migration 29) next to the
-//! same sum with migration 19's index in its place, which found the day's runs but read each
+//! `capacity::minutes_used` with the index that holds the minutes (`ix_provisioning_runs_project_minutes`) next to the
+//! same sum with an index of the runs' completion times in its place, which found the day's runs but read each
 //! one's row for its minutes. Both in the same database, on the same rows.
 
 use crate::stack::Db;
@@ -66,7 +66,7 @@ async fn measure(db: &DatabaseConnection, args: &Args) -> anyhow::Result<()> {
     );
     settle(db, args.fresh).await?;
     let covered = time(db, args).await?;
-    // The baseline: migration 19's index in place of migration 29's.
+    // The baseline: an index that finds the day's runs, in place of the one holding their minutes.
     db.execute_unprepared("DROP INDEX ix_provisioning_runs_project_minutes")
         .await?;
     db.execute_unprepared(
@@ -89,8 +89,8 @@ async fn measure(db: &DatabaseConnection, args: &Args) -> anyhow::Result<()> {
         &["", "sums", "p50 ms", "p95 ms", "max ms"],
     );
     for (name, s) in [
-        ("product (migration 29: the minutes in the index)", &c),
-        ("baseline (migration 19: each run's row read)", &u),
+        ("product (the minutes in the index)", &c),
+        ("baseline (each run's row read)", &u),
     ] {
         t.row(vec![
             name.into(),

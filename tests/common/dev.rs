@@ -43,7 +43,7 @@ impl Dev {
     }
 
     /// [`Dev::start`], or what dev printed on stderr when it exited without starting.
-    fn try_start(
+    pub fn try_start(
         data_dir: &std::path::Path,
         temporal_port: u16,
         ui_port: u16,

@@ -21,7 +21,7 @@
 //!   the pod template's labels, and `https://<host><path>` (`http://` without TLS for the host)
 //!   of every Ingress rule whose backend is one of those Services.
 
-use super::owners::{VersionSource, field_owners};
+use super::owners::{VERSION_LABEL, VersionSource, field_owners};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -52,9 +52,6 @@ impl Objects {
         versions.join(",")
     }
 }
-
-/// The label Kubernetes recommends for an application's version.
-pub(crate) const VERSION_LABEL: &str = "app.kubernetes.io/version";
 
 /// The workloads of a namespace, by name.
 pub fn workloads(namespace: &str, objects: &Objects) -> Vec<ObservedWorkload> {

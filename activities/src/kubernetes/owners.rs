@@ -34,9 +34,10 @@ enum Step<'a> {
 use Step::{AnyNamed, Field, Named};
 
 /// The version label's name.
-const VERSION_LABEL: &str = super::mapping::VERSION_LABEL;
+/// The label Kubernetes recommends for an application's version.
+pub(crate) const VERSION_LABEL: &str = "app.kubernetes.io/version";
 
-/// Where a workload's version is read from (the rule of [`super::mapping::version`]).
+/// Where a workload's version is read from (the rule of `mapping::version`).
 pub enum VersionSource<'a> {
     /// The workload's own `app.kubernetes.io/version` label.
     Label,

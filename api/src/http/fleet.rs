@@ -335,7 +335,7 @@ async fn health(
             status: "ok",
         });
         inbox_lag.push(ConsumerLag {
-            consumer: crate::inbound::CONSUMER,
+            consumer: crate::inbound::names::CONSUMER,
             pending: lag,
         });
     }

@@ -356,7 +356,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         let _ = writeln!(
             out,
             "connectsoft_factory_runtime_inbox_lag{{consumer=\"{}\"}} {lag}",
-            crate::inbound::CONSUMER
+            crate::inbound::names::CONSUMER
         );
     }
 
