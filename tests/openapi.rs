@@ -168,7 +168,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         );
     }
     // No list answers an unbounded body: every GET whose answer is a list of `items` takes
-    // `cursor` and `limit` (issue 18).
+    // `cursor` and `limit`.
     let lists = paged_lists(&doc);
     assert!(lists.len() > 15, "the lists found: {lists:?}");
     for (path, params) in lists {

@@ -1,4 +1,4 @@
-//! Every list is paged (issue 18): each list route takes `limit` and `cursor`, never answers
+//! Every list is paged: each list route takes `limit` and `cursor`, never answers
 //! more than `limit` items, and walking `nextCursor` returns every item once, in the list's
 //! order. The OpenAPI test checks that every list route declares both parameters.
 

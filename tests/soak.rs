@@ -1,4 +1,4 @@
-//! The chaos soak (issue 18, part 6): for `RC_SOAK_MINUTES` (3 in the suite, 20 from
+//! The chaos soak: for `RC_SOAK_MINUTES` (3 in the suite, 20 from
 //! `scripts/soak`) runs flow on 100 environments, targets drift out of band, sweeps and
 //! operators' observations raise findings and proposals, operators approve runs and decide
 //! proposals, and the outbox relay publishes to NATS JetStream — while a fault loop SIGKILLs

@@ -190,8 +190,8 @@ impl InventoryActivitiesImpl {
     /// proposals they raised; new proposals are named from `req`'s seed.
     ///
     /// The starts stay in the batch's own future, after its commit (32 at once). Handed over
-    /// in a later stage of the page's stream instead (tried in session 37), they held up the
-    /// stream, whose next batches' futures can then sit unpolled inside open transactions: on
+    /// in a later stage of the page's stream instead, they would hold up the
+    /// stream, whose next batches' futures could then sit unpolled inside open transactions: on
     /// PostgreSQL a drift storm's sweep timed out waiting for pool connections and stalled for
     /// minutes (900 of 10,000 environments after 75 s; 68.3 s for all of them this way, on
     /// the same machine).

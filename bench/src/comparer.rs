@@ -1,5 +1,6 @@
-//! Benchmark 3's inputs and baseline, shared by the criterion bench (`benches/comparer.rs`)
-//! and the quick timer of `rc-bench compare-quick`.
+//! Benchmark 3: the drift comparer (`runtime_cloud_models::drift::compare`), workloads compared
+//! per second for environments of 10, 100 and 1,000 workloads, next to a baseline, each the
+//! median of 15 timed rounds of 200 ms (`rc-bench compare`).
 //!
 //! Inputs are what an observation compares: the declared workloads of a specification against
 //! what the sandbox observer reports (`runtime_cloud_activities::sandbox::observed`), with a few
@@ -10,8 +11,7 @@
 //! building findings: what any comparer pays. The ratio is the cost of the findings themselves.
 
 use crate::api::workloads;
-use crate::comparer_report::SIZES;
-use crate::table::Table;
+use crate::table::{Table, ratio_cell, verdict};
 use runtime_cloud_activities::ports::Target;
 use runtime_cloud_activities::sandbox::observed;
 use runtime_cloud_models::Workload;
@@ -102,11 +102,13 @@ fn time_ns(mut f: impl FnMut()) -> f64 {
     per_call[per_call.len() / 2]
 }
 
-/// `rc-bench compare-quick`: the same measurement without criterion (a plain median timer), for
-/// machines where the criterion build is too long. Criterion's numbers are the reference.
-pub fn quick() {
+/// Environment sizes the comparer is measured at.
+pub const SIZES: [usize; 3] = [10, 100, 1000];
+
+/// `rc-bench compare`: the table of both at every size.
+pub fn run() {
     let mut t = Table::new(
-        "Drift comparison (plain timer, median of 15 x 200 ms; not criterion)",
+        "Drift comparison (median of 15 x 200 ms)",
         &[
             "workloads / env",
             "product µs",
@@ -129,13 +131,38 @@ pub fn quick() {
         let b = time_ns(|| {
             black_box(differences(black_box(&declared), black_box(&observed)));
         });
-        t.row(crate::comparer_report::row(n, p, b));
+        t.row(row(n, p, b));
     }
     t.print();
 }
 
+/// Workloads per second at `size` from a mean iteration time.
+fn per_sec(size: usize, ns: f64) -> f64 {
+    size as f64 / (ns * 1e-9)
+}
+
+/// One table row: the time per call of the product and the baseline for `n` workloads, their
+/// rates and the verdict against 1M workloads/s.
+fn row(n: usize, product_ns: f64, baseline_ns: f64) -> Vec<String> {
+    let (pr, br) = (per_sec(n, product_ns), per_sec(n, baseline_ns));
+    vec![
+        n.to_string(),
+        format!("{:.2}", product_ns / 1000.0),
+        format!("{:.2}M", pr / 1e6),
+        format!("{:.2}", baseline_ns / 1000.0),
+        format!("{:.2}M", br / 1e6),
+        ratio_cell(pr / br),
+        verdict(pr >= 1e6),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rate_from_nanoseconds() {
+        assert_eq!(super::per_sec(1000, 1_000_000.0), 1_000_000.0);
+    }
+
     #[test]
     fn the_baseline_counts_what_the_comparer_finds() {
         let (declared, observed) = super::inputs(100);

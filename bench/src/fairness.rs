@@ -1,4 +1,4 @@
-//! Benchmark 8: fairness between tenants (issue 17, execution capacity).
+//! Benchmark 8: fairness between tenants (execution capacity).
 //!
 //! One stack, two tenants (each its own token): tenant A floods it, tenant B asks for a few
 //! runs, and B's latency is printed next to B's latency on the same stack when idle.

@@ -24,8 +24,7 @@
 //! - [`rollout`]: a fleet rollout over many instances next to bare provisioning runs.
 //! - [`fairness`]: one tenant's runs while another floods the stack, next to the same runs idle.
 //! - [`minutes`]: the day's apply minutes a run's start sums, by the index that holds them.
-//! - [`comparer`]: the drift comparer's inputs and baseline (criterion: `benches/comparer.rs`;
-//!   [`comparer_report`] turns its results into a table).
+//! - [`comparer`]: benchmark 3, the drift comparer next to a baseline.
 //!
 //! And their baselines: [`baseline`] (minimal Temporal workflows with no-op activities) and
 //! [`actions`] (Temporal actions counted from event histories).
@@ -35,7 +34,6 @@ pub mod api;
 pub mod baseline;
 pub mod bulk;
 pub mod comparer;
-pub mod comparer_report;
 pub mod cpu;
 pub mod fairness;
 pub mod fleet;
@@ -46,7 +44,6 @@ pub mod read;
 pub mod rollout;
 pub mod rss;
 pub mod runner;
-pub mod sql;
 pub mod stack;
 pub mod stand_ins;
 pub mod stats;

@@ -1,5 +1,5 @@
 //! The day's apply minutes of a project, as every run's start sums them (the API before it
-//! answers 429, the run's lease request before it plans; issue 17's `executionMinutesPerDay`):
+//! answers 429, the run's lease request before it plans; the quota's `executionMinutesPerDay`):
 //! `capacity::minutes_used` with the index that holds the minutes (`ix_provisioning_runs_project_minutes`) next to the
 //! same sum with an index of the runs' completion times in its place, which found the day's runs but read each
 //! one's row for its minutes. Both in the same database, on the same rows.

@@ -234,7 +234,7 @@ into_outbox!(RuntimeDriftDetected, RUNTIME_DRIFT_DETECTED, finding_id);
 into_outbox!(ReconciliationProposed, RECONCILIATION_PROPOSED, proposal_id);
 into_outbox!(ReconciliationDecided, RECONCILIATION_DECIDED, proposal_id);
 
-/// A fleet rollout's events (not in the spec's list; issue 15 names them): `RolloutStarted`,
+/// A fleet rollout's events (not in the spec's list): `RolloutStarted`,
 /// `WaveCompleted`, `RolloutHalted`, `RolloutCompleted`, `RolloutAborted`, `RolloutRolledBack`, topics
 /// `provisioning.fleet.v1.<kebab-case name>`.
 #[derive(Debug, Clone, Serialize)]

@@ -4,9 +4,9 @@
 //! Why: a tenant that submits far more runs than its quota lets run gains nothing by having
 //! them accepted faster than its runs apply (they wait deferred either way), but accepting
 //! them costs the API and the database the same two cores every other tenant's runs need
-//! (issue 17: B's runs were 2.7 × slower while A's 1,000 submissions were accepted at
-//! ~200/s). Pacing each tenant to a sustained rate with a burst keeps one tenant's flood from
-//! taking the machine, and a client that sends one request at a time never notices it.
+//! (B's runs were 2.7 × slower while A's 1,000 submissions were accepted at ~200/s). Pacing
+//! each tenant to a sustained rate with a burst keeps one tenant's flood from taking the
+//! machine, and a client that sends one request at a time never notices it.
 //!
 //! Times are offsets from an origin the caller chooses (a process's start), so the rule is
 //! pure and the caller's clock is the only clock.

@@ -19,7 +19,7 @@
 //!
 //! Before, each semaphore was a workflow of its own: a lock workflow started for every run,
 //! and every ask and release a workflow task of the project's capacity semaphore. Those were
-//! most of a run's cost on the Temporal server (docs/benchmarks.md, session 25).
+//! most of a run's cost on the Temporal server.
 
 use crate::entities::semaphore_slots as slots;
 use crate::entities::semaphores;

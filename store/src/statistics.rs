@@ -4,8 +4,8 @@
 //! autovacuum refreshes once a table has changed by a tenth, looking once a minute, and only
 //! where autovacuum is on. A drift storm writes 200,000 findings into a table that was empty a
 //! few minutes before; meanwhile every connection keeps the plans it made for its prepared
-//! statements while the table was small, until the next `ANALYZE` invalidates them. Measured
-//! (issue 18): with those plans, one batch's read of its environments' open findings walked the
+//! statements while the table was small, until the next `ANALYZE` invalidates them. With
+//! those plans, one batch's read of its environments' open findings walked the
 //! tenant's every open finding (a plan that counts on a tenant having a handful), 200–300 ms a
 //! batch, and the storm's sweep observed 22 environments a second; one `ANALYZE` mid-sweep
 //! (0.75 s for the whole database) took it to 70 a second at once.

@@ -143,7 +143,7 @@ pub async fn ensure(data_dir: &Path, port: u16, ui_port: u16) -> Result<DevServe
     .arg(data_dir.join("temporal.db"))
     // The CLI's SQLite store keeps a rollback journal by default: every transaction writes its
     // pages twice and waits for two fsyncs. A drift storm's 10,000 proposal workflows made it
-    // write 50 MB/s with the disk the limit (issue 18). A write-ahead log writes each page once
+    // write 50 MB/s with the disk the limit. A write-ahead log writes each page once
     // and `synchronous=normal` syncs it at checkpoints: a killed process loses nothing it
     // committed; only a power cut can lose the last transactions of this development store.
     .args(["--sqlite-pragma", "journal_mode=wal"])

@@ -237,7 +237,7 @@ impl ProvisioningRun {
         // its attempt's (Temporal's run id, a UUIDv7 too). Not an id minted from the workflow's
         // clock: a workflow task lost after this local activity wrote the lease (a worker killed)
         // runs again at a later time, and a second lease would be written while the first
-        // stayed `waiting` for good, counted against the project's quota (found by the soak).
+        // stayed `waiting` for good, counted against the project's quota.
         let capacity_id = capacity_semaphore_id(&input.tenant_id, &input.project_id);
         LeaseRequest {
             lease_id: input
@@ -901,7 +901,7 @@ impl ProvisioningRun {
     /// Moves the attribute on to the run's state where it says a wait the run has left (it
     /// applies after an approval or a window), so it never says a state the run has left. A
     /// run that never waited shows none until it ends: an `Applying` would cost every run an
-    /// event and a visibility write on the server (docs/benchmarks.md, issue 18's part 5), and
+    /// event and a visibility write on the server (docs/benchmarks.md, section 1), and
     /// the read API answers which runs apply (`GET /factory/provisioning/runs?state=Applying`).
     fn move_shown_state_on(ctx: &mut WorkflowContext<Self>) {
         if ctx.state(|s| s.shown_state.is_some()) {

@@ -2,7 +2,7 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fairness, fleet, idle, minutes, read, rollout, runner, sql, throughput};
+use runtime_cloud_bench::{fairness, fleet, idle, minutes, read, rollout, runner, throughput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,10 +32,8 @@ enum Command {
     Fairness(fairness::Args),
     /// 9. The day's apply minutes a run's start sums, with and without their index.
     Minutes(minutes::Args),
-    /// 10. One statement through the store's pool next to rusqlite on the same SQLite file.
-    Sql(sql::Args),
-    /// 3. without criterion: a plain median timer (criterion's bench is the reference).
-    CompareQuick,
+    /// 3. The drift comparer next to a baseline (no server).
+    Compare,
     /// The baseline worker (started by the benchmarks as its own process).
     #[command(hide = true)]
     BaselineWorker {
@@ -61,9 +59,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Rollout(args) => rollout::run(args).await,
         Command::Fairness(args) => fairness::run(args).await,
         Command::Minutes(args) => minutes::run(args).await,
-        Command::Sql(args) => sql::run(args).await,
-        Command::CompareQuick => {
-            runtime_cloud_bench::comparer::quick();
+        Command::Compare => {
+            runtime_cloud_bench::comparer::run();
             Ok(())
         }
         Command::BaselineWorker { task_queue } => {
