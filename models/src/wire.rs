@@ -62,18 +62,18 @@ macro_rules! wire_enum {
 
 pub(crate) use wire_enum;
 
+/// RFC 3986's unreserved characters: the ones a URL carries as they are.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// `s` as one URL path segment or query value: RFC 3986's unreserved characters as they are,
 /// every other byte percent-encoded (so `../x` or `a&b` cannot reach another path or
 /// parameter).
 pub fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string()
 }
 
 #[cfg(test)]
