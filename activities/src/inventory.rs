@@ -114,7 +114,7 @@ impl InventoryActivitiesImpl {
 
     /// Reads the environment's target (a few quick tries, then unreachable): the record of what
     /// it shows, with what decides whether the proposal it may raise is accepted on its own. A
-    /// run's finish records it with the run's ending (`store::runs::end`), then settles the
+    /// run's finish records it with the run's ending (`transactions::end_run`), then settles the
     /// proposal ([`Self::settle_auto_accept`]).
     pub(crate) async fn read_for_record(
         &self,

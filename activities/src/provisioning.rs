@@ -143,7 +143,7 @@ impl ProvisioningActivitiesImpl {
 
     /// After an apply (or a failed one), reads the environment's target while the run still
     /// holds it, within the attempt's time ([`observe_within`]); then, in one write transaction
-    /// ([`runs::end`]), lets the run's capacity go, records its ending and what the target
+    /// ([`runtime_cloud_transactions::end_run`]), lets the run's capacity go, records its ending and what the target
     /// showed, and lets its environment go ([`Finish`]).
     #[activity(definition = markers::Finish)]
     pub async fn finish(
@@ -176,7 +176,7 @@ impl ProvisioningActivitiesImpl {
             };
             // One transaction; the waiters it promoted are told once it committed (a retry
             // after a failed signal releases nothing more and tells them again).
-            let ended = runs::end(
+            let ended = runtime_cloud_transactions::end_run(
                 &self.db,
                 run,
                 (&req.projection.passed, &req.projection.status),

@@ -94,7 +94,7 @@ pub enum Status {
 }
 
 /// The open findings (suppressed ones too) of the environments `keys`, in one query.
-pub(crate) async fn open_of(
+pub async fn open_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Finding>, Error> {

@@ -1,5 +1,9 @@
 //! Test fixtures: throwaway databases (in-memory SQLite, a fresh PostgreSQL database) and the
-//! rows tests start from.
+//! rows tests start from, for this crate's tests and those of the crates above it. Compiled
+//! always, not behind a feature: a feature only the tests turn on would build this crate, and
+//! every crate above it, twice (docs/development.md, "The two commands").
+// A fixture that cannot set up its rows fails the test that asked for them.
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
 use crate::entities::outbox_events;
 use crate::environments::{self, Environment, NewEnvironment};
@@ -12,14 +16,14 @@ use sea_orm_migration::MigratorTrait;
 
 /// A migrated in-memory SQLite database (one connection: sea-orm pools `sqlite::memory:` to
 /// one, so every statement sees the same database).
-pub(crate) async fn sqlite() -> DatabaseConnection {
+pub async fn sqlite() -> DatabaseConnection {
     let db = sqlite_unmigrated().await;
     Migrator::up(&db, None).await.unwrap();
     db
 }
 
 /// A baseline run of `specification` on `environment`, requested with nothing else.
-pub(crate) fn new_run<'a>(
+pub fn new_run<'a>(
     run_id: &'a str,
     environment: &'a Environment,
     specification: &'a crate::specifications::Specification,
@@ -37,15 +41,12 @@ pub(crate) fn new_run<'a>(
 }
 
 /// An in-memory SQLite database with no tables yet, on the product's pool.
-pub(crate) async fn sqlite_unmigrated() -> DatabaseConnection {
+pub async fn sqlite_unmigrated() -> DatabaseConnection {
     crate::connect::open("sqlite::memory:").await.unwrap()
 }
 
 /// SQLite's `EXPLAIN QUERY PLAN` of `query` on `db`, one step a line.
-pub(crate) async fn sqlite_plan(
-    db: &DatabaseConnection,
-    query: &impl sea_orm::QueryTrait,
-) -> String {
+pub async fn sqlite_plan(db: &DatabaseConnection, query: &impl sea_orm::QueryTrait) -> String {
     use sea_orm::{DbBackend, Statement};
     let sql = format!("EXPLAIN QUERY PLAN {}", query.build(DbBackend::Sqlite));
     db.query_all(Statement::from_string(DbBackend::Sqlite, sql))
@@ -60,14 +61,14 @@ pub(crate) async fn sqlite_plan(
 /// A migrated PostgreSQL database of its own, `rc_test_…` on the server of
 /// `RC_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`); `scripts/test`
 /// drops every `rc_test_%` database when the suite ends.
-pub(crate) async fn postgres() -> DatabaseConnection {
+pub async fn postgres() -> DatabaseConnection {
     let db = postgres_unmigrated().await;
     Migrator::up(&db, None).await.unwrap();
     db
 }
 
 /// A PostgreSQL database of its own (as [`postgres`]) with no tables yet, on the product's pool.
-pub(crate) async fn postgres_unmigrated() -> DatabaseConnection {
+pub async fn postgres_unmigrated() -> DatabaseConnection {
     let admin = std::env::var("RC_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let name = format!("rc_test_{}", uuid::Uuid::new_v4().simple());
@@ -85,7 +86,7 @@ pub(crate) async fn postgres_unmigrated() -> DatabaseConnection {
 }
 
 /// Registers environment `env` of tenant `acme`, project `shop`.
-pub(crate) async fn environment(
+pub async fn environment(
     db: &DatabaseConnection,
     env: &str,
     class: EnvironmentClass,
@@ -109,7 +110,7 @@ pub(crate) async fn environment(
 }
 
 /// A declared workload.
-pub(crate) fn workload(name: &str, version: &str, replicas: u32) -> Workload {
+pub fn workload(name: &str, version: &str, replicas: u32) -> Workload {
     Workload {
         name: name.into(),
         kind: "deployment".into(),
@@ -121,12 +122,12 @@ pub(crate) fn workload(name: &str, version: &str, replicas: u32) -> Workload {
 }
 
 /// What a target running `w` exactly as declared reports.
-pub(crate) fn observed(w: &Workload) -> ObservedWorkload {
+pub fn observed(w: &Workload) -> ObservedWorkload {
     ObservedWorkload::as_declared(w, Vec::new())
 }
 
 /// A valid declaration of `workloads` for `env` of tenant `acme`.
-pub(crate) fn declaration(env: &str, workloads: Vec<Workload>) -> Declaration {
+pub fn declaration(env: &str, workloads: Vec<Workload>) -> Declaration {
     Declaration {
         tenant_id: "acme".into(),
         project_id: "shop".into(),
@@ -143,7 +144,7 @@ pub(crate) fn declaration(env: &str, workloads: Vec<Workload>) -> Declaration {
 }
 
 /// The outbox events of a type, in publication order.
-pub(crate) async fn events(db: &DatabaseConnection, event_type: &str) -> Vec<outbox_events::Model> {
+pub async fn events(db: &DatabaseConnection, event_type: &str) -> Vec<outbox_events::Model> {
     outbox_events::Entity::find()
         .filter(outbox_events::Column::EventType.eq(event_type))
         .order_by_asc(outbox_events::Column::Seq)
@@ -153,30 +154,31 @@ pub(crate) async fn events(db: &DatabaseConnection, event_type: &str) -> Vec<out
 }
 
 /// Runs `sql` as is (to store what this version of the code never writes).
-pub(crate) async fn execute(db: &DatabaseConnection, sql: &str) {
+pub async fn execute(db: &DatabaseConnection, sql: &str) {
     db.execute_unprepared(sql).await.unwrap();
 }
 
 /// Two tests of `$body` (an `async fn(DatabaseConnection)`): `$sqlite` on in-memory SQLite and
 /// `$postgres` on a throwaway PostgreSQL database, for the queries the two spell differently.
+#[macro_export]
 macro_rules! on_both_databases {
     ($sqlite:ident, $postgres:ident, $body:ident) => {
         #[tokio::test]
         async fn $sqlite() {
-            $body(crate::fixtures::sqlite().await).await;
+            $body($crate::fixtures::sqlite().await).await;
         }
 
         #[tokio::test]
         async fn $postgres() {
-            $body(crate::fixtures::postgres().await).await;
+            $body($crate::fixtures::postgres().await).await;
         }
     };
 }
 
-pub(crate) use on_both_databases;
+pub use crate::on_both_databases;
 
 /// A page large enough for any test's list.
-pub(crate) fn everything() -> crate::Page {
+pub fn everything() -> crate::Page {
     crate::Page {
         after: None,
         rows: 1_000,

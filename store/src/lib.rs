@@ -35,7 +35,8 @@
 //! - [`connect`]: the read DB's pools: one connection on SQLite, ten on PostgreSQL.
 //! - [`error`]: this crate's error type.
 //! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
-//! - `fixtures` (tests only): throwaway SQLite and PostgreSQL databases, rows to start from.
+//! - `fixtures` (for tests, here and in the crates above): throwaway SQLite and PostgreSQL
+//!   databases, rows to start from.
 //! - [`entities`]: the sea-orm entities, one per table.
 //! - [`migration`]: the migrations, one per aggregate (squashed before the first release; from
 //!   then on never edited once landed).
@@ -69,8 +70,8 @@ pub mod windows;
 mod write;
 
 mod decode;
-#[cfg(test)]
-mod fixtures;
+#[doc(hidden)]
+pub mod fixtures;
 mod scope;
 
 pub use error::Error;

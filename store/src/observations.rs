@@ -51,7 +51,7 @@ pub async fn record(
 
 /// [`record`] in the caller's write transaction (a run's ending records its observation after
 /// the apply with the release of its environment: `runs::end`).
-pub(crate) async fn record_within(
+pub async fn record_within(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,

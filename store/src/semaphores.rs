@@ -181,7 +181,7 @@ pub struct Letting<'a> {
 }
 
 /// [`release`] in the caller's write transaction (begun with [`begin_write`]).
-pub(crate) async fn release_in(
+pub async fn release_in(
     txn: &DatabaseTransaction,
     letting: Letting<'_>,
 ) -> Result<Vec<String>, Error> {

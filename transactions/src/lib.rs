@@ -1,0 +1,12 @@
+//! Business transactions: each one function over one transaction that spans several
+//! aggregates' tables, called by the activities and the API alike. `store` holds the entities,
+//! the migrations and each table's queries, which import only downward; a step that writes
+//! several aggregates at once has its home here, named after what it does.
+//!
+//! # Layout
+//!
+//! - [`end_run`]: a run's ending, its semaphores let go and the observation after its apply.
+
+pub mod end_run;
+
+pub use end_run::{Ended, end_run};
