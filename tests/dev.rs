@@ -102,3 +102,40 @@ async fn a_second_dev_on_a_temporal_server_another_one_uses_is_refused() {
     let at_version = log.lines().filter(|l| l.contains("read DB at version"));
     assert_eq!(at_version.count(), 1, "{log}");
 }
+
+/// A read DB made by a version whose migrations this one does not have (one from before the
+/// migrations were squashed) is refused by `migrate`, naming the file to delete, and left as
+/// it was.
+#[test]
+fn a_read_db_of_unknown_migrations_is_refused_saying_what_to_do() {
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("runtime-cloud.db");
+    let migrate = || {
+        Command::new(env!("CARGO_BIN_EXE_runtime-cloud"))
+            .arg("migrate")
+            .env("RUNTIME_CLOUD_DATA_DIR", data.path())
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("runtime-cloud migrate")
+    };
+    assert!(migrate().status.success(), "a fresh read DB migrates");
+    let old = "m20261129_000001_create_read_tables";
+    let sql = format!("INSERT INTO seaql_migrations VALUES ('{old}', 1764374400)");
+    let inserted = Command::new("python3")
+        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()"])
+        .arg(&db)
+        .arg(&sql)
+        .status()
+        .expect("python3");
+    assert!(inserted.success());
+
+    let refused = migrate();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("made by another version of Runtime Cloud")
+            && stderr.contains(old)
+            && stderr.contains(&format!("delete {}", db.display())),
+        "{stderr}"
+    );
+}
