@@ -497,7 +497,7 @@ impl InventoryActivitiesImpl {
         let span = tracing::info_span!("prepare_run", proposal_id = %req.proposal.proposal_id, run_id = %req.run_id);
         async move {
             let grantor = req.grantor.as_ref();
-            proposals::prepare_run(
+            runtime_cloud_transactions::prepare_proposal_run(
                 &self.db,
                 &req.proposal,
                 &req.run_id,

@@ -2,27 +2,21 @@
 //!
 //! Observations raise and supersede proposals ([`crate::observations::record`]), the GitOps
 //! reconciler raises one for a difference it does not apply itself ([`raise_for_replan`]), the
-//! ReconciliationProposal workflow projects its decisions ([`project`]) and prepares the run of
-//! an accepted one ([`prepare_run`]).
+//! ReconciliationProposal workflow projects its decisions ([`project`]); the run of an accepted
+//! one is prepared by `transactions::prepare_proposal_run`.
 
 use crate::decode::{At, to_json};
 use crate::entities::reconciliation_proposals as rows;
 use crate::entities::untold_supersessions as untold_rows;
-use crate::environments::{self, Environment};
+use crate::environments::Environment;
 use crate::findings::{self, Finding};
-use crate::runs::{self, NewRun};
-use crate::{Error, Page, approvals, inventory, outbox, specifications};
+use crate::runs;
+use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
-use runtime_cloud_models::approvals::{ApprovalSource, Grantor};
 use runtime_cloud_models::drift::{Direction, ProposalPlan, ProposalState, proposal_plan};
 use runtime_cloud_models::events::{ReconciliationDecided, ReconciliationProposed};
 use runtime_cloud_models::inventory::{ProposalInput, ProposalProjection};
-use runtime_cloud_models::observation::ObservedWorkload;
-use runtime_cloud_models::options::ProvisioningOptions;
-use runtime_cloud_models::validation::Declaration;
-use runtime_cloud_models::{
-    ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, Workload, rules,
-};
+use runtime_cloud_models::{ProvisioningState, rules};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
@@ -511,113 +505,6 @@ pub async fn project(db: &DatabaseConnection, p: &ProposalProjection) -> Result<
     Ok(())
 }
 
-/// Prepares an accepted proposal's reconciliation run `run_id`, in one transaction, and
-/// returns its input; idempotent by run id (a retry finds the row and answers the same
-/// input). For `adopt-observed`, first declares a specification whose workloads are what was
-/// observed, checked by the same rule as every declaration. In production the Operator who
-/// accepted it (`grantor`) is the run's approval: recorded with the run, already spent on
-/// it, its id the run's `approvalId`. Without a grantor a production run waits for an
-/// Operator's decision on the run.
-pub async fn prepare_run(
-    db: &DatabaseConnection,
-    proposal: &ProposalInput,
-    run_id: &str,
-    grantor: Option<&Grantor>,
-    options: &ProvisioningOptions,
-) -> Result<RunInput, Error> {
-    let (tenant_id, environment_id) = (&proposal.tenant_id, &proposal.environment_id);
-    let txn = crate::begin_write(db).await?;
-    let env = environments::find(&txn, tenant_id, environment_id)
-        .await?
-        .ok_or_else(|| Error::Missing {
-            what: "environment",
-            id: environment_id.clone(),
-        })?;
-    let prepared = runs::specification_id(&txn, run_id).await?;
-    let spec = match &prepared {
-        Some(spec_id) => specifications::find(&txn, spec_id).await?,
-        None => {
-            let latest = specifications::latest(&txn, tenant_id, environment_id).await?;
-            match (proposal.direction, latest) {
-                (Direction::AdoptObserved, Some(latest)) => {
-                    let observed = inventory::find(&txn, tenant_id, environment_id)
-                        .await?
-                        .map(|i| i.workloads)
-                        .unwrap_or_default();
-                    // The latest declaration, but for its workloads: what runs.
-                    let adopted = Declaration {
-                        tenant_id: tenant_id.clone(),
-                        project_id: env.project_id.clone(),
-                        environment_id: environment_id.clone(),
-                        workloads: observed.iter().map(adopt).collect(),
-                        ..latest.declaration
-                    };
-                    Some(specifications::declare_in(&txn, &adopted).await?)
-                }
-                (_, latest) => latest,
-            }
-        }
-    };
-    let spec = spec.ok_or_else(|| Error::Missing {
-        what: "specification of environment",
-        id: environment_id.clone(),
-    })?;
-    let approval_id = match (&prepared, grantor) {
-        (Some(_), _) => runs::find(&txn, tenant_id, run_id)
-            .await?
-            .and_then(|r| r.approval_id),
-        (None, Some(grantor)) if env.production() => {
-            let approval = approvals::record(
-                &txn,
-                approvals::NewApproval {
-                    tenant_id: tenant_id.clone(),
-                    environment_id: environment_id.clone(),
-                    class: env.class,
-                    decision: ApprovalDecision::Approve,
-                    granted_by: grantor.principal.clone(),
-                    granted_by_roles: grantor.roles.clone(),
-                    reason: grantor.reason.clone(),
-                    inputs_hash: None,
-                    promotion_id: None,
-                    source: ApprovalSource::ProposalDecision,
-                    expires_at: Utc::now() + options.approval_validity(),
-                    spent_by_run_id: Some(run_id.to_owned()),
-                },
-            )
-            .await?;
-            Some(approval.approval_id)
-        }
-        (None, _) => None,
-    };
-    let new = NewRun {
-        run_id,
-        environment: &env,
-        specification: &spec,
-        kind: ProvisioningKind::Reconciliation,
-        promotion_id: None,
-        approval_id,
-        idempotency_key: None,
-        request_hash: None,
-    };
-    if prepared.is_none() {
-        runs::insert(&txn, &new, None).await?;
-    }
-    txn.commit().await?;
-    Ok(new.input(options))
-}
-
-/// The declared form of an observed workload.
-fn adopt(w: &ObservedWorkload) -> Workload {
-    Workload {
-        name: w.name.clone(),
-        kind: w.kind.clone(),
-        version: w.version.clone(),
-        replicas: w.replicas_desired,
-        config_refs: w.config_refs.clone(),
-        secret_refs: w.secret_refs.clone(),
-    }
-}
-
 /// The state the read table shows for a proposal (`None`: it has no row). A proposal's
 /// workflow reads it when it starts and while it waits: an observation may have superseded
 /// the proposal before its workflow existed to be told.
@@ -717,102 +604,13 @@ pub async fn set_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{self, declaration, observed, workload};
+    use crate::fixtures;
     use runtime_cloud_models::EnvironmentClass;
-    use runtime_cloud_models::inventory::RecordRequest;
-    use runtime_cloud_models::observation::Observation;
-
-    /// An environment `dev` declaring `api`, observed running `api` and an unmanaged `extra`:
-    /// proposal `p1` adopts what is observed.
-    async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalInput {
-        fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
-        let api = workload("api", "1.0.0", 2);
-        specifications::declare(db, &declaration("dev", vec![api.clone()]))
-            .await
-            .unwrap();
-        let req = RecordRequest {
-            tenant_id: "acme".into(),
-            environment_id: "dev".into(),
-            observation: Observation::Observed {
-                workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
-                resources: Vec::new(),
-                observed_at: None,
-            },
-            proposal_id: "p1".into(),
-        };
-        let outcome = crate::observations::record(db, &req, Acceptance::default())
-            .await
-            .unwrap();
-        let proposal = outcome.new_proposal.unwrap();
-        assert_eq!(proposal.direction, Direction::AdoptObserved);
-        assert!(!proposal.auto_accept, "the option is off");
-        proposal
-    }
-
-    #[tokio::test]
-    async fn an_adopting_run_declares_what_was_observed_once() {
-        let db = fixtures::sqlite().await;
-        let proposal = adoptable(&db, "cache").await;
-        let options = ProvisioningOptions::default();
-        let grantor = Grantor {
-            principal: "ops-lead".into(),
-            roles: vec!["Operator".into()],
-            reason: "adopt it".into(),
-        };
-        let run = prepare_run(&db, &proposal, "r1", Some(&grantor), &options)
-            .await
-            .unwrap();
-        assert_eq!(run.kind, ProvisioningKind::Reconciliation);
-        assert_eq!(
-            run.approval_id, None,
-            "outside production the run needs no approval"
-        );
-        assert_eq!(run.specification.version, 2);
-        let names: Vec<_> = run
-            .specification
-            .workloads
-            .iter()
-            .map(|w| w.name.as_str())
-            .collect();
-        assert_eq!(names, ["api", "cache"]);
-        // A retry prepares the same run and declares nothing more.
-        assert_eq!(
-            prepare_run(&db, &proposal, "r1", Some(&grantor), &options)
-                .await
-                .unwrap(),
-            run
-        );
-        assert_eq!(
-            fixtures::events(&db, "SpecificationDeclared").await.len(),
-            2
-        );
-    }
-
-    #[tokio::test]
-    async fn an_adopted_declaration_is_validated_like_every_other() {
-        let db = fixtures::sqlite().await;
-        // A name the declaration rule refuses (not usable in a path).
-        let proposal = adoptable(&db, "../escape").await;
-        let err = prepare_run(&db, &proposal, "r1", None, &ProvisioningOptions::default())
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::Invalid(_)), "{err:?}");
-        assert_eq!(
-            specifications::latest(&db, "acme", "dev")
-                .await
-                .unwrap()
-                .unwrap()
-                .version,
-            1,
-            "nothing declared"
-        );
-        assert!(!runs::exists(&db, "r1").await.unwrap(), "no run");
-    }
 
     #[tokio::test]
     async fn a_decision_is_recorded_with_its_event() {
         let db = fixtures::sqlite().await;
-        adoptable(&db, "cache").await;
+        fixtures::adoptable(&db, "cache").await;
         let decision = ProposalProjection {
             proposal_id: "p1".into(),
             state: ProposalState::Rejected,
@@ -875,7 +673,7 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_direction_in_a_row_is_an_error_not_a_default() {
         let db = fixtures::sqlite().await;
-        adoptable(&db, "cache").await;
+        fixtures::adoptable(&db, "cache").await;
         fixtures::execute(
             &db,
             "UPDATE reconciliation_proposals SET direction = 'sideways'",

@@ -102,7 +102,7 @@ pub async fn create_once(
 
 /// Inserts the row of `new` on `db` (the caller's transaction), showing `waiting` as what
 /// holds it back (a run whose start is deferred).
-pub(crate) async fn insert(
+pub async fn insert(
     db: &impl ConnectionTrait,
     new: &NewRun<'_>,
     waiting: Option<&runtime_cloud_models::capacity::CapacityWait>,
@@ -187,7 +187,7 @@ pub(crate) async fn idle_among(
 }
 
 /// Whether a run row exists.
-pub(crate) async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bool, Error> {
+pub async fn exists(db: &impl ConnectionTrait, run_id: &str) -> Result<bool, Error> {
     Ok(rows::Entity::find_by_id(run_id.to_owned())
         .select_only()
         .column(rows::Column::ProvisioningRunId)
@@ -806,7 +806,7 @@ pub async fn apply_receipts(
 }
 
 /// The specification a run was created for, if the run exists.
-pub(crate) async fn specification_id(
+pub async fn specification_id(
     db: &impl ConnectionTrait,
     run_id: &str,
 ) -> Result<Option<String>, Error> {

@@ -102,7 +102,7 @@ fn retryable_conflict(e: &sea_orm::DbErr) -> bool {
 /// Validates `d` and inserts it as the next version with its event, on `db` (the caller's
 /// transaction). Every declaration goes through here: the API's and a proposal's that adopts
 /// what was observed.
-pub(crate) async fn declare_in(
+pub async fn declare_in(
     db: &impl ConnectionTrait,
     d: &Declaration,
 ) -> Result<Specification, Error> {

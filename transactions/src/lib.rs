@@ -6,7 +6,10 @@
 //! # Layout
 //!
 //! - [`end_run`]: a run's ending, its semaphores let go and the observation after its apply.
+//! - [`prepare_proposal_run`]: an accepted proposal's run, with what it applies and its approval.
 
 pub mod end_run;
+pub mod prepare_proposal_run;
 
 pub use end_run::{Ended, end_run};
+pub use prepare_proposal_run::prepare_proposal_run;
