@@ -1019,17 +1019,33 @@ impl Api {
     }
 
     /// Lists runs with `query` and checks that every listed run is exactly what its GET shows
-    /// (the list and GET are built differently on SQLite); returns the page.
+    /// (the list and GET are built differently on SQLite); returns the page. A run in flight
+    /// can move on between the list and its GET: the two are read again until they agree, for
+    /// up to 10 s.
     pub async fn list_runs(&self, query: &str) -> Value {
-        let page = self
-            .get(&format!("/factory/provisioning/runs{query}"))
-            .await
-            .expect(200);
-        for item in page["items"].as_array().expect("items") {
-            let id = item["provisioningRunId"].as_str().expect("run id");
-            assert_eq!(item, &self.run(id).await, "listed with {query}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let page = self
+                .get(&format!("/factory/provisioning/runs{query}"))
+                .await
+                .expect(200);
+            let mut differs = None;
+            for item in page["items"].as_array().expect("items") {
+                let id = item["provisioningRunId"].as_str().expect("run id");
+                let got = self.run(id).await;
+                if item != &got {
+                    differs = Some((item.clone(), got));
+                    break;
+                }
+            }
+            let Some((listed, got)) = differs else {
+                return page;
+            };
+            if Instant::now() >= deadline {
+                assert_eq!(listed, got, "listed with {query}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        page
     }
 
     /// Asks for an observation now and waits until it has been recorded.
