@@ -689,7 +689,7 @@ async fn a_proposal_decided_before_its_workflow_started_is_decided() {
         serde_json::from_value(inventory["workloads"].clone()).expect("workloads");
     workloads[1].version = "2.0.1".into();
     let db = stack.db().await;
-    let recorded = runtime_cloud_store::observations::record(
+    let recorded = runtime_cloud_transactions::record_observation(
         &db,
         &observed_now(&stack, workloads),
         runtime_cloud_store::proposals::Acceptance::default(),
@@ -748,13 +748,13 @@ async fn a_proposal_superseded_before_its_workflow_started_ends_superseded() {
         policy_allows: true,
         fresh: true,
     };
-    let first = runtime_cloud_store::observations::record(&db, &record(2), acceptance)
+    let first = runtime_cloud_transactions::record_observation(&db, &record(2), acceptance)
         .await
         .expect("record")
         .new_proposal
         .expect("a proposal");
     assert!(first.auto_accept, "outside production, non-destructive");
-    let second = runtime_cloud_store::observations::record(&db, &record(5), acceptance)
+    let second = runtime_cloud_transactions::record_observation(&db, &record(5), acceptance)
         .await
         .expect("record again");
     assert_eq!(second.superseded, vec![first.proposal_id.clone()]);

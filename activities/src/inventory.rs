@@ -8,7 +8,7 @@ use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use runtime_cloud_store::{observations, proposals};
+use runtime_cloud_store::proposals;
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
     ObservePageRequest, ObserveRequest, PageOutcome, PrepareRunRequest, ProposalProjection,
@@ -108,7 +108,8 @@ impl InventoryActivitiesImpl {
     /// it shows: an operator's observation.
     async fn observe_and_record(&self, req: ObserveRequest) -> Result<RecordOutcome, Error> {
         let (record, acceptance) = self.read_for_record(req).await;
-        let outcome = observations::record(&self.db, &record, acceptance).await?;
+        let outcome =
+            runtime_cloud_transactions::record_observation(&self.db, &record, acceptance).await?;
         self.settle_auto_accept(&record, outcome).await
     }
 
@@ -220,7 +221,7 @@ impl InventoryActivitiesImpl {
                 (record, acceptance)
             })
             .collect();
-        let recorded = observations::record_many(&self.db, &records).await?;
+        let recorded = runtime_cloud_transactions::record_observations(&self.db, &records).await?;
         // A drift storm grows the findings from nothing to hundreds of thousands within a
         // sweep: the database's plans must keep up (store::statistics). Plans only get slower
         // without it, so a failure is no reason to record the batch again.
@@ -381,7 +382,7 @@ impl InventoryActivitiesImpl {
 
     /// Observes and records one page of the sweep: lists it, reads its targets a few at a
     /// time, records them [`RECORD_BATCH`] per transaction (as many batches at once as
-    /// `observations::batches_at_once` says the database takes), starts the workflows of
+    /// `transactions::batches_at_once` says the database takes), starts the workflows of
     /// the proposals each batch raised (and marks them started), and heartbeats after each
     /// batch. While batches are recorded the next one's targets are read: the database and
     /// the targets are busy at once.
@@ -410,7 +411,7 @@ impl InventoryActivitiesImpl {
             // One batch's targets are read at a time, ahead of the records: reads take pool
             // connections too, and more of them at once starved the recording transactions'
             // own (measured: pool timeouts with four batches read at once).
-            let in_flight = runtime_cloud_store::observations::batches_at_once(&self.db);
+            let in_flight = runtime_cloud_transactions::batches_at_once(&self.db);
             // Owned batches and handles: the stream's futures must be `Send` for any lifetime.
             let batches: Vec<Vec<EnvironmentKey>> = page
                 .environments

@@ -8,7 +8,7 @@ use runtime_cloud_models::drift::{Direction, ProposalPlan};
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_models::{ProvisioningKind, rules};
 use runtime_cloud_store::runs::NewRun;
-use runtime_cloud_store::{environments, inventory, proposals, runs, specifications};
+use runtime_cloud_store::{environments, inventory, runs, specifications};
 use runtime_cloud_workflows::contracts::scheduled_markers as markers;
 use runtime_cloud_workflows::contracts::{
     EnvironmentPage, EnvironmentPageRequest, ReplanOutcome, ReplanRequest,
@@ -89,8 +89,13 @@ impl ScheduledActivitiesImpl {
             destructive,
             plan_summary: plan.summary(),
         };
-        let raised =
-            proposals::raise_for_replan(&self.db, &env, &req.proposal_id, &proposal).await?;
+        let raised = runtime_cloud_transactions::raise_for_replan(
+            &self.db,
+            &env,
+            &req.proposal_id,
+            &proposal,
+        )
+        .await?;
         Ok(match raised {
             Some(proposal) => ReplanOutcome::Propose {
                 proposal,

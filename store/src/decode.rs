@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 /// Where a value is stored, for the error that says it does not read.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct At<'a> {
+pub struct At<'a> {
     pub table: &'static str,
     pub row: &'a str,
 }
@@ -76,6 +76,6 @@ impl At<'_> {
 }
 
 /// A value as a JSON column.
-pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T) -> Result<serde_json::Value, Error> {
+pub fn to_json<T: Serialize + ?Sized>(v: &T) -> Result<serde_json::Value, Error> {
     Ok(serde_json::to_value(v)?)
 }

@@ -109,7 +109,7 @@ pub async fn list(
 
 /// The rules that apply to any of the environments `keys` (theirs and their tenants'
 /// defaults), oldest first, in one query; [`DriftRule::applies_to`] sorts them out.
-pub(crate) async fn applying_of(
+pub async fn applying_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<DriftRule>, Error> {

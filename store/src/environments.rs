@@ -267,7 +267,7 @@ pub async fn find(
 /// after-apply observation) then follow one another, the second reading what the first
 /// wrote; read at once, each would write beside the other's findings without seeing them.
 /// SQLite's write lock, taken by `begin_write`, already serialises them.
-pub(crate) async fn lock_many(
+pub async fn lock_many(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Environment>, Error> {

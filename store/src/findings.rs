@@ -114,7 +114,7 @@ pub async fn open_of(
 }
 
 /// What [`sync`] did.
-pub(crate) struct Synced {
+pub struct Synced {
     pub raised: u32,
     pub resolved: u32,
     /// The open findings after, none suppressed (what a proposal covers).
@@ -123,7 +123,7 @@ pub(crate) struct Synced {
 
 impl Synced {
     /// Nothing raised or resolved; `open` as they are.
-    pub(crate) fn unchanged(open: Vec<Finding>) -> Self {
+    pub fn unchanged(open: Vec<Finding>) -> Self {
         Self {
             raised: 0,
             resolved: 0,
@@ -137,7 +137,7 @@ impl Synced {
 /// longer holds, on `db` (the caller's transaction). A finding an active
 /// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
 /// expired or went away is open again, with `RuntimeDriftDetected`.
-pub(crate) async fn sync(
+pub async fn sync(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
@@ -281,7 +281,7 @@ fn detected(f: &Finding) -> RuntimeDriftDetected {
 }
 
 /// The ids of an environment's open findings, suppressed ones aside.
-pub(crate) async fn open_ids(
+pub async fn open_ids(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     environment_id: &str,
@@ -300,7 +300,7 @@ pub(crate) async fn open_ids(
 }
 
 /// Links findings to the proposal that covers them.
-pub(crate) async fn link(
+pub async fn link(
     db: &impl ConnectionTrait,
     finding_ids: &BTreeSet<String>,
     proposal_id: &str,

@@ -9,8 +9,7 @@ use crate::entities::outbox_events;
 use crate::environments::{self, Environment, NewEnvironment};
 use crate::{DatabaseConnection, Migrator};
 use runtime_cloud_models::drift::Direction;
-use runtime_cloud_models::inventory::{ProposalInput, RecordRequest};
-use runtime_cloud_models::observation::{Observation, ObservedWorkload};
+use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::validation::Declaration;
 use runtime_cloud_models::{EnvironmentClass, Refs, SpecificationKind, Workload};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -179,31 +178,21 @@ macro_rules! on_both_databases {
 
 pub use crate::on_both_databases;
 
-/// An environment `dev` declaring `api`, observed running `api` and an unmanaged `extra`:
-/// proposal `p1` adopts what is observed.
-pub async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalInput {
+/// Proposal `p1` on a non-production environment `dev`, adopting what is observed and covering
+/// no findings (recording an observation raises proposals with their findings:
+/// `transactions::record_observation`).
+pub async fn proposal(db: &DatabaseConnection) -> crate::proposals::Proposal {
     environment(db, "dev", EnvironmentClass::NonProduction).await;
-    let api = workload("api", "1.0.0", 2);
-    crate::specifications::declare(db, &declaration("dev", vec![api.clone()]))
-        .await
-        .unwrap();
-    let req = RecordRequest {
-        tenant_id: "acme".into(),
-        environment_id: "dev".into(),
-        observation: Observation::Observed {
-            workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
-            resources: Vec::new(),
-            observed_at: None,
-        },
-        proposal_id: "p1".into(),
+    let plan = runtime_cloud_models::drift::ProposalPlan {
+        direction: Direction::AdoptObserved,
+        destructive: false,
+        plan_summary: serde_json::json!({ "adds": 1, "changes": 0, "deletes": 0 }),
     };
-    let outcome = crate::observations::record(db, &req, crate::proposals::Acceptance::default())
+    let none = std::collections::BTreeSet::new();
+    let now = chrono::Utc::now();
+    crate::proposals::insert(db, "p1", "acme", "dev", &none, &plan, now)
         .await
-        .unwrap();
-    let proposal = outcome.new_proposal.unwrap();
-    assert_eq!(proposal.direction, Direction::AdoptObserved);
-    assert!(!proposal.auto_accept, "the option is off");
-    proposal
+        .unwrap()
 }
 
 /// A page large enough for any test's list.

@@ -68,7 +68,7 @@ pub(crate) async fn find_row(
 }
 
 /// The inventory rows of those of the environments `keys` that have one, in one query.
-pub(crate) async fn find_rows(
+pub async fn find_rows(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<rows::Model>, Error> {

@@ -8,6 +8,11 @@
 //! default. This crate depends on `runtime-cloud-models` only (plus the database crates); the
 //! activities and the API both read and write through it.
 //!
+//! A write that spans several aggregates is not here: it is one of `runtime-cloud-transactions`'
+//! functions, one transaction each. The per-table steps those take in their transaction are
+//! public for them: the reads of many environments at once (`*_of`, `lock_many`,
+//! `find_rows`), the writes in the caller's transaction (`*_in`, `insert`, `sync`, [`put`]).
+//!
 //! # Layout
 //!
 //! - [`environments`]: a tenant's environments: register, find, list, page through all.
@@ -24,7 +29,6 @@
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
 //! - [`metrics`]: what `GET /metrics` reports: the counts the database keeps as rows change,
 //!   and the same counted from every row.
-//! - [`observations`]: recording an observation (inventory, findings, proposal).
 //! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
 //! - [`drift_rules`]: expected differences per environment and tenant defaults.
 //! - [`windows`]: change windows per environment and tenant defaults.
@@ -32,9 +36,10 @@
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
 //! - [`statistics`]: the planner's statistics, refreshed by the writers that grow tables fast.
+//! - [`scope`]: the conditions that select one environment's rows, or many environments'.
 //! - [`connect`]: the read DB's pools: one connection on SQLite, ten on PostgreSQL.
 //! - [`error`]: this crate's error type.
-//! - `decode`: reading a stored value into its type, or `Error::Corrupt` naming where it is.
+//! - [`decode`]: reading a stored value into its type, or `Error::Corrupt` naming where it is.
 //! - `fixtures` (for tests, here and in the crates above): throwaway SQLite and PostgreSQL
 //!   databases, rows to start from.
 //! - [`entities`]: the sea-orm entities, one per table.
@@ -56,7 +61,6 @@ pub mod incidents;
 pub mod inventory;
 pub mod metrics;
 pub mod migration;
-pub mod observations;
 pub mod outbox;
 pub mod page;
 pub mod proposals;
@@ -69,14 +73,14 @@ pub mod statistics;
 pub mod windows;
 mod write;
 
-mod decode;
+pub mod decode;
 #[doc(hidden)]
 pub mod fixtures;
-mod scope;
+pub mod scope;
 
 pub use error::Error;
 pub use migration::Migrator;
 pub use page::Page;
 /// The connection every function here takes; re-exported so callers need no sea-orm import.
 pub use sea_orm::DatabaseConnection;
-pub use write::begin_write;
+pub use write::{begin_write, put};

@@ -1,7 +1,7 @@
 //! `reconciliation_proposals`: reviewable changes grouping an environment's open findings.
 //!
-//! Observations raise and supersede proposals ([`crate::observations::record`]), the GitOps
-//! reconciler raises one for a difference it does not apply itself ([`raise_for_replan`]), the
+//! Observations raise and supersede proposals, and the GitOps reconciler raises one for a
+//! difference it does not apply itself (`transactions::raise_findings`); the
 //! ReconciliationProposal workflow projects its decisions ([`project`]); the run of an accepted
 //! one is prepared by `transactions::prepare_proposal_run`.
 
@@ -130,7 +130,7 @@ fn observed_input(p: &Proposal, env: &Environment, acceptance: Acceptance) -> Pr
 }
 
 /// Those of the proposals `ids` that exist, in one query.
-pub(crate) async fn find_many(
+pub async fn find_many(
     db: &impl ConnectionTrait,
     ids: impl IntoIterator<Item = String>,
 ) -> Result<Vec<Proposal>, Error> {
@@ -152,7 +152,7 @@ fn in_play() -> sea_orm::sea_query::SimpleExpr {
 }
 
 /// The proposals in play of the environments `keys`, newest first, in one query.
-pub(crate) async fn active_of(
+pub async fn active_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Proposal>, Error> {
@@ -175,7 +175,7 @@ pub(crate) async fn active_of(
 /// The input of `recorded`, the proposal a record with the request's `proposal_id` raised
 /// already: a retried record answers what the first one did, so that its workflow is started
 /// even if the first answer was lost.
-pub(crate) fn raised(
+pub fn raised(
     recorded: Option<&Proposal>,
     env: &Environment,
     acceptance: Acceptance,
@@ -192,7 +192,7 @@ pub(crate) fn raised(
 /// `active` the environment's proposals in play, as this transaction read them. Returns the
 /// new proposal's input and the superseded ids (recorded as not told yet: [`untold_of`]).
 #[allow(clippy::too_many_arguments)] // what the observation's record read, passed on
-pub(crate) async fn sync(
+pub async fn sync(
     db: &impl ConnectionTrait,
     env: &Environment,
     proposal_id: &str,
@@ -314,7 +314,7 @@ async fn untold(
 
 /// The proposals of the environments `keys` that were superseded and whose workflows were not
 /// told yet, as (tenant, environment, proposal) triples, in one query.
-pub(crate) async fn untold_of(
+pub async fn untold_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<(String, String, String)>, Error> {
@@ -376,7 +376,7 @@ async fn run_ended_unapplied(
 
 /// Inserts a `Proposed` proposal covering `finding_ids`, links the findings to it, and writes
 /// `ReconciliationProposed`, on `db` (the caller's transaction).
-async fn insert(
+pub async fn insert(
     db: &impl ConnectionTrait,
     proposal_id: &str,
     tenant_id: &str,
@@ -421,45 +421,20 @@ async fn insert(
     Proposal::read(row)
 }
 
-/// Raises the GitOps reconciler's proposal `proposal_id` for a re-planned difference it does
-/// not apply itself, covering the environment's open findings, in one transaction, unless a
-/// proposal is already in play for the environment. Returns its workflow input when this is
-/// the reconciler's proposal (raised now, or by an earlier attempt of the same re-plan), none
-/// when another proposal is in play. Never accepted without an operator: the reconciler
-/// proposes exactly what it chose not to apply.
-pub async fn raise_for_replan(
-    db: &DatabaseConnection,
-    env: &Environment,
-    proposal_id: &str,
-    plan: &ProposalPlan,
-) -> Result<Option<ProposalInput>, Error> {
-    let (tenant_id, environment_id) = (&env.tenant_id, &env.environment_id);
-    let txn = crate::begin_write(db).await?;
-    let in_play = rows::Entity::find()
+/// The environment's proposal in play, if any (there is at most one that is not superseded).
+pub async fn in_play_of(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<Proposal>, Error> {
+    rows::Entity::find()
         .filter(rows::Column::TenantId.eq(tenant_id))
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .filter(in_play())
-        .one(&txn)
+        .one(db)
         .await?
         .map(Proposal::read)
-        .transpose()?;
-    if let Some(p) = in_play {
-        txn.commit().await?;
-        return Ok((p.proposal_id == proposal_id).then(|| p.input(env.production(), false)));
-    }
-    let open = findings::open_ids(&txn, tenant_id, environment_id).await?;
-    let row = insert(
-        &txn,
-        proposal_id,
-        tenant_id,
-        environment_id,
-        &open,
-        plan,
-        Utc::now(),
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(Some(row.input(env.production(), false)))
+        .transpose()
 }
 
 /// Projects a proposal's state; a decision (`Accepted` / `Rejected`) is recorded with who,
@@ -605,12 +580,11 @@ pub async fn set_policy(
 mod tests {
     use super::*;
     use crate::fixtures;
-    use runtime_cloud_models::EnvironmentClass;
 
     #[tokio::test]
     async fn a_decision_is_recorded_with_its_event() {
         let db = fixtures::sqlite().await;
-        fixtures::adoptable(&db, "cache").await;
+        fixtures::proposal(&db).await;
         let decision = ProposalProjection {
             proposal_id: "p1".into(),
             state: ProposalState::Rejected,
@@ -642,38 +616,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_reconcilers_proposal_is_raised_once_and_never_auto_accepted() {
-        let db = fixtures::sqlite().await;
-        let env = fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        let plan = ProposalPlan {
-            direction: Direction::ApplyDeclared,
-            destructive: false,
-            plan_summary: serde_json::json!({ "adds": 1, "changes": 0, "deletes": 0 }),
-        };
-        let raised = raise_for_replan(&db, &env, "g1", &plan)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(!raised.auto_accept);
-        // Its retry answers it again; another re-plan while it is open raises nothing.
-        assert_eq!(
-            raise_for_replan(&db, &env, "g1", &plan).await.unwrap(),
-            Some(raised)
-        );
-        assert_eq!(
-            raise_for_replan(&db, &env, "g2", &plan).await.unwrap(),
-            None
-        );
-        assert_eq!(
-            fixtures::events(&db, "ReconciliationProposed").await.len(),
-            1
-        );
-    }
-
-    #[tokio::test]
     async fn an_unknown_direction_in_a_row_is_an_error_not_a_default() {
         let db = fixtures::sqlite().await;
-        fixtures::adoptable(&db, "cache").await;
+        fixtures::proposal(&db).await;
         fixtures::execute(
             &db,
             "UPDATE reconciliation_proposals SET direction = 'sideways'",

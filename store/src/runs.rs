@@ -683,7 +683,7 @@ pub async fn last_applied(
 
 /// The run that applied last to each of the environments `keys` that had one, in one query,
 /// with the environment it applied to.
-pub(crate) async fn last_applied_of(
+pub async fn last_applied_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<(crate::scope::EnvKey, Applied)>, Error> {

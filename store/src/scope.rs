@@ -20,7 +20,7 @@ pub(crate) fn applying<C: ColumnTrait>(column: C, environment_id: &str) -> Condi
 }
 
 /// An environment's key: its tenant and its id.
-pub(crate) type EnvKey = (String, String);
+pub type EnvKey = (String, String);
 
 /// The rows of the environments `keys`, and perhaps a few more: `tenant IN (…) AND
 /// environment IN (…)`, what a sweep's batch reads of each table in one query. Both databases
@@ -28,11 +28,7 @@ pub(crate) type EnvKey = (String, String);
 /// (…)` is spelled 50 ways in PostgreSQL's plan); a tenant's row that has the id of another
 /// tenant's environment in the batch comes too, and the caller keeps only the keys it asked
 /// for.
-pub(crate) fn of_environments<C: ColumnTrait>(
-    tenant: C,
-    environment: C,
-    keys: &[EnvKey],
-) -> Condition {
+pub fn of_environments<C: ColumnTrait>(tenant: C, environment: C, keys: &[EnvKey]) -> Condition {
     let tenants: std::collections::BTreeSet<&str> = keys.iter().map(|(t, _)| t.as_str()).collect();
     let envs: std::collections::BTreeSet<&str> = keys.iter().map(|(_, e)| e.as_str()).collect();
     Condition::all()

@@ -174,7 +174,7 @@ pub async fn latest(
 /// The latest declared specification of each of the environments `keys` that has one, in one
 /// query (each environment's newest version, by its unique (tenant, environment, version)
 /// index).
-pub(crate) async fn latest_of(
+pub async fn latest_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Specification>, Error> {

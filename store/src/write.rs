@@ -34,7 +34,7 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
 ///
 /// Unlike sea-orm's `update` too, an update that matches no row is not an error: callers read
 /// the row in the same transaction first (so it exists), which is what makes `new` right.
-pub(crate) async fn put<A>(db: &impl ConnectionTrait, row: A, new: bool) -> Result<(), Error>
+pub async fn put<A>(db: &impl ConnectionTrait, row: A, new: bool) -> Result<(), Error>
 where
     A: ActiveModelTrait + Send,
     <A::Entity as EntityTrait>::Model: IntoActiveModel<A>,

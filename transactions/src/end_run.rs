@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::{RunInput, RunStatus};
 use runtime_cloud_store::proposals::Acceptance;
-use runtime_cloud_store::{DatabaseConnection, Error, begin_write, observations, runs, semaphores};
+use runtime_cloud_store::{DatabaseConnection, Error, begin_write, runs, semaphores};
 use sea_orm::DatabaseTransaction;
 
 /// What a run's ending let go and recorded ([`end_run`]).
@@ -72,7 +72,7 @@ async fn record_or_give_up(
     acceptance: Acceptance,
 ) -> Result<Option<RecordOutcome>, Error> {
     let savepoint = sea_orm::TransactionTrait::begin(txn).await?;
-    match observations::record_within(&savepoint, req, acceptance).await {
+    match crate::record_observation_in(&savepoint, req, acceptance).await {
         Ok(outcome) => {
             savepoint.commit().await?;
             Ok(Some(outcome))

@@ -6,10 +6,23 @@
 //! # Layout
 //!
 //! - [`end_run`]: a run's ending, its semaphores let go and the observation after its apply.
+//! - [`record_observation`]: an observation's inventory, the findings it raises or resolves
+//!   and the proposal they group into; a sweep's batch of them in one transaction.
+//! - [`raise_findings`]: findings raised, resolved and grouped into a proposal (in an
+//!   observation's transaction), and the GitOps reconciler's proposal for a re-plan.
 //! - [`prepare_proposal_run`]: an accepted proposal's run, with what it applies and its approval.
 
 pub mod end_run;
 pub mod prepare_proposal_run;
+pub mod raise_findings;
+pub mod record_observation;
+
+#[cfg(test)]
+mod fixtures;
 
 pub use end_run::{Ended, end_run};
 pub use prepare_proposal_run::prepare_proposal_run;
+pub use raise_findings::raise_for_replan;
+pub use record_observation::{
+    batches_at_once, record_observation, record_observation_in, record_observations,
+};

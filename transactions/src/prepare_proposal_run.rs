@@ -130,7 +130,7 @@ mod tests {
     #[tokio::test]
     async fn an_adopting_run_declares_what_was_observed_once() {
         let db = fixtures::sqlite().await;
-        let proposal = fixtures::adoptable(&db, "cache").await;
+        let proposal = crate::fixtures::adoptable(&db, "cache").await;
         let options = ProvisioningOptions::default();
         let grantor = Grantor {
             principal: "ops-lead".into(),
@@ -170,7 +170,7 @@ mod tests {
     async fn an_adopted_declaration_is_validated_like_every_other() {
         let db = fixtures::sqlite().await;
         // A name the declaration rule refuses (not usable in a path).
-        let proposal = fixtures::adoptable(&db, "../escape").await;
+        let proposal = crate::fixtures::adoptable(&db, "../escape").await;
         let err = prepare_proposal_run(&db, &proposal, "r1", None, &ProvisioningOptions::default())
             .await
             .unwrap_err();

@@ -1,20 +1,20 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
 //! its latest specification, the drift rules and the run that applied last, its open findings
 //! and its proposals (and the superseded ones whose workflows were not told yet). A sweep's
-//! batch reads each table once for all its environments ([`crate::scope::of_environments`]),
+//! batch reads each table once for all its environments ([`runtime_cloud_store::scope::of_environments`]),
 //! in the batch's transaction, instead of ten queries per environment; one environment is a
 //! batch of one.
 
-use crate::entities::runtime_inventories as rows;
-use crate::environments::{self, Environment};
-use crate::findings::{self, Finding};
-use crate::proposals::{self, Proposal};
-use crate::runs::{self, Applied};
-use crate::scope::EnvKey;
-use crate::specifications::{self, Specification};
-use crate::{Error, drift_rules, inventory};
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::inventory::RecordRequest;
+use runtime_cloud_store::entities::runtime_inventories as rows;
+use runtime_cloud_store::environments::{self, Environment};
+use runtime_cloud_store::findings::{self, Finding};
+use runtime_cloud_store::proposals::{self, Proposal};
+use runtime_cloud_store::runs::{self, Applied};
+use runtime_cloud_store::scope::EnvKey;
+use runtime_cloud_store::specifications::{self, Specification};
+use runtime_cloud_store::{Error, drift_rules, inventory};
 use sea_orm::ConnectionTrait;
 use std::collections::HashMap;
 

@@ -1,14 +1,10 @@
 //! Recording an observation: the inventory and its workloads, the findings the comparison with
-//! the declared specification raises or resolves, and the proposal they group into, in one
-//! transaction. (Apart from [`crate::inventory`] so that proposals, which adopt what was
-//! observed, can read the inventory without the two modules importing each other.)
+//! the declared specification raises or resolves, and the proposal they group into
+//! ([`crate::raise_findings`]), in one transaction.
 
 mod known;
 
-use crate::decode::{At, to_json};
-use crate::entities::{observed_workloads as workload_rows, runtime_inventories as rows};
-use crate::proposals::{self, Acceptance};
-use crate::{Error, findings, outbox};
+use crate::raise_findings::{Standing, raise_findings};
 use chrono::{DateTime, Utc};
 use known::Known;
 use runtime_cloud_models::drift::{compare, resource_findings};
@@ -17,6 +13,12 @@ use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
+use runtime_cloud_store::decode::{At, to_json};
+use runtime_cloud_store::entities::{
+    observed_workloads as workload_rows, runtime_inventories as rows,
+};
+use runtime_cloud_store::proposals::{self, Acceptance};
+use runtime_cloud_store::{Error, outbox};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
     EntityTrait, QueryFilter,
@@ -38,20 +40,20 @@ const TABLE: &str = "runtime_inventories";
 ///
 /// `observedAt` is when the target was read. An observation read before the one last recorded
 /// (they run concurrently and may be recorded out of order) changes nothing.
-pub async fn record(
+pub async fn record_observation(
     db: &DatabaseConnection,
     req: &RecordRequest,
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
-    let txn = crate::begin_write(db).await?;
-    let outcome = record_within(&txn, req, acceptance).await?;
+    let txn = runtime_cloud_store::begin_write(db).await?;
+    let outcome = record_observation_in(&txn, req, acceptance).await?;
     txn.commit().await?;
     Ok(outcome)
 }
 
-/// [`record`] in the caller's write transaction (a run's ending records its observation after
-/// the apply with the release of its environment: `runs::end`).
-pub async fn record_within(
+/// [`record_observation`] in the caller's write transaction (a run's ending records its observation after
+/// the apply with the release of its environment: [`crate::end_run`]).
+pub async fn record_observation_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,
@@ -63,7 +65,7 @@ pub async fn record_within(
     Ok(outcome)
 }
 
-/// Records the observations of many environments (each as [`record`] would) in one
+/// Records the observations of many environments (each as [`record_observation`] would) in one
 /// transaction: a sweep writes a batch with one commit instead of one per environment, reads
 /// what the records need with one query per table for the whole batch, and a batch that fails
 /// writes nothing (its retry records it again, answering the same proposals).
@@ -74,11 +76,11 @@ pub async fn record_within(
 /// The environments must be distinct (a sweep's page lists each once): one environment
 /// observed twice in a batch is recorded one observation after the other, each reading what
 /// the one before wrote.
-pub async fn record_many(
+pub async fn record_observations(
     db: &DatabaseConnection,
     reqs: &[(RecordRequest, Acceptance)],
 ) -> Result<Vec<RecordOutcome>, Error> {
-    let txn = crate::begin_write(db).await?;
+    let txn = runtime_cloud_store::begin_write(db).await?;
     let distinct: std::collections::HashSet<(&str, &str)> = reqs
         .iter()
         .map(|(r, _)| (r.tenant_id.as_str(), r.environment_id.as_str()))
@@ -110,7 +112,7 @@ pub async fn record_many(
     Ok(outcomes)
 }
 
-/// How many [`record_many`] batches to record at once on `db`. PostgreSQL: two (a batch is
+/// How many [`record_observations`] batches to record at once on `db`. PostgreSQL: two (a batch is
 /// mostly round trips, and one at a time left both of a small machine's cores half idle; more
 /// starve the connection pool the batches' reads share). SQLite: one (it has one writer; a
 /// second batch would only wait for the first one's lock).
@@ -148,7 +150,7 @@ impl NewRows {
             self.inventories.push(row);
             Ok(())
         } else {
-            crate::write::put(txn, row, false).await
+            runtime_cloud_store::put(txn, row, false).await
         }
     }
 
@@ -306,11 +308,10 @@ async fn record_known(
         .as_ref()
         .is_some_and(|i| !was_stale && i.compared_with.as_deref() == Some(key.as_str()))
         && same_objects(&previous, workloads);
-    let (changed, synced) = if unchanged {
+    let (changed, found) = if unchanged {
         // The same objects against the same inputs: the same findings, already recorded.
-        crate::write::put(txn, row, false).await?;
-        let unsuppressed = open.into_iter().filter(|f| f.suppressed_by.is_none());
-        (false, findings::Synced::unchanged(unsuppressed.collect()))
+        runtime_cloud_store::put(txn, row, false).await?;
+        (false, None)
     } else {
         let diff = changes(&previous, workloads);
         let changed =
@@ -354,34 +355,24 @@ async fn record_known(
             }
             None => Vec::new(),
         };
-        let synced = findings::sync(
-            txn,
-            &req.tenant_id,
-            &req.environment_id,
-            open,
-            &found,
-            &rules,
-            now,
-        )
-        .await?;
-        (changed, synced)
+        (changed, Some(found))
     };
-    // Proposals are synced either way: an accepted proposal whose run failed since no longer
-    // covers its findings, whether or not the target moved. In `observe` mode there are none.
-    let (new_proposal, superseded) = if env.mode.proposes() {
-        let recorded = recorded.as_ref();
-        let (id, open) = (&req.proposal_id, &synced.open);
-        proposals::sync(txn, &env, id, recorded, active, open, acceptance, now).await?
-    } else {
-        (None, Vec::new())
+    let standing = Standing {
+        env: &env,
+        open,
+        rules: &rules,
+        recorded: recorded.as_ref(),
+        active,
     };
+    let found = found.as_deref();
+    let raised = raise_findings(txn, standing, found, &req.proposal_id, acceptance, now).await?;
     Ok(RecordOutcome {
         changed,
         stale: false,
-        new_findings: synced.raised,
-        resolved_findings: synced.resolved,
-        new_proposal,
-        superseded,
+        new_findings: raised.raised,
+        resolved_findings: raised.resolved,
+        new_proposal: raised.new_proposal,
+        superseded: raised.superseded,
     })
 }
 
@@ -450,12 +441,12 @@ fn workload_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::findings::{self, Status};
-    use crate::fixtures::{self, declaration, everything, observed, workload};
-    use crate::{drift_rules, inventory, proposals, specifications};
     use runtime_cloud_models::EnvironmentClass;
     use runtime_cloud_models::drift::{Direction, DriftKind, ProposalState};
     use runtime_cloud_models::validation::Declaration;
+    use runtime_cloud_store::findings::{self, Status};
+    use runtime_cloud_store::fixtures::{self, declaration, everything, observed, workload};
+    use runtime_cloud_store::{drift_rules, inventory, proposals, specifications};
 
     fn observation(
         env: &str,
@@ -491,7 +482,7 @@ mod tests {
         let mut drifted = observed(&api);
         drifted.version = "1.1.0".into();
         let req = observation("dev", "p1", vec![drifted.clone()]);
-        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        let outcome = record_observation(&db, &req, ALLOWED).await.unwrap();
         assert!(outcome.changed && !outcome.stale);
         assert_eq!((outcome.new_findings, outcome.resolved_findings), (1, 0));
         let proposal = outcome.new_proposal.clone().unwrap();
@@ -519,20 +510,23 @@ mod tests {
 
         // A retried record answers the same and writes nothing twice.
         assert_eq!(
-            record(&db, &req, ALLOWED).await.unwrap().new_proposal,
+            record_observation(&db, &req, ALLOWED)
+                .await
+                .unwrap()
+                .new_proposal,
             Some(proposal)
         );
         assert_eq!(fixtures::events(&db, "ObservedStateChanged").await.len(), 1);
 
         // The same drift again: no new finding, no new proposal.
-        let same = record(&db, &observation("dev", "p2", vec![drifted]), ALLOWED)
+        let same = record_observation(&db, &observation("dev", "p2", vec![drifted]), ALLOWED)
             .await
             .unwrap();
         assert!(!same.changed);
         assert_eq!((same.new_findings, same.new_proposal), (0, None));
 
         // Converged: the finding is resolved, the open proposal superseded.
-        let fixed = record(
+        let fixed = record_observation(
             &db,
             &observation("dev", "p3", vec![observed(&api)]),
             ALLOWED,
@@ -552,7 +546,7 @@ mod tests {
         assert_eq!(p1.state, ProposalState::Superseded);
         // Its workflow is told after the commit; until it is marked told, every record of the
         // environment names it again (the record retried after a worker was killed first).
-        let retried = record(
+        let retried = record_observation(
             &db,
             &observation("dev", "p3", vec![observed(&api)]),
             ALLOWED,
@@ -563,7 +557,7 @@ mod tests {
         proposals::mark_told(&db, &retried.superseded)
             .await
             .unwrap();
-        let told = record(
+        let told = record_observation(
             &db,
             &observation("dev", "p3b", vec![observed(&api)]),
             ALLOWED,
@@ -575,7 +569,7 @@ mod tests {
         // Something unmanaged appears: destructive to remove, so an operator decides.
         let mut stray = observed(&workload("debug-shell", "0.1", 1));
         stray.kind = "pod".into();
-        let stray = record(
+        let stray = record_observation(
             &db,
             &observation("dev", "p4", vec![observed(&api), stray]),
             ALLOWED,
@@ -589,7 +583,7 @@ mod tests {
             "only unmanaged: adopt it"
         );
         assert!(!p4.destructive && p4.auto_accept);
-        let refused = record(
+        let refused = record_observation(
             &db,
             &observation("dev", "p4", vec![observed(&api)]),
             Acceptance {
@@ -603,7 +597,7 @@ mod tests {
             !refused.new_proposal.unwrap().auto_accept,
             "the policy decides on a retry too"
         );
-        let late = record(
+        let late = record_observation(
             &db,
             &observation("dev", "p4", vec![observed(&api)]),
             Acceptance {
@@ -623,7 +617,7 @@ mod tests {
     /// concurrently) changes nothing: the newer one's findings and proposal stand.
     #[tokio::test]
     async fn an_observation_older_than_the_recorded_one_changes_nothing() {
-        let db = crate::fixtures::sqlite().await;
+        let db = fixtures::sqlite().await;
         fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
         let api = workload("api", "1.0.0", 2);
         specifications::declare(&db, &declaration("dev", vec![api.clone()]))
@@ -638,13 +632,13 @@ mod tests {
         let mut drifted = observed(&api);
         drifted.version = "1.1.0".into();
         let newer = observation("dev", "p1", vec![drifted]);
-        let raised = record(&db, &newer, ALLOWED).await.unwrap();
+        let raised = record_observation(&db, &newer, ALLOWED).await.unwrap();
         assert_eq!(raised.new_findings, 1);
 
         let mut older = observation("dev", "p2", vec![observed(&api)]);
         read_at(&mut older, before);
         assert_eq!(
-            record(&db, &older, ALLOWED).await.unwrap(),
+            record_observation(&db, &older, ALLOWED).await.unwrap(),
             RecordOutcome::default()
         );
         let open = findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
@@ -658,7 +652,10 @@ mod tests {
 
         // The newer record retried after the older one still answers its proposal.
         assert_eq!(
-            record(&db, &newer, ALLOWED).await.unwrap().new_proposal,
+            record_observation(&db, &newer, ALLOWED)
+                .await
+                .unwrap()
+                .new_proposal,
             raised.new_proposal
         );
     }
@@ -717,14 +714,14 @@ mod tests {
 
     /// Environments of two tenants with the same ids, one with two specification versions, a
     /// tenant default rule and an environment's own, and one removed: recorded as one batch
-    /// ([`record_many`], one query per table) they leave what recording them one by one
-    /// ([`record`]) leaves, through a first observation, its retry and a convergence.
+    /// ([`record_observations`], one query per table) they leave what recording them one by one
+    /// ([`record_observation`]) leaves, through a first observation, its retry and a convergence.
     async fn a_batch_records_what_one_by_one_records_on(
         one: DatabaseConnection,
         batch: DatabaseConnection,
     ) {
-        use crate::environments::{self, NewEnvironment};
         use runtime_cloud_models::drift_rules::RuleMatch;
+        use runtime_cloud_store::environments::{self, NewEnvironment};
         let api = workload("api", "1.0.0", 2);
         let worker = workload("worker", "1.0.0", 1);
         let api2 = workload("api", "2.0.0", 2);
@@ -793,10 +790,10 @@ mod tests {
         for reqs in rounds {
             let mut alone = Vec::new();
             for req in &reqs {
-                alone.push(record(&one, req, ALLOWED).await.unwrap());
+                alone.push(record_observation(&one, req, ALLOWED).await.unwrap());
             }
             let with: Vec<_> = reqs.iter().map(|r| (r.clone(), ALLOWED)).collect();
-            let together = record_many(&batch, &with).await.unwrap();
+            let together = record_observations(&batch, &with).await.unwrap();
             assert_eq!(shown(&together), shown(&alone));
             assert_eq!(state(&batch, &envs).await, state(&one, &envs).await);
         }
@@ -870,7 +867,10 @@ mod tests {
         let (first, second) = envs.split_at(envs.len() / 2);
         let (first, second) = (batch(first), batch(second));
         for _try in ["first", "retry"] {
-            let (a, b) = tokio::join!(record_many(&db, &first), record_many(&db, &second));
+            let (a, b) = tokio::join!(
+                record_observations(&db, &first),
+                record_observations(&db, &second)
+            );
             let outcomes: Vec<RecordOutcome> = [a.unwrap(), b.unwrap()].concat();
             let proposals: Vec<String> = outcomes
                 .iter()
@@ -917,7 +917,7 @@ mod tests {
         (api, drifted)
     }
 
-    /// A proposal recorded by a sweep's page ([`record_many`]) that failed before starting its
+    /// A proposal recorded by a sweep's page ([`record_observations`]) that failed before starting its
     /// workflow is answered again by the environment's next observation (another proposal
     /// id, the same drift), until its start is marked; then nothing is answered.
     #[tokio::test]
@@ -925,11 +925,11 @@ mod tests {
         let db = fixtures::sqlite().await;
         let (_, drifted) = dev_declaring_api(&db).await;
         let first = [(observation("dev", "p1", vec![drifted.clone()]), ALLOWED)];
-        let raised = record_many(&db, &first).await.unwrap();
+        let raised = record_observations(&db, &first).await.unwrap();
         assert_eq!(raised[0].new_proposal.as_ref().unwrap().proposal_id, "p1");
 
         let next = || observation("dev", "p2", vec![drifted.clone()]);
-        let again = record(&db, &next(), ALLOWED).await.unwrap();
+        let again = record_observation(&db, &next(), ALLOWED).await.unwrap();
         let answered = again.new_proposal.expect("p1 answered again");
         assert_eq!(
             (answered.proposal_id.as_str(), again.new_findings),
@@ -940,7 +940,7 @@ mod tests {
         proposals::mark_started(&db, &["p1".to_owned()])
             .await
             .unwrap();
-        let settled = record(&db, &next(), ALLOWED).await.unwrap();
+        let settled = record_observation(&db, &next(), ALLOWED).await.unwrap();
         assert_eq!(settled.new_proposal, None);
         let p1 = proposals::find(&db, "acme", "p1").await.unwrap().unwrap();
         assert_eq!(p1.state, ProposalState::Proposed);
@@ -961,13 +961,16 @@ mod tests {
         };
         let mut first = observation("dev", "first", vec![observed(&api)]);
         at(&mut first, -1);
-        record(&db, &first, ALLOWED).await.unwrap();
+        record_observation(&db, &first, ALLOWED).await.unwrap();
         for round in 0..10 {
             let mut older = observation("dev", &format!("older-{round}"), vec![drifted.clone()]);
             at(&mut older, 2 * round);
             let mut newer = observation("dev", &format!("newer-{round}"), vec![observed(&api)]);
             at(&mut newer, 2 * round + 1);
-            let (a, b) = tokio::join!(record(&db, &older, ALLOWED), record(&db, &newer, ALLOWED));
+            let (a, b) = tokio::join!(
+                record_observation(&db, &older, ALLOWED),
+                record_observation(&db, &newer, ALLOWED)
+            );
             a.unwrap();
             b.unwrap();
             let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
@@ -980,7 +983,7 @@ mod tests {
     }
 
     // The one-open-finding-per-resource index is a partial index, written in SQL.
-    crate::fixtures::on_both_databases!(
+    fixtures::on_both_databases!(
         an_observation_raises_and_resolves_findings_and_a_proposal_sqlite,
         an_observation_raises_and_resolves_findings_and_a_proposal_postgres,
         an_observation_raises_and_resolves_findings_on
@@ -1029,7 +1032,7 @@ mod tests {
             field: "spec.replicas".into(),
             subresource: Some("scale".into()),
         });
-        let first = record(
+        let first = record_observation(
             &db,
             &observation("dev", "p1", vec![scaled.clone()]),
             ALLOWED,
@@ -1069,7 +1072,7 @@ mod tests {
         );
 
         // Unchanged objects, unchanged rules: the comparison is skipped.
-        let again = record(
+        let again = record_observation(
             &db,
             &observation("dev", "p2", vec![scaled.clone()]),
             ALLOWED,
@@ -1083,7 +1086,7 @@ mod tests {
         drift_rules::delete(&db, "acme", None, &rule.rule_id)
             .await
             .unwrap();
-        let reopened = record(&db, &observation("dev", "p3", vec![scaled]), ALLOWED)
+        let reopened = record_observation(&db, &observation("dev", "p3", vec![scaled]), ALLOWED)
             .await
             .unwrap();
         assert_eq!(reopened.new_findings, 0, "the same finding, reopened");
@@ -1111,7 +1114,7 @@ mod tests {
             },
             proposal_id: "p1".into(),
         };
-        let outcome = record(&db, &req, ALLOWED).await.unwrap();
+        let outcome = record_observation(&db, &req, ALLOWED).await.unwrap();
         assert!(outcome.changed && outcome.stale);
         assert_eq!((outcome.new_findings, outcome.new_proposal), (0, None));
         let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
@@ -1122,14 +1125,19 @@ mod tests {
             proposal_id: "p2".into(),
             ..req
         };
-        assert!(!record(&db, &again, ALLOWED).await.unwrap().changed);
+        assert!(
+            !record_observation(&db, &again, ALLOWED)
+                .await
+                .unwrap()
+                .changed
+        );
     }
 
     #[tokio::test]
     async fn stored_workloads_that_do_not_read_are_an_error_not_an_empty_list() {
         let db = fixtures::sqlite().await;
         fixtures::environment(&db, "dev", EnvironmentClass::NonProduction).await;
-        record(&db, &observation("dev", "p1", vec![]), ALLOWED)
+        record_observation(&db, &observation("dev", "p1", vec![]), ALLOWED)
             .await
             .unwrap();
         fixtures::execute(
@@ -1150,7 +1158,7 @@ mod tests {
             "{err:?}"
         );
         assert!(
-            record(&db, &observation("dev", "p2", vec![]), ALLOWED)
+            record_observation(&db, &observation("dev", "p2", vec![]), ALLOWED)
                 .await
                 .is_err()
         );
