@@ -4,13 +4,13 @@
 use crate::error::{Error, activity_error, store_failed};
 use chrono::Utc;
 use runtime_cloud_models::capacity::PoolState;
-use runtime_cloud_store::capacity::{self, NewLease};
-use runtime_cloud_store::{begin_write, environments, semaphores};
+use runtime_cloud_store::capacity;
+use runtime_cloud_transactions::take_lease::{Leased, Wanted, take_lease, take_turn};
 use runtime_cloud_workflows::contracts::{
     LeaseAnswer, LeaseMove, LeaseRequest, LockRequest, PoolQuery, QuotaInForce, TurnAnswer,
     TurnRequest, capacity_markers as markers,
 };
-use sea_orm::{DatabaseConnection, DatabaseTransaction};
+use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::{Client, NamespacedClient};
@@ -19,9 +19,6 @@ use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-
-/// The pool a lease of an environment without one is counted in.
-pub const DEFAULT_POOL: &str = "default";
 
 /// A poller not seen for this long is gone: a live worker polls again at least every minute
 /// (a long poll lasts about 60 s).
@@ -81,32 +78,6 @@ pub async fn pool_load(client: &Client, task_queue: &str) -> Result<PoolLoad, Er
     })
 }
 
-/// The lease `lease_id` of run `run_id` (its workflow `holder_id`, execution `attempt_id`;
-/// empty for a run the API deferred, until it asks) in the environment's pool, with the
-/// quota's per-attempt CPU and memory.
-pub fn run_lease(
-    lease_id: String,
-    run_id: &str,
-    attempt_id: String,
-    holder_id: String,
-    (tenant_id, project_id): (String, String),
-    pool_id: Option<String>,
-    limits: &runtime_cloud_models::capacity::QuotaLimits,
-) -> NewLease {
-    NewLease {
-        lease_id,
-        tenant_id,
-        project_id,
-        run_id: run_id.to_owned(),
-        attempt_id,
-        holder_kind: "provisioning-run".into(),
-        holder_id,
-        pool_id: pool_id.unwrap_or_else(|| DEFAULT_POOL.into()),
-        cpu: limits.cpu_per_attempt,
-        memory_gb: limits.memory_gb_per_attempt,
-    }
-}
-
 /// What Temporal says about a pool's task queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolLoad {
@@ -129,10 +100,10 @@ impl CapacityActivitiesImpl {
         _ctx: ActivityContext,
         req: LeaseRequest,
     ) -> Result<LeaseAnswer, ActivityError> {
-        let txn = begin_write(&self.db).await.map_err(store_failed)?;
-        let lease = self.lease_in(&txn, req).await?;
-        txn.commit().await.map_err(|e| store_failed(e.into()))?;
-        self.leased(lease).await
+        let leased = take_lease(&self.db, wanted(&req))
+            .await
+            .map_err(store_failed)?;
+        self.leased(&req, leased).await
     }
 
     /// Takes the environment's lock and, when it was free, asks for the lease: one write
@@ -145,20 +116,14 @@ impl CapacityActivitiesImpl {
         _ctx: ActivityContext,
         req: TurnRequest,
     ) -> Result<TurnAnswer, ActivityError> {
-        let txn = begin_write(&self.db).await.map_err(store_failed)?;
-        let lock = semaphores::take_in(&txn, crate::semaphores::ask(&req.lock))
+        let ask = crate::semaphores::ask(&req.lock);
+        let (lock, leased) = take_turn(&self.db, ask, wanted(&req.lease))
             .await
             .map_err(store_failed)?;
-        let lease = if lock.holds {
-            Some(self.lease_in(&txn, req.lease).await?)
-        } else {
-            None
-        };
-        txn.commit().await.map_err(|e| store_failed(e.into()))?;
         // Waiters promoted are told once the transaction committed, as a take alone does.
         let lock = self.semaphores.taken(&req.lock, lock).await?;
-        let lease = match lease {
-            Some(lease) => Some(self.leased(lease).await?),
+        let lease = match leased {
+            Some(leased) => Some(self.leased(&req.lease, leased).await?),
             None => None,
         };
         Ok(TurnAnswer { lock, lease })
@@ -205,83 +170,57 @@ impl CapacityActivitiesImpl {
     }
 }
 
-/// A lease asked for in a transaction not yet committed: its answer, and the capacity slot
-/// taken with it, whose promoted waiters are told once it is.
-struct AskedLease {
-    answer: LeaseAnswer,
-    slot: Option<(LockRequest, semaphores::Taken)>,
+/// The lease `req` asks for, as the transaction takes it.
+fn wanted(req: &LeaseRequest) -> Wanted {
+    Wanted {
+        lease_id: req.lease_id.clone(),
+        tenant_id: req.tenant_id.clone(),
+        project_id: req.project_id.clone(),
+        environment_id: req.environment_id.clone(),
+        run_id: req.run_id.clone(),
+        attempt_id: req.attempt_id.clone(),
+        holder_id: req.holder_workflow_id.clone(),
+        semaphore_id: req.semaphore_id.clone(),
+    }
 }
 
 impl CapacityActivitiesImpl {
-    /// [`CapacityActivitiesImpl::request_lease`]'s work, in the caller's write transaction.
-    async fn lease_in(
+    /// The answer to a lease taken, once its transaction committed: the waiters its capacity
+    /// slot promoted told.
+    async fn leased(
         &self,
-        txn: &DatabaseTransaction,
-        req: LeaseRequest,
-    ) -> Result<AskedLease, ActivityError> {
-        let now = Utc::now();
-        let (quota, spent) = capacity::minutes_spent(txn, &req.tenant_id, &req.project_id, now)
-            .await
-            .map_err(store_failed)?;
-        if let Some(spent) = spent {
-            let reason = spent.to_string();
-            return Ok(AskedLease {
-                answer: LeaseAnswer::Refused { reason },
-                slot: None,
-            });
-        }
-        let pool_id = environments::find(txn, &req.tenant_id, &req.environment_id)
-            .await
-            .map_err(store_failed)?
-            .and_then(|env| env.pool_id);
-        let slot = LockRequest {
-            tenant_id: req.tenant_id.clone(),
-            semaphore_id: req.semaphore_id,
-            requester_workflow_id: req.holder_workflow_id.clone(),
-            slots: quota.limits.concurrent_runs,
-            records_leases: true,
-            check_holders: false,
+        req: &LeaseRequest,
+        leased: Leased,
+    ) -> Result<LeaseAnswer, ActivityError> {
+        let (quota, pool_id, slot) = match leased {
+            Leased::Refused { reason } => return Ok(LeaseAnswer::Refused { reason }),
+            Leased::Asked {
+                quota,
+                pool_id,
+                slot,
+            } => (quota, pool_id, slot),
         };
-        let lease = run_lease(
-            req.lease_id,
-            &req.run_id,
-            req.attempt_id,
-            req.holder_workflow_id,
-            (req.tenant_id, req.project_id),
-            pool_id.clone(),
-            &quota.limits,
-        );
-        capacity::request_lease(txn, lease, now)
-            .await
-            .map_err(store_failed)?;
-        // An environment with a pool asks for its slot once a worker serves the pool.
-        let slot = match pool_id {
-            None => {
-                let taken = semaphores::take_in(txn, crate::semaphores::ask(&slot))
-                    .await
-                    .map_err(store_failed)?;
-                Some((slot, taken))
+        let taken = match slot {
+            Some(slot) => {
+                let req = LockRequest {
+                    tenant_id: req.tenant_id.clone(),
+                    semaphore_id: req.semaphore_id.clone(),
+                    requester_workflow_id: req.holder_workflow_id.clone(),
+                    slots: quota.limits.concurrent_runs,
+                    records_leases: true,
+                    check_holders: false,
+                };
+                Some(self.semaphores.taken(&req, slot).await?)
             }
-            Some(_) => None,
+            None => None,
         };
-        let answer = LeaseAnswer::Ask {
+        Ok(LeaseAnswer::Ask {
             quota: QuotaInForce {
                 limits: quota.limits,
                 source: quota.source,
             },
             pool_id,
-            taken: None,
-        };
-        Ok(AskedLease { answer, slot })
-    }
-
-    /// The answer to a lease asked for, once its transaction committed: the slot's promoted
-    /// waiters told.
-    async fn leased(&self, lease: AskedLease) -> Result<LeaseAnswer, ActivityError> {
-        let AskedLease { mut answer, slot } = lease;
-        if let (LeaseAnswer::Ask { taken, .. }, Some((req, slot))) = (&mut answer, slot) {
-            *taken = Some(self.semaphores.taken(&req, slot).await?);
-        }
-        Ok(answer)
+            taken,
+        })
     }
 }

@@ -11,11 +11,14 @@
 //! - [`raise_findings`]: findings raised, resolved and grouped into a proposal (in an
 //!   observation's transaction), and the GitOps reconciler's proposal for a re-plan.
 //! - [`prepare_proposal_run`]: an accepted proposal's run, with what it applies and its approval.
+//! - [`take_lease`]: a run's lease on its project's quota and its capacity slot; with the
+//!   environment's lock when the run takes its turn.
 
 pub mod end_run;
 pub mod prepare_proposal_run;
 pub mod raise_findings;
 pub mod record_observation;
+pub mod take_lease;
 
 #[cfg(test)]
 mod fixtures;

@@ -267,7 +267,7 @@ fn admission(
     quota: runtime_cloud_store::capacity::Quota,
 ) -> run_starts::Admission {
     use runtime_cloud_models::capacity::CapacityWait;
-    let lease = runtime_cloud_activities::capacity::run_lease(
+    let lease = runtime_cloud_transactions::take_lease::run_lease(
         uuid::Uuid::now_v7().to_string(),
         run_id,
         String::new(),
