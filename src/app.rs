@@ -18,9 +18,9 @@ use runtime_cloud_api::auth::{Authenticator, JwtKeys, OidcSignIn, SignIn};
 use runtime_cloud_api::inbound::sources::Sources;
 use runtime_cloud_api::inbound::verify::Verifier;
 
+use crate::worker::WorkerDeps;
 use runtime_cloud_store::artifacts;
 use runtime_cloud_store::migration::Migrator;
-use runtime_cloud_temporal::worker::WorkerDeps;
 use sea_orm::DatabaseConnection;
 use sea_orm_migration::MigratorTrait;
 use std::future::Future;
@@ -205,7 +205,7 @@ async fn connect_temporal(config: &Config) -> anyhow::Result<runtime_cloud_tempo
 async fn connect_temporal_patiently(
     config: &Config,
 ) -> anyhow::Result<runtime_cloud_temporal::Client> {
-    let mut pauses = runtime_cloud_temporal::worker::RestartPauses::default();
+    let mut pauses = crate::worker::RestartPauses::default();
     loop {
         let how = config.temporal_connect()?;
         let connected = runtime_cloud_temporal::connect_with(
@@ -238,7 +238,7 @@ pub async fn run_pool_worker(
         deps = worker_deps(config) => deps?,
         () = &mut shutdown => return Ok(()),
     };
-    runtime_cloud_temporal::worker::run_pool(deps, pool_id, shutdown).await?;
+    crate::worker::run_pool(deps, pool_id, shutdown).await?;
     Ok(())
 }
 
@@ -282,7 +282,7 @@ pub async fn run_worker(config: &Config, shutdown: impl Future<Output = ()>) -> 
         shutdown.await;
         let _ = stop_beside.send(true);
     };
-    let result = runtime_cloud_temporal::worker::run(deps, shutdown).await;
+    let result = crate::worker::run(deps, shutdown).await;
     if let Some(relay) = relay {
         let _ = relay.await;
     }

@@ -352,9 +352,9 @@ impl Config {
     }
 
     /// How to reach NATS, when it is configured.
-    pub fn nats(&self) -> Option<runtime_cloud_activities::nats::NatsOptions> {
+    pub fn nats(&self) -> Option<runtime_cloud_nats::NatsOptions> {
         let url = self.nats_url.clone()?;
-        Some(runtime_cloud_activities::nats::NatsOptions {
+        Some(runtime_cloud_nats::NatsOptions {
             url,
             user: self
                 .nats_user

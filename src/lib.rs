@@ -8,6 +8,7 @@
 //!
 //! - [`config`]: the table of every setting, applied over the TOML file and the environment.
 //! - [`app`]: the processes (`dev`, `worker`, `api`, `migrate`), each with injected shutdown.
+//! - [`worker`]: the workers: every workflow and activity on one task queue, or a pool's.
 //! - [`cli`]: the operator CLI (`runs`, `envs`, `proposals`, `specs`, `rollouts`, `fleet`,
 //!   `login`), a client of the API.
 //! - [`sandbox_cli`]: out-of-band edits of the sandbox target.
@@ -19,3 +20,4 @@ pub mod config;
 pub mod inbound_cli;
 pub mod sandbox_cli;
 pub mod telemetry;
+pub mod worker;

@@ -354,7 +354,7 @@ async fn run_left_unstarted(
     key: &str,
     request_hash: Option<String>,
 ) -> String {
-    use runtime_cloud_store::{environments, run_starts, runs::NewRun, specifications};
+    use runtime_cloud_store::{environments, runs::NewRun, specifications};
     let db = stack.db().await;
     let tenant = stack.tenant("acme");
     let environment = environments::find(&db, &tenant, env)
@@ -376,7 +376,7 @@ async fn run_left_unstarted(
         idempotency_key: Some(key.to_owned()),
         request_hash,
     };
-    run_starts::accept(&db, &new, &Default::default(), None)
+    runtime_cloud_transactions::admit_run::accept_run(&db, &new, &Default::default(), None)
         .await
         .expect("run written");
     run_id

@@ -2,7 +2,6 @@
 //! project's quota, recorded in `capacity_leases`, and how many workers serve a pool.
 
 use crate::error::{Error, activity_error, store_failed};
-use chrono::Utc;
 use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity;
 use runtime_cloud_transactions::take_lease::{Leased, Wanted, take_lease, take_turn};
@@ -12,17 +11,9 @@ use runtime_cloud_workflows::contracts::{
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
-use std::time::Duration;
-use temporalio_client::{Client, NamespacedClient};
-use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
-use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
-use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+use temporalio_client::Client;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-
-/// A poller not seen for this long is gone: a live worker polls again at least every minute
-/// (a long poll lasts about 60 s).
-const POLLER_SEEN_WITHIN: Duration = Duration::from_secs(90);
 
 /// Dependencies of the capacity activities.
 pub struct CapacityActivitiesImpl {
@@ -34,57 +25,6 @@ pub struct CapacityActivitiesImpl {
     pub task_queue: String,
     /// The projects' capacity semaphores, asked in the lease's request.
     pub semaphores: crate::semaphores::Semaphores,
-}
-
-/// How many workers poll `task_queue` for activities now, and how many activity tasks wait
-/// for one: what Temporal knows of a pool.
-pub async fn pool_load(client: &Client, task_queue: &str) -> Result<PoolLoad, Error> {
-    let request = DescribeTaskQueueRequest {
-        namespace: client.namespace(),
-        task_queue: Some(TaskQueue {
-            name: task_queue.to_owned(),
-            ..Default::default()
-        }),
-        task_queue_type: TaskQueueType::Activity as i32,
-        report_stats: true,
-        ..Default::default()
-    };
-    let answer = client
-        .connection()
-        .workflow_service()
-        .describe_task_queue(tonic::Request::new(request))
-        .await
-        .map_err(|e| Error::Temporal(format!("describe task queue {task_queue}: {e}")))?
-        .into_inner();
-    let seen_since = Utc::now().timestamp() - POLLER_SEEN_WITHIN.as_secs() as i64;
-    let mut identities: Vec<&str> = answer
-        .pollers
-        .iter()
-        .filter(|p| {
-            p.last_access_time
-                .as_ref()
-                .is_some_and(|t| t.seconds >= seen_since)
-        })
-        .map(|p| p.identity.as_str())
-        .collect();
-    identities.sort_unstable();
-    identities.dedup();
-    let backlog = answer.stats.map_or(0, |s| {
-        u64::try_from(s.approximate_backlog_count).unwrap_or(0)
-    });
-    Ok(PoolLoad {
-        workers: u32::try_from(identities.len()).unwrap_or(u32::MAX),
-        backlog,
-    })
-}
-
-/// What Temporal says about a pool's task queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolLoad {
-    /// Workers that polled it within the last 90 s.
-    pub workers: u32,
-    /// Activity tasks waiting for a worker.
-    pub backlog: u64,
 }
 
 #[activities]
@@ -142,7 +82,13 @@ impl CapacityActivitiesImpl {
             .map_err(store_failed)?;
         if req.to == runtime_cloud_models::capacity::LeaseState::Released {
             let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
-            crate::admission::admit_after_release(db, client, queue, &req.lease_id).await;
+            runtime_cloud_temporal::admission::admit_after_release(
+                db,
+                client,
+                queue,
+                &req.lease_id,
+            )
+            .await;
         }
         Ok(())
     }
@@ -159,9 +105,9 @@ impl CapacityActivitiesImpl {
             .map_err(store_failed)?;
         // A pool removed from under its environment holds the run like a disabled one.
         let state = pool.map_or(PoolState::Disabled, |p| p.state);
-        let load = pool_load(&self.client, &req.task_queue)
+        let load = runtime_cloud_temporal::pool_load(&self.client, &req.task_queue)
             .await
-            .map_err(activity_error)?;
+            .map_err(|e| activity_error(Error::Temporal(e.to_string())))?;
         Ok(runtime_cloud_models::capacity::pool_hold(
             &req.pool_id,
             state,

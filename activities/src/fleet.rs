@@ -34,7 +34,7 @@ impl FleetActivitiesImpl {
     /// Starts the workflow of run `input` (a retry finds it started, running or closed, and
     /// starts nothing).
     async fn start_run(&self, input: RunInput) -> Result<(), ActivityError> {
-        crate::admission::start_run(&self.client, &self.task_queue, input)
+        runtime_cloud_temporal::admission::start_run(&self.client, &self.task_queue, input)
             .await
             .map_err(|e| activity_error(crate::Error::Temporal(e.to_string())))
     }

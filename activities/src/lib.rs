@@ -7,7 +7,7 @@
 //! # Layout
 //!
 //! - [`ports`]: the Runner, Observer, Policy and Approvals ports (and the embedded adapters).
-//! - [`capacity`]: capacity leases on the project's quota, and what Temporal says of a pool.
+//! - [`capacity`]: capacity leases on the project's quota, and whether a pool is served.
 //! - [`fleet`]: the fleet rollout's activities (prepare an instance's run, progress, incidents).
 //! - [`kubernetes`]: the Kubernetes adapter of the Observer port.
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
@@ -25,16 +25,13 @@
 //! - [`slo`]: the SloGuard port and its Prometheus adapter (fleet rollouts' SLO queries).
 //! - [`step_log`]: a runner step's log, secrets redacted, kept as the run's artifact.
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
-//! - [`nats`]: how NATS is reached (credentials, TLS), for the relay and the inbound consumer.
 //! - [`error`]: this crate's error type.
 
-pub mod admission;
 pub mod capacity;
 pub mod error;
 pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
-pub mod nats;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;

@@ -11,8 +11,8 @@
 //! the API and the workflows keep writing to the outbox meanwhile.
 
 use crate::Error;
-use crate::nats::NatsOptions;
 use chrono::Utc;
+use runtime_cloud_nats::NatsOptions;
 use runtime_cloud_store::entities::outbox_events as outbox;
 use sea_orm::sea_query::LockBehavior;
 use sea_orm::{

@@ -93,7 +93,13 @@ impl Semaphores {
         self.grant(req, to_tell).await?;
         if req.records_leases {
             let (db, client, queue) = (&self.db, &self.client, &self.task_queue);
-            crate::admission::admit_after_release(db, client, queue, &req.semaphore_id).await;
+            runtime_cloud_temporal::admission::admit_after_release(
+                db,
+                client,
+                queue,
+                &req.semaphore_id,
+            )
+            .await;
         }
         Ok(())
     }
@@ -158,7 +164,7 @@ impl Semaphores {
         holder: &str,
     ) -> Result<Vec<String>, ActivityError> {
         if req.records_leases {
-            crate::admission::expire_vanished(
+            expire_vanished(
                 &self.db,
                 &self.client,
                 &self.task_queue,
@@ -203,6 +209,30 @@ impl Semaphores {
         }
         Ok(dropped)
     }
+}
+
+/// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as
+/// expired, and admits the deferred runs the freed slot lets start.
+async fn expire_vanished(
+    db: &DatabaseConnection,
+    client: &Client,
+    task_queue: &str,
+    semaphore_id: &str,
+    holder: &str,
+) -> Result<(), Error> {
+    let expired =
+        runtime_cloud_store::capacity::expire_leases(db, holder, chrono::Utc::now()).await?;
+    tracing::info!(
+        semaphore = %semaphore_id,
+        holder,
+        expired,
+        "holder gone: its capacity lease expired"
+    );
+    if expired > 0 {
+        runtime_cloud_temporal::admission::admit_after_release(db, client, task_queue, holder)
+            .await;
+    }
+    Ok(())
 }
 
 /// `req` as the store takes it.

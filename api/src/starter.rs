@@ -11,7 +11,7 @@
 //! nothing.
 //!
 //! Each round also admits the runs deferred for capacity that fit their project's free slots
-//! (`activities::admission`): a release admits them as it happens, this catches the rest (a
+//! (`temporal::admission`): a release admits them as it happens, this catches the rest (a
 //! release whose admission failed, a start deferred just after a release looked, a holder
 //! that vanished without its lease being expired yet).
 
@@ -44,7 +44,7 @@ pub async fn run(state: AppState, shutdown: impl std::future::Future<Output = ()
 /// the first start Temporal refuses (the next round tries again).
 async fn round(state: &AppState, grace: Duration) -> Result<(), crate::Error> {
     start_due(state, grace).await?;
-    runtime_cloud_activities::admission::admit_all(&state.db, &state.temporal, &state.task_queue)
+    runtime_cloud_temporal::admission::admit_all(&state.db, &state.temporal, &state.task_queue)
         .await
         .map_err(|e| crate::Error::Unavailable(e.to_string()))?;
     Ok(())

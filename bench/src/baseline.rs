@@ -161,7 +161,7 @@ impl BaselineSweep {
 }
 
 /// Runs the baseline worker on `task_queue` until the process is killed: the `rc-bench
-/// baseline-worker` subcommand. Built like `runtime_cloud_temporal::worker::run`.
+/// baseline-worker` subcommand. Built like the `runtime-cloud` binary's `worker::run`.
 pub async fn run_worker(temporal_address: &str, task_queue: &str) -> anyhow::Result<()> {
     let client = runtime_cloud_temporal::connect(temporal_address, "default").await?;
     let runtime = Runtime::from_current_tokio(Default::default()).map_err(anyhow::Error::msg)?;

@@ -145,7 +145,7 @@ pub async fn insert(
 
 /// How many runs of the tenant's project have not ended (deferred ones too): the runs in
 /// flight admission counts against the project's `concurrentRuns`.
-pub(crate) async fn in_flight(
+pub async fn in_flight(
     db: &impl ConnectionTrait,
     tenant_id: &str,
     project_id: &str,
@@ -161,7 +161,7 @@ pub(crate) async fn in_flight(
 
 /// Those of `run_ids` that wait for people or the clock, holding their lease but costing
 /// nothing meanwhile: for an approval (which may take days) or for a change window.
-pub(crate) async fn idle_among(
+pub async fn idle_among(
     db: &impl ConnectionTrait,
     run_ids: &[String],
 ) -> Result<std::collections::HashSet<String>, Error> {

@@ -52,36 +52,14 @@ pub async fn refuse_shared(
     task_queue: &str,
     data_dir: &Path,
 ) -> Result<(), Error> {
-    use temporalio_common::protos::temporal::api::enums::v1::{TaskQueueKind, TaskQueueType};
-    use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
-    use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
-    let request = DescribeTaskQueueRequest {
-        namespace: client.options().namespace.clone(),
-        task_queue: Some(TaskQueue {
-            name: task_queue.to_owned(),
-            kind: TaskQueueKind::Normal as i32,
-            ..Default::default()
-        }),
-        task_queue_type: TaskQueueType::Workflow as i32,
-        ..Default::default()
-    };
-    let described = client
-        .connection()
-        .workflow_service()
-        .describe_task_queue(tonic::IntoRequest::into_request(request))
-        .await
-        .map_err(|status| {
-            Error::DevServer(format!("describing task queue {task_queue}: {status}"))
-        })?;
+    use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
+    let described =
+        crate::task_queues::describe(client, task_queue, TaskQueueType::Workflow, false).await?;
     let ours = data_dir.display().to_string();
-    let other = described
-        .into_inner()
-        .pollers
-        .into_iter()
-        .find_map(|poller| {
-            let (_, dir) = poller.identity.split_once(IDENTITY_DIR)?;
-            (dir != ours).then(|| dir.to_owned())
-        });
+    let other = described.pollers.into_iter().find_map(|poller| {
+        let (_, dir) = poller.identity.split_once(IDENTITY_DIR)?;
+        (dir != ours).then(|| dir.to_owned())
+    });
     match other {
         None => Ok(()),
         Some(other) => Err(Error::DevServer(format!(

@@ -1,27 +1,30 @@
-//! Wiring to Temporal: the client connection, the worker with every workflow and activity,
-//! and the local dev-server bootstrap of `runtime-cloud dev`.
+//! Wiring to Temporal: the client connection, starting runs' workflows, what a task queue's
+//! pollers say, and the local dev-server bootstrap of `runtime-cloud dev`. (The worker, which
+//! registers every workflow and activity, is the binary's: `src/worker.rs`.)
 //!
 //! # Layout
 //!
 //! - [`connection`]: connect a client to a frontend.
 //! - [`codec`]: workflow payloads encrypted (AES-256-GCM) before they leave the process.
-//! - [`worker`]: build and run the worker until shutdown.
+//! - [`admission`]: start a run's workflow; start the deferred runs a freed slot admits.
+//! - [`task_queues`]: a task queue's pollers and backlog (a worker pool's load).
 //! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
 //! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
 //!   the custom search attributes registered.
 
+pub mod admission;
 pub mod codec;
 pub mod connection;
 pub mod dev_server;
 pub mod schedules;
-pub mod worker;
+pub mod task_queues;
 
 pub use codec::PayloadKeys;
 pub use connection::{Connect, Tls, connect, connect_with, in_current_span};
-/// What Temporal says of a worker pool's task queue (its workers and backlog).
-pub use runtime_cloud_activities::capacity::{PoolLoad, pool_load};
 /// A worker pool's task queue.
 pub use runtime_cloud_workflows::ids::pool_task_queue;
+/// What Temporal says of a worker pool's task queue (its workers and backlog).
+pub use task_queues::{PoolLoad, pool_load};
 pub use temporalio_client::Client;
 /// What a tracer provider needs for replay-safe workflow spans.
 pub use temporalio_sdk::opentelemetry::{WorkflowIdGenerator, WorkflowSpanProcessor};
@@ -77,6 +80,25 @@ pub enum Error {
         id: String,
         #[source]
         source: temporalio_client::schedules::ScheduleError,
+    },
+    /// A run's workflow could not be started; nothing was started.
+    #[error("start run {run_id}: {source}")]
+    Start {
+        /// The run.
+        run_id: String,
+        #[source]
+        source: temporalio_client::errors::WorkflowStartError,
+    },
+    /// The read DB refused a write or a read of admission.
+    #[error(transparent)]
+    Store(#[from] runtime_cloud_store::Error),
+    /// A task queue could not be described.
+    #[error("describe task queue {task_queue}: {status}")]
+    DescribeTaskQueue {
+        /// The task queue.
+        task_queue: String,
+        /// What the frontend answered.
+        status: tonic::Status,
     },
     /// The dev server did not come up, or refused a search attribute.
     #[error("dev server: {0}")]

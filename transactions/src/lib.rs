@@ -5,6 +5,8 @@
 //!
 //! # Layout
 //!
+//! - [`admit_run`]: a run accepted (its row, its start, the lease it waits with), and the
+//!   deferred starts a freed slot admits, one admitter at a time.
 //! - [`end_run`]: a run's ending, its semaphores let go and the observation after its apply.
 //! - [`record_observation`]: an observation's inventory, the findings it raises or resolves
 //!   and the proposal they group into; a sweep's batch of them in one transaction.
@@ -14,6 +16,7 @@
 //! - [`take_lease`]: a run's lease on its project's quota and its capacity slot; with the
 //!   environment's lock when the run takes its turn.
 
+pub mod admit_run;
 pub mod end_run;
 pub mod prepare_proposal_run;
 pub mod raise_findings;

@@ -42,7 +42,7 @@ pub enum Leased {
     /// The lease is recorded; the run asks for its slot.
     Asked {
         /// The quota in force.
-        quota: Quota,
+        quota: Box<Quota>,
         /// The environment's worker pool; none for the default task queue.
         pool_id: Option<String>,
         /// The capacity semaphore's answer, asked with the quota's `concurrentRuns` slots;
@@ -115,7 +115,7 @@ async fn take_lease_in(txn: &DatabaseTransaction, wanted: Wanted) -> Result<Leas
         Some(_) => None,
     };
     Ok(Leased::Asked {
-        quota,
+        quota: Box::new(quota),
         pool_id,
         slot,
     })

@@ -271,7 +271,7 @@ async fn set_quota(
     tracing::info!(project_id = %project_id, concurrent_runs = quota.limits.concurrent_runs, "quota set");
     // A raised quota lets deferred runs start now (their asks bring the new limit to the
     // project's semaphore); the starter admits them later should this fail.
-    let admitted = runtime_cloud_activities::admission::admit(
+    let admitted = runtime_cloud_temporal::admission::admit(
         &state.db,
         &state.temporal,
         &state.task_queue,

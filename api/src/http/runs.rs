@@ -215,7 +215,14 @@ async fn plan(
         request_hash: Some(hash.clone()),
     };
     let admission = admission(&env, &run_id, quota);
-    let input = match run_starts::accept(&state.db, &new, &state.options, Some(&admission)).await {
+    let input = match runtime_cloud_transactions::admit_run::accept_run(
+        &state.db,
+        &new,
+        &state.options,
+        Some(&admission),
+    )
+    .await
+    {
         // Its project's runs fill its quota: it starts when a slot frees, and shows why it
         // waits meanwhile.
         Ok(accepted) if accepted.deferred => {
@@ -259,13 +266,13 @@ async fn plan(
     Ok(accepted_response(view, StatusCode::ACCEPTED))
 }
 
-/// What deferring run `run_id` of `env` takes (`store::run_starts::accept`): its project's
+/// What deferring run `run_id` of `env` takes (`transactions::admit_run::accept_run`): its project's
 /// quota, the `waiting` lease it is recorded with, and the wait it shows.
 fn admission(
     env: &runtime_cloud_store::environments::Environment,
     run_id: &str,
     quota: runtime_cloud_store::capacity::Quota,
-) -> run_starts::Admission {
+) -> runtime_cloud_transactions::admit_run::Admission {
     use runtime_cloud_models::capacity::CapacityWait;
     let lease = runtime_cloud_transactions::take_lease::run_lease(
         uuid::Uuid::now_v7().to_string(),
@@ -283,7 +290,7 @@ fn admission(
         env.pool_id.clone(),
         chrono::Utc::now(),
     );
-    run_starts::Admission {
+    runtime_cloud_transactions::admit_run::Admission {
         concurrent_runs: quota.limits.concurrent_runs,
         lease,
         wait,
@@ -359,7 +366,7 @@ pub(crate) async fn forget_start(state: &AppState, run_id: &str) {
 pub(crate) async fn start(state: &AppState, input: RunInput) -> Result<(), Error> {
     let started = tokio::time::timeout(
         RUN_START_TIMEOUT,
-        runtime_cloud_temporal::in_current_span(runtime_cloud_activities::admission::start_run(
+        runtime_cloud_temporal::in_current_span(runtime_cloud_temporal::admission::start_run(
             &state.temporal,
             &state.task_queue,
             input,

@@ -2,7 +2,6 @@
 //! a worker pool's worker, which serves only the plans and applies of the environments bound
 //! to its pool, on the pool's own task queue ([`run_pool`]).
 
-use crate::Error;
 use runtime_cloud_activities::capacity::CapacityActivitiesImpl;
 use runtime_cloud_activities::ports::{Approvals, Observer, Policy, Runner};
 use runtime_cloud_activities::semaphores::Semaphores;
@@ -10,6 +9,7 @@ use runtime_cloud_activities::{
     InventoryActivitiesImpl, ProvisioningActivitiesImpl, ScheduledActivitiesImpl,
 };
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_temporal::Error;
 use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
     FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
@@ -123,7 +123,12 @@ async fn serve(
     deps: &WorkerDeps,
     shutdown: impl Future<Output = ()> + Clone,
 ) -> Result<(), Error> {
-    crate::schedules::ensure(&deps.client, &deps.task_queue, deps.schedules_paused).await?;
+    runtime_cloud_temporal::schedules::ensure(
+        &deps.client,
+        &deps.task_queue,
+        deps.schedules_paused,
+    )
+    .await?;
     let fleet = runtime_cloud_activities::fleet::FleetActivitiesImpl {
         db: deps.db.clone(),
         client: deps.client.clone(),
@@ -259,7 +264,9 @@ mod tests {
         let Ok(address) = std::env::var("RC_TEST_TEMPORAL_ADDRESS") else {
             panic!("RC_TEST_TEMPORAL_ADDRESS is not set: run the tests with ./scripts/test");
         };
-        let client = crate::connect(&address, "no-such-namespace").await.unwrap();
+        let client = runtime_cloud_temporal::connect(&address, "no-such-namespace")
+            .await
+            .unwrap();
         let runtime = Runtime::from_current_tokio(Default::default()).unwrap();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         let queue = format!("test-{}", now.unwrap().as_nanos());

@@ -1,12 +1,13 @@
 //! Admission: the runs the API deferred while their project's `concurrentRuns` were all in
-//! flight (`store::run_starts`) are started here once a slot frees. The capacity activities
+//! flight (`transactions::admit_run`) are started here once a slot frees. The capacity activities
 //! admit when a run's lease is released or a vanished holder's expires; the API's starter
 //! admits on each round (a release whose admission failed, a start deferred just after a
 //! release looked) and when a quota changes.
 
-use crate::error::Error;
+use crate::Error;
 use runtime_cloud_models::RunInput;
 use runtime_cloud_store::run_starts;
+use runtime_cloud_transactions::admit_run::admit_deferred;
 use runtime_cloud_workflows::ProvisioningRun;
 use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::search_attributes::run_attributes;
@@ -45,7 +46,7 @@ pub async fn start_run(
 }
 
 /// Starts the deferred runs of the tenant's project that fit its free slots, oldest first
-/// (`run_starts::admit` chooses them, one admitter at a time); returns how many started. A
+/// ([`admit_deferred`] chooses them, one admitter at a time); returns how many started. A
 /// start that fails here is left to the API's starter, which makes it later.
 pub async fn admit(
     db: &DatabaseConnection,
@@ -54,7 +55,7 @@ pub async fn admit(
     tenant_id: &str,
     project_id: &str,
 ) -> Result<usize, Error> {
-    let admitted = run_starts::admit(db, Some((tenant_id, project_id))).await?;
+    let admitted = admit_deferred(db, Some((tenant_id, project_id))).await?;
     start_admitted(db, client, task_queue, admitted).await
 }
 
@@ -64,7 +65,7 @@ pub async fn admit_all(
     client: &Client,
     task_queue: &str,
 ) -> Result<usize, Error> {
-    let admitted = run_starts::admit(db, None).await?;
+    let admitted = admit_deferred(db, None).await?;
     start_admitted(db, client, task_queue, admitted).await
 }
 
@@ -99,32 +100,12 @@ async fn start_admitted(
         );
         start_run(client, task_queue, input)
             .await
-            .map_err(|e| Error::Temporal(format!("start run {run_id}: {e}")))?;
+            .map_err(|source| Error::Start {
+                run_id: run_id.clone(),
+                source,
+            })?;
         run_starts::started(db, &run_id).await?;
         tracing::info!(%run_id, %tenant_id, %project_id, "admitted a deferred run");
     }
     Ok(n)
-}
-
-/// Records the leases of `holder`, which its semaphore found gone (terminated by hand), as
-/// expired, and admits the deferred runs the freed slot lets start.
-pub(crate) async fn expire_vanished(
-    db: &DatabaseConnection,
-    client: &Client,
-    task_queue: &str,
-    semaphore_id: &str,
-    holder: &str,
-) -> Result<(), Error> {
-    let expired =
-        runtime_cloud_store::capacity::expire_leases(db, holder, chrono::Utc::now()).await?;
-    tracing::info!(
-        semaphore = %semaphore_id,
-        holder,
-        expired,
-        "holder gone: its capacity lease expired"
-    );
-    if expired > 0 {
-        admit_after_release(db, client, task_queue, holder).await;
-    }
-    Ok(())
 }
