@@ -569,7 +569,7 @@ pub async fn granted_in_pool(
 }
 
 /// The granted leases, as (tenant, run) pairs: what works now (admission's backlog share,
-/// `run_starts::admit`).
+/// `transactions::admit_run::admit_deferred`).
 pub async fn granted(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
     Ok(lease_rows::Entity::find()
         .select_only()

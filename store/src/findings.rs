@@ -1,5 +1,5 @@
 //! `drift_findings`: differences between declared and observed state. A finding is raised and
-//! resolved only by observations ([`crate::observations::record`]): resolved when an observation
+//! resolved only by observations (`transactions::record_observation`): resolved when an observation
 //! no longer shows it. An open finding a drift rule matches is *suppressed* (`suppressed_by`):
 //! kept and listed, never proposed, and open again once no active rule matches it.
 

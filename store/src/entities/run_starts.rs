@@ -13,10 +13,10 @@ pub struct Model {
     pub input: Json,
     /// When the API wrote the run.
     pub accepted_at: DateTimeUtc,
-    /// The run's project: always written (`run_starts::accept`), though the column allows
+    /// The run's project: always written (`transactions::admit_run::accept_run`), though the column allows
     /// null.
     pub project_id: Option<String>,
-    /// Deferred until its project has a free slot (`run_starts::admit`), not due to the
+    /// Deferred until its project has a free slot (`transactions::admit_run::admit_deferred`), not due to the
     /// starter.
     pub deferred: bool,
 }

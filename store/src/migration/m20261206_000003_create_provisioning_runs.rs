@@ -9,7 +9,7 @@
 //!   project's `executionMinutesPerDay` (`apply_minutes`), all JSON but the minutes.
 //! - `run_starts`: runs the API wrote whose workflow may not have started yet
 //!   (`store::run_starts`). A run the API accepted while its project's `concurrentRuns` were
-//!   all in flight is written with its start `deferred` (`store::run_starts::accept`): no
+//!   all in flight is written with its start `deferred` (`transactions::admit_run::accept_run`): no
 //!   workflow is started for it until a slot frees (`store::run_starts::admissible`), so a
 //!   tenant's flood costs the workflow service nothing past its quota.
 //! - `approvals`: the approvals of production applies the product records itself (an
