@@ -19,7 +19,6 @@ use runtime_cloud_api::inbound::sources::Sources;
 use runtime_cloud_api::inbound::verify::Verifier;
 
 use crate::worker::WorkerDeps;
-use runtime_cloud_store::artifacts;
 use runtime_cloud_store::migration::Migrator;
 use sea_orm::DatabaseConnection;
 use sea_orm_migration::MigratorTrait;
@@ -131,7 +130,7 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
     let db = connect_db(config).await?;
     let client = connect_temporal_patiently(config).await?;
     let sandbox = Arc::new(Sandbox::new(&config.data_dir));
-    let artifacts = artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?;
+    let artifacts = crate::artifacts::open(config.artifacts_url.as_deref(), &config.data_dir)?;
     let inventory = config.runtime_cloud.inventory.clone();
     let secrets = Arc::new(references(
         &config.secret_broker_url,
@@ -313,7 +312,7 @@ pub async fn run_api(
         inventory: config.runtime_cloud.inventory.clone(),
         approvals_elsewhere: config.run_control_url.is_some(),
         slo_queries: config.prometheus_url.is_some(),
-        artifacts: artifacts::from_url(config.artifacts_url.as_deref(), &config.data_dir)?,
+        artifacts: crate::artifacts::open(config.artifacts_url.as_deref(), &config.data_dir)?,
         http_metrics: Default::default(),
         inbox_lag: Arc::new(std::sync::atomic::AtomicI64::new(-1)),
         inbox_oldest: Arc::new(std::sync::atomic::AtomicI64::new(-1)),

@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - [`config`]: the table of every setting, applied over the TOML file and the environment.
+//! - [`artifacts`]: the artifact store (`object_store`: the data dir, or an S3-compatible bucket).
 //! - [`app`]: the processes (`dev`, `worker`, `api`, `migrate`), each with injected shutdown.
 //! - [`worker`]: the workers: every workflow and activity on one task queue, or a pool's.
 //! - [`cli`]: the operator CLI (`runs`, `envs`, `proposals`, `specs`, `rollouts`, `fleet`,
@@ -15,6 +16,7 @@
 //! - [`inbound_cli`]: signs an inbound event's approval as its source would.
 
 pub mod app;
+pub mod artifacts;
 pub mod cli;
 pub mod config;
 pub mod inbound_cli;

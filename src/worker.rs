@@ -36,7 +36,7 @@ pub struct WorkerDeps {
     /// The approvals adapter.
     pub approvals: Arc<dyn Approvals>,
     /// Where plan and apply logs are kept.
-    pub artifacts: Arc<dyn runtime_cloud_activities::ports::ArtifactStore>,
+    pub artifacts: runtime_cloud_activities::ports::Artifacts,
     /// `RuntimeCloud:Provisioning`.
     pub provisioning: ProvisioningOptions,
     /// `RuntimeCloud:Inventory`.

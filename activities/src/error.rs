@@ -14,6 +14,10 @@ pub enum Error {
     /// row another writer holds is released, a missing row may be written by then).
     #[error(transparent)]
     Store(#[from] runtime_cloud_store::Error),
+    /// An artifact could not be written or read (the artifact store's disk or bucket);
+    /// retryable.
+    #[error("artifact store: {0}")]
+    Artifacts(String),
     /// The sandbox document could not be read or written; retryable.
     #[error("sandbox target {path}: {source}")]
     SandboxIo {

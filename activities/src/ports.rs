@@ -267,6 +267,39 @@ impl TargetObservers {
     }
 }
 
-/// The ArtifactStore port (plan and apply logs) and its filesystem adapter, kept in the store
-/// crate so the API reads what the workers write.
-pub use runtime_cloud_store::artifacts::{ArtifactStore, FileArtifacts};
+/// Where run artifacts are kept (plan and apply logs, Pulumi plan files): an `object_store`,
+/// under the data dir or in an S3-compatible bucket, that the API reads what the workers write
+/// from (the binary's `artifacts::open`). Keys: `models::artifacts`.
+pub type Artifacts = std::sync::Arc<dyn object_store::ObjectStore>;
+
+/// Writes `bytes` under `key`, replacing what was there (a retried step writes its log again):
+/// whole or not at all.
+pub async fn keep(artifacts: &Artifacts, key: &str, bytes: Vec<u8>) -> Result<(), Error> {
+    let location = location(key)?;
+    artifacts
+        .put(&location, bytes.into())
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::Artifacts(format!("writing {location}: {e}")))
+}
+
+/// The bytes under `key`, if any.
+pub async fn kept(artifacts: &Artifacts, key: &str) -> Result<Option<Vec<u8>>, Error> {
+    let location = location(key)?;
+    let read = |e| Error::Artifacts(format!("reading {location}: {e}"));
+    match artifacts.get(&location).await {
+        Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())).map_err(read),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(read(e)),
+    }
+}
+
+/// `key` as the store's path; one that would leave the store's root names nothing
+/// (`models::artifacts::checked`).
+fn location(key: &str) -> Result<object_store::path::Path, Error> {
+    let refused = |why: String| Error::Artifacts(format!("the artifact key {key}: {why}"));
+    if !runtime_cloud_models::artifacts::checked(key) {
+        return Err(refused("not a key inside the store".into()));
+    }
+    object_store::path::Path::parse(key).map_err(|e| refused(e.to_string()))
+}

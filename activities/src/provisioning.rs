@@ -1,12 +1,13 @@
 //! The provisioning activities behind [`ProvisioningActivities`]'s contracts.
 
 use crate::error::{Error, activity_error, store_failed};
+use crate::ports::Artifacts;
 use crate::ports::{Approvals, Runner, Target};
 use crate::semaphores::{Semaphores, letting};
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
+use runtime_cloud_models::artifacts;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
-use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, DecideOnPlan, Finish, Gate, LockAnswer, LockRequest, PlanDecisions, PlanRequest,
@@ -31,7 +32,7 @@ pub struct ProvisioningActivitiesImpl {
     /// Decides on every plan before it applies.
     pub policy: Arc<dyn crate::ports::Policy>,
     /// Keeps every plan's and apply's log.
-    pub artifacts: Arc<dyn ArtifactStore>,
+    pub artifacts: Artifacts,
     /// The environments' locks and the projects' capacity.
     pub semaphores: Semaphores,
     /// Observes an environment after its run let it go; none in a pool's worker, which runs
@@ -66,10 +67,9 @@ impl ProvisioningActivitiesImpl {
             log.line(format!("failed: {e}"));
         }
         let key = artifacts::run_log(tenant_id, run_id, phase);
-        self.artifacts
-            .put(&key, log.finish().into_bytes())
+        crate::ports::keep(&self.artifacts, &key, log.finish().into_bytes())
             .await
-            .map_err(store_failed)
+            .map_err(activity_error)
     }
 }
 

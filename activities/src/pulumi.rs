@@ -22,16 +22,17 @@
 //!   receipt instead of applying again.
 
 use crate::Error;
+use crate::ports::Artifacts;
 use crate::ports::{Runner, Target};
 use crate::programs::{GitCredential, ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use crate::step_log::StepLog;
+use runtime_cloud_models::artifacts;
 use runtime_cloud_models::capacity::ProcessLimits;
 use runtime_cloud_models::observation::{DriftedResource, ResourceChange};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
-use runtime_cloud_store::artifacts::{self, ArtifactStore};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -63,7 +64,7 @@ pub struct Pulumi {
     /// Where the CLI writes a plan file before it is kept, and runs `pulumi cancel`.
     scratch: PathBuf,
     /// Keeps plan files (the apply of another worker reads them) beside the run logs.
-    artifacts: Arc<dyn ArtifactStore>,
+    artifacts: Artifacts,
 }
 
 impl Pulumi {
@@ -74,7 +75,7 @@ impl Pulumi {
         binary: PathBuf,
         secrets: Arc<dyn SecretBroker>,
         config: Arc<dyn ConfigPlatform>,
-        artifacts: Arc<dyn ArtifactStore>,
+        artifacts: Artifacts,
     ) -> Self {
         Self {
             db,
@@ -547,8 +548,8 @@ impl Runner for Pulumi {
         let saved = saved.map_err(|e| {
             Error::Unreachable(format!("reading the plan {}: {e}", draft.display()))
         })?;
-        self.artifacts
-            .put(&Self::plan_key(target, &receipt.inputs_hash), saved)
+        let key = Self::plan_key(target, &receipt.inputs_hash);
+        crate::ports::keep(&self.artifacts, &key, saved)
             .await
             .map_err(|e| Error::Unreachable(format!("keeping the plan: {e}")))?;
         Ok(receipt)
@@ -594,9 +595,7 @@ impl Runner for Pulumi {
             }
             self.configure(&stack, &dir, spec).await?;
             let key = Self::plan_key(target, &plan.inputs_hash);
-            let Some(saved) = self
-                .artifacts
-                .get(&key)
+            let Some(saved) = crate::ports::kept(&self.artifacts, &key)
                 .await
                 .map_err(|e| Error::Unreachable(format!("reading the plan: {e}")))?
             else {

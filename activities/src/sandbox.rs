@@ -155,9 +155,7 @@ impl Sandbox {
         };
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         let bytes = serde_json::to_vec_pretty(doc).map_err(|e| Error::Invalid(e.to_string()))?;
-        runtime_cloud_store::artifacts::write_atomically(path.clone(), tmp, bytes)
-            .await
-            .map_err(io)
+        write_atomically(path.clone(), tmp, bytes).await.map_err(io)
     }
 
     /// Changes a target's document under its lock.
@@ -375,6 +373,21 @@ impl Runner for Sandbox {
             ApplyResult::Failed => Err(Error::ApplyFailed(receipt.reason.unwrap_or_default())),
         }
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all: into `beside` (in the same directory), then
+/// renamed over `path`, creating the directory first. One trip to Tokio's blocking threads for
+/// the three (`tokio::fs` makes each its own: a hand-off to a thread and back, three times).
+async fn write_atomically(path: PathBuf, beside: PathBuf, bytes: Vec<u8>) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&beside, bytes)?;
+        std::fs::rename(&beside, &path)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub struct AppState {
     /// A Prometheus answers rollouts' SLO queries (the worker has the same configuration).
     pub slo_queries: bool,
     /// Where the workers keep plan and apply logs.
-    pub artifacts: Arc<dyn runtime_cloud_store::artifacts::ArtifactStore>,
+    pub artifacts: Arc<dyn object_store::ObjectStore>,
     /// This process's HTTP request durations.
     pub http_metrics: Arc<http::metrics::HttpMetrics>,
     /// The inbound consumer's pending and unacknowledged events; -1 without a consumer.

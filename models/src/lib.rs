@@ -10,6 +10,7 @@
 //! - [`specification`]: what should run: desired workloads and the snapshot a run carries.
 //! - [`provisioning`]: a run's states and legal moves, approvals, receipts.
 //! - [`approvals`]: recorded approvals and the rule that verifies a run's claim on one.
+//! - [`artifacts`]: the keys of run artifacts (plan and apply logs, Pulumi plan files).
 //! - [`targets`]: where an environment runs: its runner (sandbox, Pulumi) and observer.
 //! - [`wire`]: enums whose wire form is fixed (`wire_enum!`).
 //! - [`plan`]: the plan diff (declared workloads against a target) and its inputs hash.
@@ -30,6 +31,7 @@
 //! - [`pacing`]: how fast one tenant's run submissions are taken (a token bucket).
 
 pub mod approvals;
+pub mod artifacts;
 pub mod capacity;
 pub mod drift;
 pub mod drift_rules;

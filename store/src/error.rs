@@ -29,9 +29,6 @@ pub enum Error {
     /// A declaration the validation rule refuses; the message never repeats a secret value.
     #[error(transparent)]
     Invalid(#[from] Invalid),
-    /// An artifact could not be written or read (the artifact store's disk); retryable.
-    #[error("artifact store: {0}")]
-    Artifacts(String),
     /// A row the operation needs does not exist.
     #[error("no {what} `{id}`")]
     Missing {

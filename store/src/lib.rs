@@ -18,7 +18,6 @@
 //! - [`environments`]: a tenant's environments: register, find, list, page through all.
 //! - [`specifications`]: declared versions (validated, numbered, announced) and their reads.
 //! - [`approvals`]: recorded approvals of production applies, and spending one on a run.
-//! - [`artifacts`]: run artifacts (plan and apply logs) kept as files, the `ArtifactStore` port.
 //! - [`runs`]: provisioning runs: create a run (row + `RunInput`), project its status, read.
 //! - [`semaphores`]: environments' locks and projects' capacity: who holds, who waits.
 //! - [`run_starts`]: runs written whose workflow may not have started yet, for the starter.
@@ -47,7 +46,6 @@
 //!   then on never edited once landed).
 
 pub mod approvals;
-pub mod artifacts;
 pub mod capacity;
 pub mod connect;
 pub mod drift_rules;
