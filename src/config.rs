@@ -18,11 +18,13 @@
 //! ```
 
 mod settings;
+mod table;
 
 pub use settings::{
-    CONFIG_FILE, FILE_SUFFIX, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG, SETTINGS,
-    Setting, Source, TEMPORAL_CLI, markdown,
+    CONFIG_FILE, FILE_SUFFIX, Kind, LOG_FORMAT, OTEL_SERVICE_NAME, REGENERATE, RUST_LOG, Setting,
+    Source, TEMPORAL_CLI, markdown,
 };
+pub use table::{Config, SETTINGS};
 
 /// Every environment variable the binary reads: each setting's, and a secret's `…_FILE`.
 pub fn variables() -> std::collections::BTreeSet<String> {
@@ -36,165 +38,7 @@ use anyhow::Context;
 use runtime_cloud_api::auth::oidc::{OidcSettings, parse_role_map};
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
-
-/// The whole configuration. Its defaults are the table's: a `Config` is only built by
-/// [`Config::load`], which fills every key [`SETTINGS`] gives a default.
-#[derive(Debug, Clone, Deserialize)]
-// Serialized only by the tests, to compare what loading gave with the table.
-#[cfg_attr(test, derive(serde::Serialize))]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// Where the SQLite read DB, the sandbox targets, the JWT key and the dev server's store live.
-    pub data_dir: PathBuf,
-    /// `sqlite://…` or `postgres://…`; SQLite under the data dir when absent.
-    #[serde(default)]
-    pub database_url: Option<String>,
-    /// The Temporal frontend.
-    pub temporal_address: String,
-    /// The Temporal namespace.
-    pub temporal_namespace: String,
-    /// Gzip the gRPC messages to and from Temporal.
-    pub temporal_grpc_gzip: bool,
-    /// The keys workflow payloads are encrypted with (comma-separated files; the first
-    /// encrypts).
-    #[serde(default)]
-    pub payload_key_files: Option<String>,
-    /// Dial Temporal over TLS.
-    pub temporal_tls: bool,
-    /// The CA bundle Temporal's certificate must chain to.
-    #[serde(default)]
-    pub temporal_tls_ca_file: Option<PathBuf>,
-    /// The name Temporal's certificate must carry.
-    #[serde(default)]
-    pub temporal_tls_server_name: Option<String>,
-    /// The client certificate for mutual TLS.
-    #[serde(default)]
-    pub temporal_tls_cert_file: Option<PathBuf>,
-    /// Its private key.
-    #[serde(default)]
-    pub temporal_tls_key_file: Option<PathBuf>,
-    /// An API key (Temporal Cloud); a secret.
-    #[serde(default)]
-    pub temporal_api_key: Option<String>,
-    /// The task queue of every workflow and activity.
-    pub task_queue: String,
-    /// The API's listen address.
-    pub listen: String,
-    /// An internal listener for `/metrics`.
-    #[serde(default)]
-    pub metrics_listen: Option<String>,
-    /// The HS256 key of bearer tokens; `{data_dir}/jwt-secret` (created once) when absent.
-    #[serde(default)]
-    pub jwt_secret: Option<String>,
-    /// An OpenID Connect provider whose tokens the API accepts (then only those).
-    #[serde(default)]
-    pub oidc_issuer: Option<String>,
-    /// The audience its tokens must be issued for.
-    #[serde(default)]
-    pub oidc_audience: Option<String>,
-    /// The claim naming the tenant.
-    pub oidc_tenant_claim: String,
-    /// The claim carrying the scopes.
-    pub oidc_scope_claim: String,
-    /// The claim carrying roles or groups.
-    pub oidc_roles_claim: String,
-    /// Groups to roles, `group=Role,…`.
-    #[serde(default)]
-    pub oidc_role_map: Option<String>,
-    /// Clock skew tolerated, in seconds.
-    pub oidc_clock_skew_seconds: f64,
-    /// The console's client id at the provider.
-    #[serde(default)]
-    pub oidc_console_client_id: Option<String>,
-    /// The scopes the console asks for.
-    pub oidc_console_scope: String,
-    /// NATS with JetStream for the outbox relay (`nats://127.0.0.1:4222`); no relay when absent.
-    #[serde(default)]
-    pub nats_url: Option<String>,
-    /// NATS user (with the password).
-    #[serde(default)]
-    pub nats_user: Option<String>,
-    /// NATS password; a secret.
-    #[serde(default)]
-    pub nats_password: Option<String>,
-    /// NATS token; a secret.
-    #[serde(default)]
-    pub nats_token: Option<String>,
-    /// NATS NKey seed; a secret.
-    #[serde(default)]
-    pub nats_nkey_seed: Option<String>,
-    /// NATS `.creds` file.
-    #[serde(default)]
-    pub nats_creds_file: Option<PathBuf>,
-    /// CA bundle of the NATS server.
-    #[serde(default)]
-    pub nats_tls_ca_file: Option<PathBuf>,
-    /// Client certificate for NATS.
-    #[serde(default)]
-    pub nats_tls_cert_file: Option<PathBuf>,
-    /// Its key.
-    #[serde(default)]
-    pub nats_tls_key_file: Option<PathBuf>,
-    /// The event sources allowed to sign inbound approvals (a TOML file).
-    #[serde(default)]
-    pub inbound_sources: Option<PathBuf>,
-    /// Take unsigned inbound approvals as asserted (`dev` only).
-    pub inbound_accept_unsigned: bool,
-    /// The Pulumi CLI the Pulumi runner drives.
-    pub pulumi_binary: String,
-    /// Where run logs are kept: `s3://bucket/prefix`, or the data dir when absent.
-    #[serde(default)]
-    pub artifacts_url: Option<String>,
-    /// The Secret Broker for `secretRefs` of other schemes than env:// and file://.
-    #[serde(default)]
-    pub secret_broker_url: Option<String>,
-    /// Its bearer token (a secret).
-    #[serde(default)]
-    pub secret_broker_token: Option<String>,
-    /// The Config Platform for `configRefs` of other schemes than env:// and file://.
-    #[serde(default)]
-    pub config_platform_url: Option<String>,
-    /// Its bearer token (a secret).
-    #[serde(default)]
-    pub config_platform_token: Option<String>,
-    /// RunControlService: approvals not recorded here are claimed there; none when absent.
-    #[serde(default)]
-    pub run_control_url: Option<String>,
-    /// Its bearer token (a secret).
-    #[serde(default)]
-    pub run_control_token: Option<String>,
-    /// A directory of `.rego` files evaluated with the default policy bundle.
-    #[serde(default)]
-    pub policy_dir: Option<PathBuf>,
-    /// A PolicyEngineService with OPA's REST data API, instead of the embedded engine.
-    #[serde(default)]
-    pub policy_url: Option<String>,
-    /// Prometheus' HTTP API: fleet rollouts' SLO queries; rollouts with one are refused when
-    /// absent.
-    #[serde(default)]
-    pub prometheus_url: Option<String>,
-    /// Its bearer token (a secret).
-    #[serde(default)]
-    pub prometheus_token: Option<String>,
-    /// Create the schedules paused (they can still be triggered by hand).
-    pub schedules_paused: bool,
-    /// At most this many list calls of one worker in flight to one Kubernetes API server.
-    pub kubernetes_calls_per_cluster: f64,
-    /// Each tenant's run submissions a second, per API process (`api::pacing`).
-    pub run_submissions_per_second: f64,
-    /// How many of them are taken at once before the rate applies.
-    pub run_submission_burst: f64,
-    /// The longest one waits its turn before it is refused with 429.
-    pub run_submission_max_wait_seconds: f64,
-    /// An OTLP/HTTP collector (`http://127.0.0.1:4318`): spans are exported there and trace
-    /// context crosses Temporal. No export when absent.
-    #[serde(default)]
-    pub otlp_endpoint: Option<String>,
-    /// The spec's options, under their spec names.
-    #[serde(default, rename = "RuntimeCloud")]
-    pub runtime_cloud: RuntimeCloudSection,
-}
+use std::path::Path;
 
 /// `[RuntimeCloud]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -400,6 +244,7 @@ impl Config {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::path::PathBuf;
 
     /// Loads `file` with exactly the variables `env`.
     fn load(file: &str, env: &[(&str, &str)]) -> anyhow::Result<Config> {
