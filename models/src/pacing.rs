@@ -10,6 +10,11 @@
 //!
 //! Times are offsets from an origin the caller chooses (a process's start), so the rule is
 //! pure and the caller's clock is the only clock.
+//!
+//! Not `governor`: its GCRA admits a request now or says when one could be, but it neither
+//! reserves the turn of a request that waits (every waiter told the same instant would retry
+//! at once, and the first to come back would win) nor refuses, leaving the bucket as it was,
+//! one whose wait would pass `max_wait`. Those two are what this rule is for.
 
 use std::time::Duration;
 

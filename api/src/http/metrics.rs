@@ -12,6 +12,12 @@
 //! findings and environments the tables hold. Counters count rows that never change again
 //! (runs that ended, proposals raised), so they only go up. HTTP durations are this process's
 //! own.
+//!
+//! The text is written here rather than by an exposition crate because the scrapers and the
+//! tests read families the crates would change: `prometheus-client` names a counter's family
+//! without `_total` in `# TYPE` and writes OpenMetrics bounds (`le="1.0"`), and neither it nor
+//! `prometheus` writes a family that has no series yet (a fresh install's
+//! `connectsoft_factory_provisioning_runs_total`).
 
 use crate::auth::{MetaRead, Scoped};
 use crate::openapi::Problems;
