@@ -74,8 +74,9 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
 /// A read DB that holds migrations this version does not have: one made by an unreleased
 /// version, whose migrations have since been squashed (or a newer version's).
 fn unknown_schema(config: &Config, e: sea_orm::DbErr) -> anyhow::Error {
-    let what = match config.database_url().strip_prefix("sqlite:") {
-        Some(_) => format!("delete {} (and its -wal and -shm files)", db_file(config)),
+    let url = config.database_url();
+    let what = match runtime_cloud_store::connect::sqlite_file(&url) {
+        Some(file) => format!("delete {} (and its -wal and -shm files)", file.display()),
         None => "drop and create the database".to_owned(),
     };
     anyhow::anyhow!(
@@ -84,13 +85,6 @@ fn unknown_schema(config: &Config, e: sea_orm::DbErr) -> anyhow::Error {
          migrated: {what} and start again; what it held (environments, specifications, runs) \
          is not carried over"
     )
-}
-
-/// The SQLite file of the read DB, as its URL names it.
-fn db_file(config: &Config) -> String {
-    let url = config.database_url();
-    let path = url.trim_start_matches("sqlite:").trim_start_matches("//");
-    path.split('?').next().unwrap_or(path).to_owned()
 }
 
 /// A references port: local schemes, and the service at `url` for the others when set.

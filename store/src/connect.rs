@@ -13,6 +13,18 @@ pub async fn open(url: &str) -> Result<DatabaseConnection, crate::Error> {
     pool.map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)).into())
 }
 
+/// The file of a SQLite `url` (none for another database, or one that does not parse), as
+/// sqlx reads it.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    use sqlx::sqlite::SqliteConnectOptions;
+    // sqlx takes any other text for a file name.
+    if !url.starts_with("sqlite:") {
+        return None;
+    }
+    let options = url.parse::<SqliteConnectOptions>().ok()?;
+    Some(options.get_filename().to_owned())
+}
+
 /// The SQLite pool: one connection per process. SQLite writes one transaction at a time
 /// anyway, and one connection keeps a process's transactions from waiting on each other's
 /// locks inside SQLite (where a deferred transaction that reads, then writes, fails at once
@@ -76,6 +88,15 @@ async fn postgres(url: &str) -> Result<DatabaseConnection, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sqlite_urls_file_is_read_as_sqlx_reads_it() {
+        let file = |url: &str| sqlite_file(url).map(|f| f.display().to_string());
+        let dev = file("sqlite://.data/runtime-cloud.db?mode=rwc");
+        assert_eq!(dev.as_deref(), Some(".data/runtime-cloud.db"));
+        assert_eq!(file("sqlite:/tmp/x.db").as_deref(), Some("/tmp/x.db"));
+        assert_eq!(file("postgres://postgres@127.0.0.1:5432/test"), None);
+    }
     use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
     /// A pragma's value on the pool's connection.
