@@ -410,14 +410,6 @@ async fn until(stand_ins: &Mutex<Seen>, what: &str, seen: impl Fn(&Seen) -> bool
     }
 }
 
-async fn awaiting_approval(stand_ins: &Mutex<Seen>) {
-    until(stand_ins, "awaited approval", |s| {
-        s.projected
-            .contains(&Some(ProvisioningState::AwaitingApproval))
-    })
-    .await;
-}
-
 /// Sends the run signal `$signal` with `$payload`.
 macro_rules! signal {
     ($run:expr, $signal:expr, $payload:expr) => {
@@ -425,6 +417,24 @@ macro_rules! signal {
             .await
             .unwrap()
     };
+}
+
+/// Once the run awaits approval, an operator's `decision` on its plan.
+async fn decide_when_awaited(run: &Run, seen: &Mutex<Seen>, decision: ApprovalDecision) {
+    until(seen, "awaited approval", |s| {
+        s.projected
+            .contains(&Some(ProvisioningState::AwaitingApproval))
+    })
+    .await;
+    signal!(run, ProvisioningRun::approval, approval(decision));
+}
+
+/// An operator's cancel.
+fn cancel(by: &str, reason: &str) -> CancelRequest {
+    CancelRequest {
+        by: by.into(),
+        reason: reason.into(),
+    }
 }
 
 use ProvisioningState::*;
@@ -524,12 +534,7 @@ async fn a_production_run_awaits_an_approval_that_verifies_then_applies() {
         Script::default(),
         input(EnvironmentClass::Production),
         |h, s| async move {
-            awaiting_approval(&s).await;
-            signal!(
-                h,
-                ProvisioningRun::approval,
-                approval(ApprovalDecision::Approve)
-            );
+            decide_when_awaited(&h, &s, ApprovalDecision::Approve).await;
         },
     )
     .await;
@@ -561,18 +566,9 @@ async fn an_approval_that_does_not_verify_is_refused_and_the_run_waits_on() {
         script,
         input(EnvironmentClass::Production),
         |h, s| async move {
-            awaiting_approval(&s).await;
-            signal!(
-                h,
-                ProvisioningRun::approval,
-                approval(ApprovalDecision::Approve)
-            );
+            decide_when_awaited(&h, &s, ApprovalDecision::Approve).await;
             until(&s, "claimed the approval", |seen| seen.claims == 1).await;
-            let cancel = CancelRequest {
-                by: "bob".into(),
-                reason: "not today".into(),
-            };
-            signal!(h, ProvisioningRun::cancel, cancel);
+            signal!(h, ProvisioningRun::cancel, cancel("bob", "not today"));
         },
     )
     .await;
@@ -587,12 +583,7 @@ async fn a_rejection_ends_the_production_run_rejected() {
         Script::default(),
         input(EnvironmentClass::Production),
         |h, s| async move {
-            awaiting_approval(&s).await;
-            signal!(
-                h,
-                ProvisioningRun::approval,
-                approval(ApprovalDecision::Reject)
-            );
+            decide_when_awaited(&h, &s, ApprovalDecision::Reject).await;
         },
     )
     .await;
@@ -687,6 +678,34 @@ async fn a_window_that_opens_lets_the_run_apply() {
     assert_eq!(seen.window_looks, 1, "looked again once the window opened");
 }
 
+/// A gate read as closed until a time already past (read before the run looked, on another
+/// clock) is looked at again at once, not after the five-minute recheck.
+#[tokio::test]
+async fn a_window_said_to_open_in_the_past_is_looked_at_again_at_once() {
+    let closed = Gate::Closed {
+        window_id: "w1".into(),
+        opens_at: Some(Utc::now() - chrono::Duration::minutes(1)),
+    };
+    let script = Script {
+        gates: vec![closed, Gate::Open],
+        ..Script::default()
+    };
+    let started = std::time::Instant::now();
+    let (status, seen) = run(
+        script,
+        input(EnvironmentClass::NonProduction),
+        |_, _| async {},
+    )
+    .await;
+    ended(&status, Applied, None);
+    assert_eq!(seen.window_looks, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_run_cancelled_while_waiting_for_its_environment_ends_unplanned() {
     let script = Script {
@@ -697,11 +716,7 @@ async fn a_run_cancelled_while_waiting_for_its_environment_ends_unplanned() {
         script,
         input(EnvironmentClass::NonProduction),
         |h, _| async move {
-            let cancel = CancelRequest {
-                by: "bob".into(),
-                reason: "queued too long".into(),
-            };
-            signal!(h, ProvisioningRun::cancel, cancel);
+            signal!(h, ProvisioningRun::cancel, cancel("bob", "queued too long"));
         },
     )
     .await;

@@ -194,8 +194,10 @@ impl ProvisioningRun {
                 Self::project(ctx).await?;
             }
             Self::before_waiting(ctx).await?;
+            // A window said to open at a time already past (the gate was read before the run
+            // looked, or on another clock) is looked at again at once, not in five minutes.
             let until_open = opens_at
-                .and_then(|t| (t - at).to_std().ok())
+                .map(|t| (t - at).to_std().unwrap_or_default())
                 .unwrap_or(WINDOW_RECHECK)
                 .clamp(Duration::from_secs(1), WINDOW_RECHECK);
             temporalio_sdk::workflows::select! {
