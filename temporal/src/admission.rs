@@ -20,8 +20,8 @@ use temporalio_common::search_attributes::SearchAttributes;
 
 /// Starts run `input`'s workflow on `task_queue`, with its search attributes and its tenant
 /// as fairness key (a deferred run, which carries the lease recorded with it, at backlog
-/// priority: `workflows::fairness::of_run`). The run id is the idempotency key: a start for a workflow that exists
-/// (running or closed) creates nothing and counts as started.
+/// priority: `workflows::fairness::of_run`). The run id is the idempotency key: a start for a
+/// workflow that exists (running or closed) creates nothing and counts as started.
 pub async fn start_run(
     client: &Client,
     task_queue: &str,

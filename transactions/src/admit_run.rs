@@ -28,7 +28,7 @@ pub struct Admission {
     pub wait: CapacityWait,
 }
 
-/// What [`accept`] wrote.
+/// What [`accept_run`] wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
     /// The workflow's input.
@@ -38,8 +38,7 @@ pub struct Accepted {
 }
 
 /// Accepts a run: writes its row and its start in one transaction and returns the workflow's
-/// input.
-/// With an `admission`, the start is deferred when the project's runs in flight fill its
+/// input. With an `admission`, the start is deferred when the project's runs in flight fill its
 /// quota or runs were deferred before it ([`defers_start`]). [`Error::Duplicate`] when a run
 /// with this id or `Idempotency-Key` exists.
 pub async fn accept_run(
@@ -75,8 +74,9 @@ pub async fn accept_run(
 
 /// Admits the deferred starts that may start now ([`admissible`]), of the project `only` or
 /// of every project with a backlog: marks them no longer deferred and returns them, oldest
-/// first per project. The caller starts their workflows and forgets each start ([`started`]);
-/// a caller that dies first leaves them to the API's starter ([`due`]), as any start accepted
+/// first per project. The caller starts their workflows and forgets each start
+/// (`run_starts::started`); a caller that dies first leaves them to the API's starter
+/// (`run_starts::due`), as any start accepted
 /// and not yet made.
 ///
 /// Admitters run at once (every lease release admits, and so does the API's starter), and
@@ -117,9 +117,9 @@ pub async fn admit_deferred(
     Ok(admitted)
 }
 
-/// The advisory lock admitters take on PostgreSQL ([`admit`]). The key: the number of the
-/// migration that creates `run_starts` (as the metrics fold's is its migration's), so no other
-/// lock takes it by chance.
+/// The advisory lock admitters take on PostgreSQL ([`admit_deferred`]). The key: the number of
+/// the migration that creates `run_starts` (as the metrics fold's is its migration's), so no
+/// other lock takes it by chance.
 const ADMISSION_LOCK: i64 = 2026120600003;
 
 /// The deferred starts of the tenant's project that may start now, oldest first: as many as

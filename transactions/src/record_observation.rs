@@ -51,8 +51,8 @@ pub async fn record_observation(
     Ok(outcome)
 }
 
-/// [`record_observation`] in the caller's write transaction (a run's ending records its observation after
-/// the apply with the release of its environment: [`crate::end_run`]).
+/// [`record_observation`] in the caller's write transaction (a run's ending records its
+/// observation after the apply with the release of its environment: [`crate::end_run`]).
 pub async fn record_observation_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
@@ -917,9 +917,9 @@ mod tests {
         (api, drifted)
     }
 
-    /// A proposal recorded by a sweep's page ([`record_observations`]) that failed before starting its
-    /// workflow is answered again by the environment's next observation (another proposal
-    /// id, the same drift), until its start is marked; then nothing is answered.
+    /// A proposal recorded by a sweep's page ([`record_observations`]) that failed before
+    /// starting its workflow is answered again by the environment's next observation (another
+    /// proposal id, the same drift), until its start is marked; then nothing is answered.
     #[tokio::test]
     async fn a_proposal_whose_start_was_not_marked_is_answered_again() {
         let db = fixtures::sqlite().await;
