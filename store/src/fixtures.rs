@@ -23,6 +23,20 @@ pub async fn sqlite() -> DatabaseConnection {
     db
 }
 
+/// Environment `env` of class `class`, with a specification of one workload (`api`).
+pub async fn declared(
+    db: &DatabaseConnection,
+    env: &str,
+    class: EnvironmentClass,
+) -> (Environment, crate::specifications::Specification) {
+    let environment = environment(db, env, class).await;
+    let api = vec![workload("api", "1.0.0", 2)];
+    let spec = crate::specifications::declare(db, &declaration(env, api))
+        .await
+        .unwrap();
+    (environment, spec)
+}
+
 /// A baseline run of `specification` on `environment`, requested with nothing else.
 pub fn new_run<'a>(
     run_id: &'a str,

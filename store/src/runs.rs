@@ -821,7 +821,7 @@ pub async fn specification_id(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{self, declaration, workload};
+    use crate::fixtures::{self, declaration};
     use crate::specifications;
     use runtime_cloud_models::{
         ApplyResult, Approval, ApprovalDecision, EnvironmentClass, PlanChanges, RefusalReason,
@@ -848,25 +848,8 @@ mod tests {
         RefusedApproval::new(approval, at, RefusalReason::OtherPlan)
     }
 
-    /// Environment `env` of class `class`, with a specification of one workload.
-    async fn declared(
-        db: &DatabaseConnection,
-        env: &str,
-        class: EnvironmentClass,
-    ) -> (
-        crate::environments::Environment,
-        specifications::Specification,
-    ) {
-        let environment = fixtures::environment(db, env, class).await;
-        let spec =
-            specifications::declare(db, &declaration(env, vec![workload("api", "1.0.0", 2)]))
-                .await
-                .unwrap();
-        (environment, spec)
-    }
-
     async fn a_run_is_created_and_projected_idempotently_on(db: DatabaseConnection) {
-        let (env, spec) = declared(&db, "prod", EnvironmentClass::Production).await;
+        let (env, spec) = fixtures::declared(&db, "prod", EnvironmentClass::Production).await;
         let new = NewRun {
             idempotency_key: Some("deploy-1".into()),
             request_hash: Some("hash-1".into()),
@@ -1012,7 +995,7 @@ mod tests {
     /// plan's event, then the row as it applies. Again (a retried local activity, a replay)
     /// it writes the same row and no second event.
     async fn a_run_passing_through_a_state_records_it_with_the_next_on(db: DatabaseConnection) {
-        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
+        let (env, spec) = fixtures::declared(&db, "dev", EnvironmentClass::NonProduction).await;
         let new = fixtures::new_run("0190f000-0000-7000-8000-000000000003", &env, &spec);
         let input = create(&db, &new, &ProvisioningOptions::default())
             .await

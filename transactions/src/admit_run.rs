@@ -272,11 +272,7 @@ mod tests {
         specifications::Specification,
     ) {
         use runtime_cloud_models::capacity::QuotaLimits;
-        let env = fixtures::environment(db, "dev", EnvironmentClass::NonProduction).await;
-        let spec =
-            specifications::declare(db, &declaration("dev", vec![workload("api", "1.0.0", 2)]))
-                .await
-                .unwrap();
+        let (env, spec) = fixtures::declared(db, "dev", EnvironmentClass::NonProduction).await;
         let limits = QuotaLimits {
             concurrent_runs,
             ..QuotaLimits::default()

@@ -90,9 +90,9 @@ mod tests {
     use super::*;
     use runtime_cloud_models::options::ProvisioningOptions;
     use runtime_cloud_models::{EnvironmentClass, PlanChanges, PlanReceipt, ProvisioningState};
-    use runtime_cloud_store::fixtures::{self, declaration, workload};
+    use runtime_cloud_store::fixtures;
+    use runtime_cloud_store::on_both_databases;
     use runtime_cloud_store::runs::{create, find, project};
-    use runtime_cloud_store::{on_both_databases, specifications};
 
     fn plan() -> PlanReceipt {
         PlanReceipt {
@@ -102,29 +102,12 @@ mod tests {
         }
     }
 
-    /// Environment `env` of class `class`, with a specification of one workload.
-    async fn declared(
-        db: &DatabaseConnection,
-        env: &str,
-        class: EnvironmentClass,
-    ) -> (
-        runtime_cloud_store::environments::Environment,
-        specifications::Specification,
-    ) {
-        let environment = fixtures::environment(db, env, class).await;
-        let spec =
-            specifications::declare(db, &declaration(env, vec![workload("api", "1.0.0", 2)]))
-                .await
-                .unwrap();
-        (environment, spec)
-    }
-
     /// A run's ending is recorded as its capacity and its environment go, in one transaction:
     /// the waiters each release promoted are answered, and a retry (a signal that failed)
     /// releases nothing more and names them again.
     async fn a_run_ends_letting_its_capacity_and_environment_go_on(db: DatabaseConnection) {
         use runtime_cloud_store::semaphores::{self, Ask, Letting};
-        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
+        let (env, spec) = fixtures::declared(&db, "dev", EnvironmentClass::NonProduction).await;
         let new = fixtures::new_run("0190f000-0000-7000-8000-000000000009", &env, &spec);
         let input = create(&db, &new, &ProvisioningOptions::default())
             .await
@@ -211,7 +194,7 @@ mod tests {
     async fn a_run_ends_recording_its_observation_or_giving_it_up_on(db: DatabaseConnection) {
         use runtime_cloud_models::observation::Observation;
         use runtime_cloud_store::semaphores::{self, Ask, Letting};
-        let (env, spec) = declared(&db, "dev", EnvironmentClass::NonProduction).await;
+        let (env, spec) = fixtures::declared(&db, "dev", EnvironmentClass::NonProduction).await;
         let environment = "environment/acme/dev";
         let acceptance = Acceptance {
             option: false,
