@@ -4,7 +4,7 @@
 use crate::error::{Error, activity_error, store_failed};
 use runtime_cloud_models::capacity::PoolState;
 use runtime_cloud_store::capacity;
-use runtime_cloud_transactions::take_lease::{Leased, Wanted, take_lease, take_turn};
+use runtime_cloud_transactions::take_lease::{Leased, take_lease, take_turn};
 use runtime_cloud_workflows::contracts::{
     LeaseAnswer, LeaseMove, LeaseRequest, LockRequest, PoolQuery, QuotaInForce, TurnAnswer,
     TurnRequest, capacity_markers as markers,
@@ -40,7 +40,7 @@ impl CapacityActivitiesImpl {
         _ctx: ActivityContext,
         req: LeaseRequest,
     ) -> Result<LeaseAnswer, ActivityError> {
-        let leased = take_lease(&self.db, wanted(&req))
+        let leased = take_lease(&self.db, req.clone())
             .await
             .map_err(store_failed)?;
         self.leased(&req, leased).await
@@ -57,7 +57,7 @@ impl CapacityActivitiesImpl {
         req: TurnRequest,
     ) -> Result<TurnAnswer, ActivityError> {
         let ask = crate::semaphores::ask(&req.lock);
-        let (lock, leased) = take_turn(&self.db, ask, wanted(&req.lease))
+        let (lock, leased) = take_turn(&self.db, ask, req.lease.clone())
             .await
             .map_err(store_failed)?;
         // Waiters promoted are told once the transaction committed, as a take alone does.
@@ -113,20 +113,6 @@ impl CapacityActivitiesImpl {
             state,
             load.workers,
         ))
-    }
-}
-
-/// The lease `req` asks for, as the transaction takes it.
-fn wanted(req: &LeaseRequest) -> Wanted {
-    Wanted {
-        lease_id: req.lease_id.clone(),
-        tenant_id: req.tenant_id.clone(),
-        project_id: req.project_id.clone(),
-        environment_id: req.environment_id.clone(),
-        run_id: req.run_id.clone(),
-        attempt_id: req.attempt_id.clone(),
-        holder_id: req.holder_workflow_id.clone(),
-        semaphore_id: req.semaphore_id.clone(),
     }
 }
 

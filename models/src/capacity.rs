@@ -284,6 +284,27 @@ pub fn backlog_share(concurrent_runs: u32, others: u64) -> u32 {
     u32::try_from(share).unwrap_or(u32::MAX).max(1)
 }
 
+/// Ask for a run's capacity lease before it plans: read the project's quota, refuse when its
+/// day's execution minutes are spent, record the lease `waiting`, and, when the environment
+/// has no worker pool, ask for a slot of the project's capacity semaphore at once (the lease is
+/// granted with the slot). A run whose environment has a pool asks once a worker serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRequest {
+    /// Chosen by the workflow, so a retried request records one lease.
+    pub lease_id: String,
+    pub tenant_id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub run_id: String,
+    /// The workflow execution that asks (its Temporal run id).
+    pub attempt_id: String,
+    /// The workflow id the lease's semaphore grants to.
+    pub holder_workflow_id: String,
+    /// The project's capacity semaphore (`capacity/{tenant}/{project}`).
+    pub semaphore_id: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

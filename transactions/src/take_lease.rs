@@ -8,7 +8,7 @@
 //! committed (`activities::semaphores`).
 
 use chrono::Utc;
-use runtime_cloud_models::capacity::QuotaLimits;
+use runtime_cloud_models::capacity::{LeaseRequest, QuotaLimits};
 use runtime_cloud_store::capacity::{self, NewLease, Quota};
 use runtime_cloud_store::semaphores::{self, Ask, Taken};
 use runtime_cloud_store::{DatabaseConnection, Error, begin_write, environments};
@@ -16,23 +16,6 @@ use sea_orm::DatabaseTransaction;
 
 /// The pool a lease of an environment without one is counted in.
 pub const DEFAULT_POOL: &str = "default";
-
-/// The lease a run asks for.
-#[derive(Debug, Clone)]
-pub struct Wanted {
-    /// Chosen by the run, so a retried take records one lease.
-    pub lease_id: String,
-    pub tenant_id: String,
-    pub project_id: String,
-    pub environment_id: String,
-    pub run_id: String,
-    /// The workflow execution that asks (its Temporal run id).
-    pub attempt_id: String,
-    /// The workflow id the capacity semaphore grants to.
-    pub holder_id: String,
-    /// The project's capacity semaphore (`capacity/{tenant}/{project}`).
-    pub semaphore_id: String,
-}
 
 /// What a take answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,27 +34,27 @@ pub enum Leased {
     },
 }
 
-/// Records `wanted` and, without a pool, takes its capacity slot, in one transaction.
+/// Records the lease `asked` and, without a pool, takes its capacity slot, in one transaction.
 /// Retried, every step keeps what it did: the lease is recorded once, and asking again for a
 /// slot held answers it held.
-pub async fn take_lease(db: &DatabaseConnection, wanted: Wanted) -> Result<Leased, Error> {
+pub async fn take_lease(db: &DatabaseConnection, asked: LeaseRequest) -> Result<Leased, Error> {
     let txn = begin_write(db).await?;
-    let leased = take_lease_in(&txn, wanted).await?;
+    let leased = take_lease_in(&txn, asked).await?;
     txn.commit().await?;
     Ok(leased)
 }
 
-/// Takes the environment's `lock` and, when it holds it, [`take_lease`]s `wanted`: one
+/// Takes the environment's `lock` and, when it holds it, [`take_lease`]s `asked`: one
 /// transaction for both (and the capacity slot with the lease).
 pub async fn take_turn(
     db: &DatabaseConnection,
     lock: Ask<'_>,
-    wanted: Wanted,
+    asked: LeaseRequest,
 ) -> Result<(Taken, Option<Leased>), Error> {
     let txn = begin_write(db).await?;
     let lock = semaphores::take_in(&txn, lock).await?;
     let leased = if lock.holds {
-        Some(take_lease_in(&txn, wanted).await?)
+        Some(take_lease_in(&txn, asked).await?)
     } else {
         None
     };
@@ -79,23 +62,23 @@ pub async fn take_turn(
     Ok((lock, leased))
 }
 
-async fn take_lease_in(txn: &DatabaseTransaction, wanted: Wanted) -> Result<Leased, Error> {
+async fn take_lease_in(txn: &DatabaseTransaction, asked: LeaseRequest) -> Result<Leased, Error> {
     let now = Utc::now();
-    let (tenant_id, project_id) = (&wanted.tenant_id, &wanted.project_id);
+    let (tenant_id, project_id) = (&asked.tenant_id, &asked.project_id);
     let (quota, spent) = capacity::minutes_spent(txn, tenant_id, project_id, now).await?;
     if let Some(spent) = spent {
         let reason = spent.to_string();
         return Ok(Leased::Refused { reason });
     }
-    let pool_id = environments::find(txn, tenant_id, &wanted.environment_id)
+    let pool_id = environments::find(txn, tenant_id, &asked.environment_id)
         .await?
         .and_then(|env| env.pool_id);
     let lease = run_lease(
-        wanted.lease_id,
-        &wanted.run_id,
-        wanted.attempt_id,
-        wanted.holder_id.clone(),
-        (wanted.tenant_id.clone(), wanted.project_id.clone()),
+        asked.lease_id,
+        &asked.run_id,
+        asked.attempt_id,
+        asked.holder_workflow_id.clone(),
+        (asked.tenant_id.clone(), asked.project_id.clone()),
         pool_id.clone(),
         &quota.limits,
     );
@@ -104,9 +87,9 @@ async fn take_lease_in(txn: &DatabaseTransaction, wanted: Wanted) -> Result<Leas
     let slot = match pool_id {
         None => {
             let ask = Ask {
-                semaphore_id: &wanted.semaphore_id,
-                tenant_id: &wanted.tenant_id,
-                holder_id: &wanted.holder_id,
+                semaphore_id: &asked.semaphore_id,
+                tenant_id: &asked.tenant_id,
+                holder_id: &asked.holder_workflow_id,
                 slots: quota.limits.concurrent_runs,
                 leases: true,
             };
@@ -154,15 +137,15 @@ mod tests {
     use runtime_cloud_store::environments::Environment;
     use runtime_cloud_store::fixtures;
 
-    fn wanted(env: &Environment, run: &str) -> Wanted {
-        Wanted {
+    fn wanted(env: &Environment, run: &str) -> LeaseRequest {
+        LeaseRequest {
             lease_id: format!("lease-{run}"),
             tenant_id: env.tenant_id.clone(),
             project_id: env.project_id.clone(),
             environment_id: env.environment_id.clone(),
             run_id: run.into(),
             attempt_id: "attempt".into(),
-            holder_id: format!("run/{run}"),
+            holder_workflow_id: format!("run/{run}"),
             semaphore_id: format!("capacity/{}/{}", env.tenant_id, env.project_id),
         }
     }
