@@ -37,7 +37,6 @@ use runtime_cloud_models::inbound::proof::Refused;
 use runtime_cloud_models::inbound::{Inbound, TYPES};
 use runtime_cloud_nats::NatsOptions;
 use runtime_cloud_store::inbox::{self, Effect};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -70,25 +69,6 @@ impl NatsRefusal {
     /// The reason, while NATS refuses.
     pub fn reason(&self) -> Option<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-/// Approvals refused, by event type and reason, since the process started (a counter).
-#[derive(Debug, Default)]
-pub struct Refusals(std::sync::Mutex<BTreeMap<(String, &'static str), u64>>);
-
-impl Refusals {
-    fn count(&self, event_type: &str, refused: &Refused) {
-        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *counts
-            .entry((event_type.to_owned(), refused.reason.as_str()))
-            .or_default() += 1;
-    }
-
-    /// Every count, by event type and reason.
-    pub fn counts(&self) -> Vec<((String, &'static str), u64)> {
-        let counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 }
 
@@ -324,7 +304,9 @@ async fn handle(
         Err(why) => return Verdict::Poison(why),
     };
     let refused = |refused: Refused| {
-        state.inbound_refusals.count(event_type, &refused);
+        state
+            .inbound_refusals
+            .count(event_type, refused.reason.as_str());
         Verdict::Poison(refused.to_string())
     };
     // A redelivery finishes what was recorded; a new event's approval is proven first.

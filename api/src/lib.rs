@@ -70,7 +70,7 @@ pub struct AppState {
     /// Paces each tenant's run submissions.
     pub pacer: Arc<pacing::Pacer>,
     /// Inbound approvals refused, by event type and reason.
-    pub inbound_refusals: Arc<inbound::Refusals>,
+    pub inbound_refusals: Arc<http::metrics::Refusals>,
     /// The keys workflow payloads are encrypted with, for the codec endpoint (`/codec/…`,
     /// the Temporal UI's and CLI's codec server); `None` when payloads go plain.
     pub payload_keys: Option<runtime_cloud_temporal::PayloadKeys>,

@@ -1,4 +1,5 @@
-//! `GET /metrics`: Prometheus text exposition of the spec's metrics and HTTP request durations.
+//! `GET /metrics`: the spec's metrics and HTTP request durations, in the OpenMetrics text format
+//! `prometheus-client` writes.
 //!
 //! The metrics name every tenant and project (the spec's `tenant` dimension), so the API's
 //! public listener never answers them to an anonymous caller: with an internal listener
@@ -9,15 +10,14 @@
 //! The domain metrics are read from the read DB at scrape time, so every API replica reports
 //! the same true values whichever process made the change: from the counts the database keeps
 //! as rows change (`runtime_cloud_store::metrics`), a few small indexed reads however many runs,
-//! findings and environments the tables hold. Counters count rows that never change again
-//! (runs that ended, proposals raised), so they only go up. HTTP durations are this process's
-//! own.
+//! findings and environments the tables hold. So each scrape builds a registry of its own from
+//! those counts; only the HTTP durations and the inbound refusals are this process's own
+//! metrics, kept between scrapes. Counters count rows that never change again (runs that ended,
+//! proposals raised), so they only go up.
 //!
-//! The text is written here rather than by an exposition crate because the scrapers and the
-//! tests read families the crates would change: `prometheus-client` names a counter's family
-//! without `_total` in `# TYPE` and writes OpenMetrics bounds (`le="1.0"`), and neither it nor
-//! `prometheus` writes a family that has no series yet (a fresh install's
-//! `connectsoft_factory_provisioning_runs_total`).
+//! OpenMetrics names a counter's family without its `_total` suffix (`# TYPE
+//! connectsoft_factory_provisioning_runs counter`, the spec's `connectsoft.factory.provisioning.runs`);
+//! its samples, which dashboards query, are `connectsoft_factory_provisioning_runs_total`.
 
 use crate::auth::{MetaRead, Scoped};
 use crate::openapi::Problems;
@@ -27,10 +27,18 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use runtime_cloud_store::metrics::{self as store_metrics, Durations};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use runtime_cloud_store::metrics::{self as store_metrics, Counts, Durations};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -39,6 +47,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
+
+/// What the exposition is, for the `Content-Type` header.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(metrics_for_a_token))
@@ -56,63 +67,25 @@ pub fn internal_router(state: AppState) -> axum::Router {
 /// The roles whose tokens may read every tenant's metrics on the public listener.
 pub const METRICS_READERS: &[&str] = &["PlatformAdmin"];
 
-/// A cumulative histogram.
-#[derive(Debug, Clone, Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    route: String,
+    status: u16,
 }
 
-impl Histogram {
-    fn observe(&mut self, v: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS.len()];
-        }
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if v <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-
-    /// The apply durations the store counted, in seconds.
-    fn of(d: &Durations) -> Self {
-        let mut counts = vec![0; BUCKETS.len()];
-        let mut below = 0;
-        for (i, c) in counts.iter_mut().enumerate() {
-            below += d.buckets[i];
-            *c = below;
-        }
-        Self {
-            counts,
-            sum: d.sum_ms as f64 / 1000.0,
-            count: d.count(),
-        }
-    }
-
-    fn write(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let c = self.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}");
-        }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            self.count
-        );
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
-    }
+fn request_histogram() -> Histogram {
+    Histogram::new(BUCKETS.iter().copied())
 }
 
 /// This process's HTTP request durations by method, route and status.
-#[derive(Debug, Default)]
-pub struct HttpMetrics {
-    by_route: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+#[derive(Debug)]
+pub struct HttpMetrics(Family<RequestLabels, Histogram>);
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        Self(Family::new_with_constructor(request_histogram))
+    }
 }
 
 /// Middleware: times every request under its route template (never the raw path, which would
@@ -125,27 +98,323 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
         .map_or("unmatched".to_owned(), |p| p.as_str().to_owned());
     let started = Instant::now();
     let res = next.run(req).await;
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut map = state
+    let labels = RequestLabels {
+        method,
+        route,
+        status: res.status().as_u16(),
+    };
+    state
         .http_metrics
-        .by_route
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    map.entry((method, route, res.status().as_u16()))
-        .or_default()
-        .observe(elapsed);
+        .0
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
     res
 }
 
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// The inbound approvals refused (a forged, expired or replayed approval), by event type and
+/// reason, since the process started.
+#[derive(Debug, Default)]
+pub struct Refusals(Family<RefusalLabels, Counter>);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    r#type: String,
+    reason: &'static str,
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+impl Refusals {
+    pub fn count(&self, event_type: &str, reason: &'static str) {
+        let labels = RefusalLabels {
+            r#type: event_type.to_owned(),
+            reason,
+        };
+        self.0.get_or_create(&labels).inc();
+    }
+}
+
+/// Apply durations the store counted, by kind: a histogram family whose buckets were counted
+/// by the database rather than observed here.
+#[derive(Debug)]
+struct CountedDurations(Vec<(KindLabel, Durations)>);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+impl EncodeMetric for CountedDurations {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, durations) in &self.0 {
+            let (sum, count, buckets) = histogram_of(durations);
+            encoder
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// The store's counts as a histogram's sum (seconds), count and per-bucket counts (the last,
+/// above every bound, is `+Inf`).
+fn histogram_of(d: &Durations) -> (f64, u64, Vec<(f64, u64)>) {
+    let bounds = BUCKETS.iter().copied().chain([f64::INFINITY]);
+    let buckets = bounds.zip(d.buckets.iter().copied()).collect();
+    (d.sum_ms as f64 / 1000.0, d.count(), buckets)
+}
+
+/// A counter family holding the given counts.
+fn counters<L>(rows: impl IntoIterator<Item = (L, u64)>) -> Family<L, Counter>
+where
+    L: EncodeLabelSet + Clone + Hash + Eq + Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, Counter>::default();
+    for (labels, n) in rows {
+        family.get_or_create(&labels).inc_by(n);
+    }
+    family
+}
+
+/// A gauge family holding the given values.
+fn gauges<L>(rows: impl IntoIterator<Item = (L, u64)>) -> Family<L, Gauge>
+where
+    L: EncodeLabelSet + Clone + Hash + Eq + Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, Gauge>::default();
+    for (labels, n) in rows {
+        family
+            .get_or_create(&labels)
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    family
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    tenant: String,
+    kind: &'static str,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DiffLabels {
+    tenant: String,
+    destructive: bool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    tenant: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    tenant: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    tenant: String,
+    pool: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    tenant: String,
+    project: String,
+    quota: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConsumerLabel {
+    consumer: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModuleLabel {
+    module: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProposalLabels {
+    tenant: String,
+    state: &'static str,
+    destructive: bool,
+}
+
+/// The spec's provisioning and runtime metrics, and the fleet's and capacity's, from the counts
+/// the read tables keep.
+fn register_counts(registry: &mut Registry, counts: &Counts) {
+    // Runs by tenant, kind and outcome: runs that ended never change, so this only grows.
+    registry.register(
+        "connectsoft_factory_provisioning_runs",
+        "Provisioning runs by kind and outcome",
+        counters(counts.runs_ended.iter().map(|((tenant, kind, state), n)| {
+            let labels = RunLabels {
+                tenant: tenant.clone(),
+                kind,
+                state,
+            };
+            (labels, *n)
+        })),
+    );
+    // Apply durations by kind, from the immutable apply receipts.
+    registry.register(
+        "connectsoft_factory_provisioning_apply_duration_seconds",
+        "Apply duration",
+        CountedDurations(
+            counts
+                .apply_durations
+                .iter()
+                .map(|(kind, d)| (KindLabel { kind }, d.clone()))
+                .collect(),
+        ),
+    );
+    // Differences found by reconciliation: proposals raised, by tenant and destructiveness.
+    let mut diffs: BTreeMap<(&str, bool), u64> = BTreeMap::new();
+    for ((tenant, _, destructive), n) in &counts.proposals {
+        *diffs.entry((tenant, *destructive)).or_default() += n;
+    }
+    registry.register(
+        "connectsoft_factory_provisioning_reconciliation_diffs",
+        "Differences found by reconciliation",
+        counters(diffs.into_iter().map(|((tenant, destructive), n)| {
+            let labels = DiffLabels {
+                tenant: tenant.to_owned(),
+                destructive,
+            };
+            (labels, n)
+        })),
+    );
+    // Environments without a fresh observation (never observed counts as stale).
+    registry.register(
+        "connectsoft_factory_runtime_environments_stale",
+        "Environments without a fresh observation",
+        gauges(counts.stale_environments.iter().map(|(tenant, n)| {
+            let labels = TenantLabel {
+                tenant: tenant.clone(),
+            };
+            (labels, *n)
+        })),
+    );
+    // Open findings, and apart from them those a drift rule suppresses.
+    for (suppressed, name, help) in [
+        (
+            false,
+            "connectsoft_factory_runtime_drift_open",
+            "Open drift findings",
+        ),
+        (
+            true,
+            "connectsoft_factory_runtime_drift_suppressed",
+            "Open drift findings a drift rule suppresses",
+        ),
+    ] {
+        let open = counts
+            .open_findings
+            .iter()
+            .filter(|((_, _, s), _)| *s == suppressed)
+            .map(|((tenant, kind, _), n)| {
+                let labels = FindingLabels {
+                    tenant: tenant.clone(),
+                    kind,
+                };
+                (labels, *n)
+            });
+        registry.register(name, help, gauges(open));
+    }
+    // Fleet rollouts by state, and the instances they move.
+    let rollouts = |pick: fn(&(u64, u64)) -> u64| {
+        gauges(counts.rollouts.iter().map(move |((tenant, state), n)| {
+            let labels = StateLabels {
+                tenant: tenant.clone(),
+                state,
+            };
+            (labels, pick(n))
+        }))
+    };
+    registry.register(
+        "connectsoft_factory_fleet_rollouts",
+        "Fleet rollouts by state",
+        rollouts(|(rollouts, _)| *rollouts),
+    );
+    registry.register(
+        "connectsoft_factory_fleet_rollout_instances",
+        "Instances of fleet rollouts, by their rollout's state",
+        rollouts(|(_, instances)| *instances),
+    );
+    registry.register(
+        "connectsoft_factory_capacity_leases",
+        "Capacity leases held (granted) and waiting, per tenant and pool",
+        gauges(counts.held_leases.iter().map(|((tenant, pool, state), n)| {
+            let labels = LeaseLabels {
+                tenant: tenant.clone(),
+                pool: pool.clone(),
+                state,
+            };
+            (labels, *n)
+        })),
+    );
+    let quotas = |values: fn(&store_metrics::QuotaUse) -> [u64; 2]| {
+        gauges(counts.quota_use.iter().flat_map(move |u| {
+            let [runs, minutes] = values(u);
+            [
+                ("concurrentRuns", runs),
+                ("executionMinutesPerDay", minutes),
+            ]
+            .map(|(quota, n)| {
+                let labels = QuotaLabels {
+                    tenant: u.tenant_id.clone(),
+                    project: u.project_id.clone(),
+                    quota,
+                };
+                (labels, n)
+            })
+        }))
+    };
+    registry.register(
+        "connectsoft_factory_capacity_quota_used",
+        "What each project uses of its quota: runs holding a lease (concurrentRuns), apply minutes today (executionMinutesPerDay)",
+        quotas(|u| [u.leases_granted, u.minutes_used]),
+    );
+    registry.register(
+        "connectsoft_factory_capacity_quota_limit",
+        "Each project's quota in force (the default when none is recorded)",
+        quotas(|u| {
+            [
+                u64::from(u.limits.concurrent_runs),
+                u64::from(u.limits.execution_minutes_per_day),
+            ]
+        }),
+    );
+    registry.register(
+        "connectsoft_factory_runtime_reconciliation_proposals",
+        "Proposals by state",
+        gauges(
+            counts
+                .proposals
+                .iter()
+                .map(|((tenant, state, destructive), n)| {
+                    let labels = ProposalLabels {
+                        tenant: tenant.clone(),
+                        state,
+                        destructive: *destructive,
+                    };
+                    (labels, *n)
+                }),
+        ),
+    );
 }
 
 /// Prometheus text exposition: the spec's provisioning and runtime metrics, read from the read
@@ -155,7 +424,7 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 #[utoipa::path(operation_id = "metrics", get, path = "/metrics", tag = "operations",
     security(("bearer" = ["factory.meta.read"])),
     responses(
-        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
+        (status = 200, description = "OpenMetrics text format 1.0.0", content_type = "application/openmetrics-text; version=1.0.0"),
         Problems<401>, Problems<403>, Problems<404>, Problems<500>,
     ))]
 async fn metrics_for_a_token(
@@ -174,284 +443,70 @@ async fn metrics_for_a_token(
 /// The exposition itself; on the internal listener, without a token.
 #[utoipa::path(operation_id = "internalMetrics", get, path = "/metrics", tag = "operations",
     responses(
-        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain; version=0.0.4"),
+        (status = 200, description = "OpenMetrics text format 1.0.0", content_type = "application/openmetrics-text; version=1.0.0"),
     ))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
-    let db = &state.db;
     let now = Utc::now();
-    let counts = store_metrics::read(db, now, &state.inventory).await?;
-    let mut out = String::new();
-
-    // Runs by tenant, kind and outcome: runs that ended never change, so this only grows.
-    header(
-        &mut out,
-        "connectsoft_factory_provisioning_runs_total",
-        "counter",
-        "Provisioning runs by kind and outcome.",
-    );
-    for ((tenant, kind, st), n) in &counts.runs_ended {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_provisioning_runs_total{{tenant=\"{}\",kind=\"{}\",state=\"{}\"}} {n}",
-            label(tenant),
-            label(kind),
-            label(st)
-        );
-    }
-
-    // Apply durations by kind, from the immutable apply receipts.
-    header(
-        &mut out,
-        "connectsoft_factory_provisioning_apply_duration_seconds",
-        "histogram",
-        "Apply duration.",
-    );
-    for (kind, durations) in &counts.apply_durations {
-        Histogram::of(durations).write(
-            &mut out,
-            "connectsoft_factory_provisioning_apply_duration_seconds",
-            &format!("kind=\"{}\"", label(kind)),
-        );
-    }
-
-    // Differences found by reconciliation: proposals raised, by tenant and destructiveness.
-    header(
-        &mut out,
-        "connectsoft_factory_provisioning_reconciliation_diffs_total",
-        "counter",
-        "Differences found by reconciliation.",
-    );
-    let mut diffs: BTreeMap<(&str, bool), u64> = BTreeMap::new();
-    for ((tenant, _, destructive), n) in &counts.proposals {
-        *diffs.entry((tenant, *destructive)).or_default() += n;
-    }
-    for ((tenant, destructive), n) in &diffs {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_provisioning_reconciliation_diffs_total{{tenant=\"{}\",destructive=\"{destructive}\"}} {n}",
-            label(tenant)
-        );
-    }
-
-    // Environments without a fresh observation (never observed counts as stale).
-    header(
-        &mut out,
-        "connectsoft_factory_runtime_environments_stale",
-        "gauge",
-        "Environments without a fresh observation.",
-    );
-    for (tenant, n) in &counts.stale_environments {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_runtime_environments_stale{{tenant=\"{}\"}} {n}",
-            label(tenant)
-        );
-    }
-
-    // Open findings, and apart from them those a drift rule suppresses.
-    for (suppressed, name, help) in [
-        (
-            false,
-            "connectsoft_factory_runtime_drift_open",
-            "Open drift findings.",
-        ),
-        (
-            true,
-            "connectsoft_factory_runtime_drift_suppressed",
-            "Open drift findings a drift rule suppresses.",
-        ),
-    ] {
-        header(&mut out, name, "gauge", help);
-        for ((tenant, kind, _), n) in counts
-            .open_findings
-            .iter()
-            .filter(|((_, _, s), _)| *s == suppressed)
-        {
-            let _ = writeln!(
-                out,
-                "{name}{{tenant=\"{}\",kind=\"{}\"}} {n}",
-                label(tenant),
-                label(kind)
-            );
-        }
-    }
-
-    // Fleet rollouts by state, and the instances they move.
-    for (name, help, pick) in [
-        (
-            "connectsoft_factory_fleet_rollouts",
-            "Fleet rollouts by state.",
-            0usize,
-        ),
-        (
-            "connectsoft_factory_fleet_rollout_instances",
-            "Instances of fleet rollouts, by their rollout's state.",
-            1,
-        ),
-    ] {
-        header(&mut out, name, "gauge", help);
-        for ((tenant, st), (rollouts, instances)) in &counts.rollouts {
-            let n = if pick == 0 { rollouts } else { instances };
-            let _ = writeln!(
-                out,
-                "{name}{{tenant=\"{}\",state=\"{}\"}} {n}",
-                label(tenant),
-                label(st)
-            );
-        }
-    }
-
-    header(
-        &mut out,
-        "connectsoft_factory_capacity_leases",
-        "gauge",
-        "Capacity leases held (granted) and waiting, per tenant and pool.",
-    );
-    for ((tenant, pool, st), n) in &counts.held_leases {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_capacity_leases{{tenant=\"{}\",pool=\"{}\",state=\"{}\"}} {n}",
-            label(tenant),
-            label(pool),
-            st
-        );
-    }
-    for (name, help) in [
-        (
-            "connectsoft_factory_capacity_quota_used",
-            "What each project uses of its quota: runs holding a lease (concurrentRuns), apply minutes today (executionMinutesPerDay).",
-        ),
-        (
-            "connectsoft_factory_capacity_quota_limit",
-            "Each project's quota in force (the default when none is recorded).",
-        ),
-    ] {
-        header(&mut out, name, "gauge", help);
-        for u in &counts.quota_use {
-            let (runs, minutes) = if name.ends_with("used") {
-                (u.leases_granted, u.minutes_used)
-            } else {
-                (
-                    u64::from(u.limits.concurrent_runs),
-                    u64::from(u.limits.execution_minutes_per_day),
-                )
-            };
-            for (quota, n) in [
-                ("concurrentRuns", runs),
-                ("executionMinutesPerDay", minutes),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "{name}{{tenant=\"{}\",project=\"{}\",quota=\"{quota}\"}} {n}",
-                    label(&u.tenant_id),
-                    label(&u.project_id)
-                );
-            }
-        }
-    }
+    let counts = store_metrics::read(&state.db, now, &state.inventory).await?;
+    let rollouts_checked = runtime_cloud_store::rollouts::oldest_check(&state.db).await?;
+    let mut registry = Registry::default();
+    register_counts(&mut registry, &counts);
 
     // The inbound consumer's backlog (pending and unacknowledged), when this process runs one.
-    let lag = state.inbox_lag.load(std::sync::atomic::Ordering::Relaxed);
+    let lag = state.inbox_lag.load(Ordering::Relaxed);
     if lag >= 0 {
-        header(
-            &mut out,
+        registry.register(
             "connectsoft_factory_runtime_inbox_lag",
-            "gauge",
-            "Inbound events not yet handled by the consumer.",
-        );
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_runtime_inbox_lag{{consumer=\"{}\"}} {lag}",
-            crate::inbound::names::CONSUMER
+            "Inbound events not yet handled by the consumer",
+            gauges([(
+                ConsumerLabel {
+                    consumer: crate::inbound::names::CONSUMER,
+                },
+                lag.unsigned_abs(),
+            )]),
         );
     }
-
     // Inbound approvals refused (a forged, expired or replayed approval), by type and reason.
-    header(
-        &mut out,
-        "connectsoft_factory_runtime_inbound_refused_total",
-        "counter",
-        "Inbound events dead-lettered because the approval they carry was not proven.",
+    registry.register(
+        "connectsoft_factory_runtime_inbound_refused",
+        "Inbound events dead-lettered because the approval they carry was not proven",
+        state.inbound_refusals.0.clone(),
     );
-    for ((event_type, reason), n) in state.inbound_refusals.counts() {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_runtime_inbound_refused_total{{type=\"{}\",reason=\"{reason}\"}} {n}",
-            label(&event_type)
-        );
-    }
-
     // The fleet host's inbox age per module (spec 004): `inventory`, the oldest inbound event
     // not yet handled (when this process consumes them); `rollouts`, how long the rollout
     // under way that looked at its instances longest ago has not seen what changed since.
-    header(
-        &mut out,
-        "connectsoft_factory_fleet_host_inbox_lag",
-        "gauge",
-        "Age of the oldest unprocessed event per module, in seconds.",
-    );
-    let oldest = state
-        .inbox_oldest
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let ages = Family::<ModuleLabel, Gauge<f64, AtomicU64>>::default();
+    let seconds_since = |ms: i64| (now.timestamp_millis() - ms).max(0) as f64 / 1000.0;
+    let oldest = state.inbox_oldest.load(Ordering::Relaxed);
     if oldest >= 0 {
-        let age = match oldest {
-            0 => 0.0,
-            ms => (now.timestamp_millis() - ms).max(0) as f64 / 1000.0,
+        let age = if oldest == 0 {
+            0.0
+        } else {
+            seconds_since(oldest)
         };
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_fleet_host_inbox_lag{{module=\"inventory\"}} {age}"
-        );
+        ages.get_or_create(&ModuleLabel {
+            module: "inventory",
+        })
+        .set(age);
     }
-    let rollouts_age = runtime_cloud_store::rollouts::oldest_check(db)
-        .await?
-        .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
-    let _ = writeln!(
-        out,
-        "connectsoft_factory_fleet_host_inbox_lag{{module=\"rollouts\"}} {rollouts_age}"
+    let checked = rollouts_checked.map_or(0.0, |t| seconds_since(t.timestamp_millis()));
+    ages.get_or_create(&ModuleLabel { module: "rollouts" })
+        .set(checked);
+    registry.register(
+        "connectsoft_factory_fleet_host_inbox_lag",
+        "Age of the oldest unprocessed event per module, in seconds",
+        ages,
     );
-
-    header(
-        &mut out,
-        "connectsoft_factory_runtime_reconciliation_proposals",
-        "gauge",
-        "Proposals by state.",
-    );
-    for ((tenant, st, destructive), n) in &counts.proposals {
-        let _ = writeln!(
-            out,
-            "connectsoft_factory_runtime_reconciliation_proposals{{tenant=\"{}\",state=\"{}\",destructive=\"{destructive}\"}} {n}",
-            label(tenant),
-            label(st)
-        );
-    }
-
-    header(
-        &mut out,
+    registry.register(
         "http_server_request_duration_seconds",
-        "histogram",
-        "HTTP request duration by route.",
+        "HTTP request duration by route",
+        state.http_metrics.0.clone(),
     );
-    let http = state
-        .http_metrics
-        .by_route
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    for ((method, route, status), h) in &http {
-        let labels = format!(
-            "method=\"{}\",route=\"{}\",status=\"{status}\"",
-            label(method),
-            label(route)
-        );
-        h.write(&mut out, "http_server_request_duration_seconds", &labels);
-    }
 
-    Ok((
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        out,
-    )
-        .into_response())
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .map_err(|e| Error::Internal(anyhow::Error::new(e).context("encoding the metrics")))?;
+    Ok(([(CONTENT_TYPE, OPENMETRICS)], out).into_response())
 }
 
 #[cfg(test)]
@@ -468,21 +523,36 @@ mod tests {
         assert_eq!(ms, APPLY_DURATION_BOUNDS_MS);
     }
 
+    fn encoded(name: &str, metric: impl prometheus_client::registry::Metric) -> String {
+        let mut registry = Registry::default();
+        registry.register(name, "d", metric);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        out
+    }
+
     #[test]
     fn counted_durations_make_the_same_histogram_as_observed_ones() {
         let durations_ms = [0, 5, 6, 1_500, 300_000, 300_001, 42];
-        let mut observed = Histogram::default();
+        let observed = Family::<KindLabel, Histogram>::new_with_constructor(request_histogram);
         let mut counted = Durations::default();
+        let labels = KindLabel { kind: "baseline" };
         for ms in durations_ms {
-            observed.observe(ms as f64 / 1000.0);
+            observed.get_or_create(&labels).observe(ms as f64 / 1000.0);
             counted.buckets[Durations::bucket_of(ms)] += 1;
             counted.sum_ms += ms;
         }
-        let (mut a, mut b) = (String::new(), String::new());
-        observed.write(&mut a, "d", "");
-        Histogram::of(&counted).write(&mut b, "d", "");
+        let a = encoded("d", observed);
+        let b = encoded("d", CountedDurations(vec![(labels, counted)]));
         assert_eq!(a, b);
-        assert!(a.contains("d_bucket{le=\"0.005\"} 2\n"), "{a}");
-        assert!(a.contains("d_bucket{le=\"+Inf\"} 7\n"), "{a}");
+        assert!(
+            a.contains("d_bucket{le=\"0.005\",kind=\"baseline\"} 2\n"),
+            "{a}"
+        );
+        assert!(
+            a.contains("d_bucket{le=\"+Inf\",kind=\"baseline\"} 7\n"),
+            "{a}"
+        );
+        assert!(a.contains("d_count{kind=\"baseline\"} 7\n"), "{a}");
     }
 }
