@@ -288,6 +288,55 @@ pub fn weigh_approval(
     }
 }
 
+/// Why a run refuses, to its sender, a decision sent through the API (the run's `decide`
+/// update, or the API itself when no worker answers): what [`weigh_approval`] would refuse,
+/// said as the 409 says it. `None` when the run counts it. (`state`: the run's; `plan`: its
+/// recorded plan; `decided`: a decision was already counted.)
+pub fn decision_refused(
+    run_id: &str,
+    state: Option<ProvisioningState>,
+    plan: Option<&PlanReceipt>,
+    decided: bool,
+    approval: &Approval,
+) -> Option<String> {
+    let awaiting = state == Some(ProvisioningState::AwaitingApproval);
+    let why = weigh_approval(awaiting, plan, decided, approval).err()?;
+    Some(match why {
+        RefusalReason::NotAwaited => format!(
+            "run `{run_id}` is {}, not AwaitingApproval",
+            state.map_or("not planned yet", |s| s.as_str())
+        ),
+        RefusalReason::OtherPlan => format!(
+            "the approval names plan {} but the run's plan is {}; review the current plan",
+            approval.inputs_hash,
+            plan.map_or("", |p| p.inputs_hash.as_str())
+        ),
+        _ => format!("run `{run_id}` has counted a decision already"),
+    })
+}
+
+/// Why a run refuses a cancel (the run's `request_cancel` update, or the API when no worker
+/// answers): its apply has started. `None` while it may still be cancelled.
+pub fn cancel_refused(run_id: &str, state: Option<ProvisioningState>) -> Option<String> {
+    (!cancellable(state)).then(|| {
+        format!(
+            "run `{run_id}` is {} and can no longer be cancelled",
+            state.map_or("in progress", |s| s.as_str())
+        )
+    })
+}
+
+/// Why a run refuses break-glass (the run's `request_break_glass` update, or the API when no
+/// worker answers): its apply has started. `None` while it may still wait for a window.
+pub fn break_glass_refused(run_id: &str, state: Option<ProvisioningState>) -> Option<String> {
+    (!cancellable(state)).then(|| {
+        format!(
+            "run `{run_id}` is {} and no longer waits for a window",
+            state.map_or("in progress", |s| s.as_str())
+        )
+    })
+}
+
 /// An approval the run did not count, kept for the audit: who sent it, when, and why it was
 /// refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -586,6 +635,61 @@ mod tests {
             inputs_hash: hash.into(),
             program_version: "abc".into(),
         }
+    }
+
+    #[test]
+    fn a_decision_is_refused_to_its_sender_as_the_approval_rule_refuses_it() {
+        let p = plan("h1");
+        let awaiting = Some(ProvisioningState::AwaitingApproval);
+        assert_eq!(
+            decision_refused("r1", awaiting, Some(&p), false, &approval("h1")),
+            None
+        );
+        assert_eq!(
+            decision_refused(
+                "r1",
+                Some(ProvisioningState::Planned),
+                Some(&p),
+                false,
+                &approval("h1")
+            ),
+            Some("run `r1` is Planned, not AwaitingApproval".into())
+        );
+        assert_eq!(
+            decision_refused("r1", None, None, false, &approval("h1")),
+            Some("run `r1` is not planned yet, not AwaitingApproval".into())
+        );
+        assert_eq!(
+            decision_refused("r1", awaiting, Some(&p), false, &approval("h2")),
+            Some(
+                "the approval names plan h2 but the run's plan is h1; review the current plan"
+                    .into()
+            )
+        );
+        assert_eq!(
+            decision_refused("r1", awaiting, Some(&p), true, &approval("h1")),
+            Some("run `r1` has counted a decision already".into())
+        );
+    }
+
+    #[test]
+    fn cancel_and_break_glass_are_refused_once_the_apply_started() {
+        for state in [
+            None,
+            Some(ProvisioningState::Planned),
+            Some(ProvisioningState::AwaitingApproval),
+        ] {
+            assert_eq!(cancel_refused("r1", state), None, "{state:?}");
+            assert_eq!(break_glass_refused("r1", state), None, "{state:?}");
+        }
+        assert_eq!(
+            cancel_refused("r1", Some(ProvisioningState::Applying)),
+            Some("run `r1` is Applying and can no longer be cancelled".into())
+        );
+        assert_eq!(
+            break_glass_refused("r1", Some(ProvisioningState::Applied)),
+            Some("run `r1` is Applied and no longer waits for a window".into())
+        );
     }
 
     #[test]

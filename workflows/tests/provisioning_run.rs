@@ -27,8 +27,10 @@ use runtime_cloud_workflows::contracts::{
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use temporalio_client::errors::WorkflowUpdateError;
 use temporalio_client::{
-    Client, WorkflowGetResultOptions, WorkflowHandle, WorkflowSignalOptions, WorkflowStartOptions,
+    Client, WorkflowExecuteUpdateOptions, WorkflowGetResultOptions, WorkflowHandle,
+    WorkflowSignalOptions, WorkflowStartOptions,
 };
 
 /// The run's handle, for signals.
@@ -56,6 +58,8 @@ struct Script {
     claim: ClaimOutcome,
     /// How the apply ends.
     apply: ApplyResult,
+    /// The apply answers once this is notified (at once without).
+    apply_held: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Default for Script {
@@ -69,6 +73,7 @@ impl Default for Script {
             gates: vec![Gate::Open],
             claim: spent(),
             apply: ApplyResult::Succeeded,
+            apply_held: None,
         }
     }
 }
@@ -227,6 +232,9 @@ impl StandIns {
         _req: ApplyRequest,
     ) -> Result<ApplyReceipt, ActivityError> {
         self.seen.lock().unwrap().applies += 1;
+        if let Some(held) = &self.script.apply_held {
+            held.notified().await;
+        }
         Ok(ApplyReceipt {
             outputs: serde_json::json!({}),
             duration_ms: 5,
@@ -417,6 +425,36 @@ macro_rules! signal {
             .await
             .unwrap()
     };
+}
+
+/// Sends the run update `$update` with `$payload`: `Ok`, or the validator's refusal.
+macro_rules! update {
+    ($run:expr, $update:expr, $payload:expr) => {
+        match $run
+            .execute_update($update, $payload, WorkflowExecuteUpdateOptions::default())
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(WorkflowUpdateError::Failed(refusal)) => Err(refusal.message),
+            Err(e) => panic!("the update was neither taken nor refused: {e}"),
+        }
+    };
+}
+
+/// The run's id (its workflow's id is `provisioning-run/{id}`).
+fn run_id(run: &Run) -> String {
+    let workflow_id = &run.info().workflow_id;
+    workflow_id
+        .trim_start_matches("provisioning-run/")
+        .to_owned()
+}
+
+/// Until the run has projected `state`.
+async fn until_projected(seen: &Mutex<Seen>, state: ProvisioningState) {
+    until(seen, &format!("projected {state:?}"), |s| {
+        s.projected.contains(&Some(state))
+    })
+    .await;
 }
 
 /// Once the run awaits approval, an operator's `decision` on its plan.
@@ -763,4 +801,110 @@ async fn a_policy_allow_opens_the_production_gate_for_a_baseline_that_deletes_no
         seen.projected,
         [Some(Planned), Some(Applying), Some(Applied)]
     );
+}
+
+#[tokio::test]
+async fn the_decide_update_is_refused_to_its_caller_until_it_counts() {
+    let mut other_plan = approval(ApprovalDecision::Approve);
+    other_plan.inputs_hash = "sha256:another".into();
+    let (status, seen) = run(
+        Script::default(),
+        input(EnvironmentClass::Production),
+        |h, s| async move {
+            // Sent at once: refused, not held.
+            let early = update!(
+                h,
+                ProvisioningRun::decide,
+                approval(ApprovalDecision::Approve)
+            );
+            let early = early.expect_err("refused before the run awaits approval");
+            assert!(
+                early.starts_with(&format!("run `{}` is ", run_id(&h))),
+                "{early}"
+            );
+            assert!(early.ends_with(", not AwaitingApproval"), "{early}");
+            until_projected(&s, AwaitingApproval).await;
+            assert_eq!(
+                update!(h, ProvisioningRun::decide, other_plan),
+                Err(
+                    "the approval names plan sha256:another but the run's plan is sha256:plan; \
+                     review the current plan"
+                        .into()
+                )
+            );
+            let decided = approval(ApprovalDecision::Approve);
+            assert_eq!(update!(h, ProvisioningRun::decide, decided.clone()), Ok(()));
+            // The same decision told again (the API's signal after an update no worker
+            // answered in time) counts once.
+            signal!(h, ProvisioningRun::approval, decided);
+        },
+    )
+    .await;
+    ended(&status, Applied, None);
+    assert_eq!((seen.claims, seen.applies), (1, 1));
+    assert!(
+        status.refused_approvals.is_empty(),
+        "what the validator refused leaves nothing on the run: {status:?}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_and_break_glass_updates_are_refused_once_the_apply_started() {
+    let held = Arc::new(tokio::sync::Notify::new());
+    let script = Script {
+        apply_held: Some(held.clone()),
+        ..Script::default()
+    };
+    let (status, seen) = run(
+        script,
+        input(EnvironmentClass::NonProduction),
+        |h, s| async move {
+            until(&s, "applied", |seen| seen.applies == 1).await;
+            assert_eq!(
+                update!(
+                    h,
+                    ProvisioningRun::request_cancel,
+                    cancel("bob", "too late")
+                ),
+                Err(format!(
+                    "run `{}` is Applying and can no longer be cancelled",
+                    run_id(&h)
+                ))
+            );
+            let glass = BreakGlass {
+                by: "carol".into(),
+                reason: "outage".into(),
+                window_id: None,
+                at: None,
+            };
+            assert_eq!(
+                update!(h, ProvisioningRun::request_break_glass, glass),
+                Err(format!(
+                    "run `{}` is Applying and no longer waits for a window",
+                    run_id(&h)
+                ))
+            );
+            held.notify_one();
+        },
+    )
+    .await;
+    ended(&status, Applied, None);
+    assert_eq!(seen.applies, 1);
+    assert_eq!(status.break_glass, None);
+}
+
+#[tokio::test]
+async fn a_cancel_update_ends_a_run_awaiting_approval() {
+    let (status, seen) = run(
+        Script::default(),
+        input(EnvironmentClass::Production),
+        |h, s| async move {
+            until_projected(&s, AwaitingApproval).await;
+            let request = cancel("bob", "not today");
+            assert_eq!(update!(h, ProvisioningRun::request_cancel, request), Ok(()));
+        },
+    )
+    .await;
+    ended(&status, Cancelled, Some("cancelled by bob: not today"));
+    assert_eq!((seen.claims, seen.applies), (0, 0));
 }

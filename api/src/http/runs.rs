@@ -15,11 +15,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource};
-use runtime_cloud_models::cancellable;
 use runtime_cloud_models::options::{RUN_START_IN_FLIGHT, RUN_START_TIMEOUT};
 use runtime_cloud_models::{
-    Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
+    Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput,
 };
+use runtime_cloud_models::{break_glass_refused, cancel_refused, decision_refused};
 use runtime_cloud_store::approvals::{self, NewApproval};
 use runtime_cloud_store::run_starts;
 use runtime_cloud_store::runs::{self, NewRun, Run, RunFilter};
@@ -29,7 +29,10 @@ use runtime_cloud_workflows::ids::run_workflow_id;
 use runtime_cloud_workflows::provisioning_run::CancelRequest;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use temporalio_client::{WorkflowDescribeOptions, WorkflowQueryOptions, WorkflowSignalOptions};
+use temporalio_client::errors::WorkflowUpdateError;
+use temporalio_client::{
+    WorkflowDescribeOptions, WorkflowExecuteUpdateOptions, WorkflowSignalOptions,
+};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -454,23 +457,6 @@ async fn read(
     Ok(axum::Json(find_view(&state, auth.tenant(), &id).await?))
 }
 
-/// The run's live status from its workflow; the read row when the workflow cannot answer
-/// (no worker polling), which may lag a transition behind.
-async fn live_status(state: &AppState, row: &Run) -> Result<RunStatus, Error> {
-    let handle = state
-        .temporal
-        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(&row.provisioning_run_id));
-    let query = handle.query(ProvisioningRun::state, (), WorkflowQueryOptions::default());
-    match tokio::time::timeout(std::time::Duration::from_secs(5), query).await {
-        Ok(Ok(status)) => Ok(status),
-        _ => Ok(RunStatus {
-            state: row.state,
-            plan_receipt: row.plan()?,
-            ..Default::default()
-        }),
-    }
-}
-
 /// `POST …/runs/{provisioningRunId}/cancel`: `{"reason": "…"}` (optional).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -480,7 +466,7 @@ struct CancelBody {
     reason: String,
 }
 
-/// The cancellation was signalled to the run's workflow.
+/// The run took the cancellation.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct CancelRequested {
@@ -488,7 +474,7 @@ struct CancelRequested {
     cancel_requested: bool,
 }
 
-/// The decision was signalled to the run's workflow.
+/// The run took the decision.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct ApprovalSignalled {
@@ -496,14 +482,14 @@ struct ApprovalSignalled {
     decision: ApprovalDecision,
 }
 
-/// Cancels a run that has not started applying (signal `cancel`); it ends `Cancelled` and
-/// releases the environment.
+/// Cancels a run that has not started applying (update `request_cancel`; 409 from the run
+/// once its apply started); it ends `Cancelled` and releases the environment.
 #[utoipa::path(operation_id = "cancelRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/cancel", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
     params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body(content = Option<CancelBody>, description = "Optional"),
     responses(
-        (status = 202, description = "Signalled", body = CancelRequested),
+        (status = 202, description = "The run took it", body = CancelRequested),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<422>, Problems<500>, Problems<503>,
     ))]
 #[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
@@ -513,28 +499,34 @@ async fn cancel(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, axum::Json<CancelRequested>), Error> {
-    let row = find_run(&state, auth.tenant(), &id).await?;
-    let status = live_status(&state, &row).await?;
-    if !cancellable(status.state) {
-        return Err(Error::Conflict(format!(
-            "run `{id}` is {} and can no longer be cancelled",
-            status.state.map_or("in progress", |s| s.as_str())
-        )));
-    }
+    find_run(&state, auth.tenant(), &id).await?;
     let reason = crate::json::parse_optional::<CancelBody>(&body)?.reason;
     let request = CancelRequest {
         by: auth.subject().to_owned(),
         reason,
     };
-    signal_run(&state, &id, |h| async move {
-        h.signal(
-            ProvisioningRun::cancel,
-            request,
-            WorkflowSignalOptions::default(),
-        )
-        .await
+    let update = request.clone();
+    let taken = update_run(&state, &id, |h| async move {
+        let opts = WorkflowExecuteUpdateOptions::default();
+        h.execute_update(ProvisioningRun::request_cancel, update, opts)
+            .await
     })
     .await?;
+    if !taken {
+        let row = find_run(&state, auth.tenant(), &id).await?;
+        if let Some(why) = cancel_refused(&id, row.state) {
+            return Err(Error::Conflict(why));
+        }
+        signal_run(&state, &id, |h| async move {
+            h.signal(
+                ProvisioningRun::cancel,
+                request,
+                WorkflowSignalOptions::default(),
+            )
+            .await
+        })
+        .await?;
+    }
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(CancelRequested {
@@ -552,7 +544,7 @@ struct BreakGlassBody {
     reason: String,
 }
 
-/// Break-glass was signalled to the run's workflow.
+/// The run took the break-glass.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct BreakGlassSignalled {
@@ -560,7 +552,7 @@ struct BreakGlassSignalled {
     break_glass_requested: bool,
 }
 
-/// Lets a run apply inside a closed change window (signal `break_glass`): the reason and who
+/// Lets a run apply inside a closed change window (update `request_break_glass`): the reason and who
 /// gave it are recorded on the run (`breakGlass`) and as `ChangeWindowOverridden`. Needs the
 /// `Operator` (or `PlatformAdmin`) role; only before the apply starts.
 #[utoipa::path(operation_id = "breakGlass", post, path = "/factory/provisioning/runs/{provisioningRunId}/break-glass", tag = "runs",
@@ -568,7 +560,7 @@ struct BreakGlassSignalled {
     params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body = BreakGlassBody,
     responses(
-        (status = 202, description = "Signalled", body = BreakGlassSignalled),
+        (status = 202, description = "The run took it", body = BreakGlassSignalled),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
 #[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
@@ -584,29 +576,35 @@ async fn break_glass(
             "reason must say why the change cannot wait for its window".into(),
         ));
     }
-    let row = find_run(&state, auth.tenant(), &id).await?;
-    let status = live_status(&state, &row).await?;
-    if !cancellable(status.state) {
-        return Err(Error::Conflict(format!(
-            "run `{id}` is {} and no longer waits for a window",
-            status.state.map_or("in progress", |s| s.as_str())
-        )));
-    }
+    find_run(&state, auth.tenant(), &id).await?;
     let request = runtime_cloud_models::BreakGlass {
         by: auth.subject().to_owned(),
         reason: body.reason,
         window_id: None,
         at: None,
     };
-    signal_run(&state, &id, |h| async move {
-        h.signal(
-            ProvisioningRun::break_glass,
-            request,
-            WorkflowSignalOptions::default(),
-        )
-        .await
+    let update = request.clone();
+    let taken = update_run(&state, &id, |h| async move {
+        let opts = WorkflowExecuteUpdateOptions::default();
+        h.execute_update(ProvisioningRun::request_break_glass, update, opts)
+            .await
     })
     .await?;
+    if !taken {
+        let row = find_run(&state, auth.tenant(), &id).await?;
+        if let Some(why) = break_glass_refused(&id, row.state) {
+            return Err(Error::Conflict(why));
+        }
+        signal_run(&state, &id, |h| async move {
+            h.signal(
+                ProvisioningRun::break_glass,
+                request,
+                WorkflowSignalOptions::default(),
+            )
+            .await
+        })
+        .await?;
+    }
     tracing::warn!(by = %auth.subject(), "break-glass requested");
     Ok((
         StatusCode::ACCEPTED,
@@ -630,14 +628,15 @@ struct ApprovalBody {
     inputs_hash: String,
 }
 
-/// Approves or rejects a production run's plan (signal `approval`). Needs the `Operator` or
-/// `PlatformAdmin` role too; the approver is the token's subject.
+/// Approves or rejects a production run's plan (update `decide`: 409 from the run when it does
+/// not await approval, the decision names another plan, or it has a decision already). Needs
+/// the `Operator` or `PlatformAdmin` role too; the approver is the token's subject.
 #[utoipa::path(operation_id = "approveRun", post, path = "/factory/provisioning/runs/{provisioningRunId}/approval", tag = "runs",
     security(("bearer" = ["factory.provisioning.apply"])),
     params(("provisioningRunId" = String, Path, description = "The provisioning run id")),
     request_body = ApprovalBody,
     responses(
-        (status = 202, description = "Signalled", body = ApprovalSignalled),
+        (status = 202, description = "The run took it", body = ApprovalSignalled),
         Problems<400>, Problems<401>, Problems<403>, Problems<404>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
 #[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant(), run_id = %id))]
@@ -650,26 +649,8 @@ async fn approve(
     let row = find_run(&state, auth.tenant(), &id).await?;
     // Only production runs wait for approval, and a production approval is an Operator's.
     auth.require_role(PRODUCTION_DECIDERS)?;
-    let status = live_status(&state, &row).await?;
-    if status.state != Some(ProvisioningState::AwaitingApproval) {
-        return Err(Error::Conflict(format!(
-            "run `{id}` is {}, not AwaitingApproval",
-            status.state.map_or("not planned yet", |s| s.as_str())
-        )));
-    }
-    let planned = status
-        .plan_receipt
-        .as_ref()
-        .map(|p| p.inputs_hash.as_str())
-        .unwrap_or_default();
-    if planned != body.inputs_hash {
-        return Err(Error::Conflict(format!(
-            "the approval names plan {} but the run's plan is {planned}; review the current plan",
-            body.inputs_hash
-        )));
-    }
     // A grant is recorded first, bound to this plan: the run verifies and spends it through
-    // the Approvals port before it applies, so the signal alone opens nothing.
+    // the Approvals port before it applies, so the decision alone opens nothing.
     let recorded = match body.decision {
         ApprovalDecision::Approve => Some(
             approvals::record(
@@ -701,21 +682,13 @@ async fn approve(
         inputs_hash: body.inputs_hash,
         approval_id: recorded.clone(),
     };
-    let signalled = signal_run(&state, &id, |h| async move {
-        h.signal(
-            ProvisioningRun::approval,
-            approval,
-            WorkflowSignalOptions::default(),
-        )
-        .await
-    })
-    .await;
-    if let (Err(e), Some(approval_id)) = (&signalled, &recorded) {
-        // Nothing half-written: an approval no run was told of is taken back.
-        tracing::warn!(error = %e, %approval_id, "approval not signalled; forgetting it");
+    let told = tell_decision(&state, auth.tenant(), &id, approval).await;
+    if let (Err(e), Some(approval_id)) = (&told, &recorded) {
+        // Nothing half-written: an approval no run took is taken back.
+        tracing::warn!(error = %e, %approval_id, "approval not taken; forgetting it");
         let _ = approvals::forget(&state.db, auth.tenant(), approval_id).await;
     }
-    signalled?;
+    told?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(ApprovalSignalled {
@@ -743,6 +716,66 @@ pub(crate) async fn signal_approval(
     .await
 }
 
+/// Tells the run an operator's decision: the `decide` update, which the run refuses to the
+/// caller (409) when it would not count it; when no worker answers, the read tables' check and
+/// the `approval` signal.
+async fn tell_decision(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    approval: Approval,
+) -> Result<(), Error> {
+    let update = approval.clone();
+    let taken = update_run(state, id, |h| async move {
+        let opts = WorkflowExecuteUpdateOptions::default();
+        h.execute_update(ProvisioningRun::decide, update, opts)
+            .await
+    })
+    .await?;
+    if taken {
+        return Ok(());
+    }
+    let row = find_run(state, tenant, id).await?;
+    let plan = row.plan()?;
+    if let Some(why) = decision_refused(id, row.state, plan.as_ref(), false, &approval) {
+        return Err(Error::Conflict(why));
+    }
+    signal_approval(state, id, approval).await
+}
+
+/// How long the API waits for the run's worker to take or refuse an update. A run no worker
+/// serves now (its worker restarting, or every worker down) cannot answer one: the API then
+/// checks the read tables and signals instead, and the run weighs the signal once a worker is
+/// back. Should the server still deliver the update then, the run takes it once with the
+/// signal (the first cancel, break-glass or decision counts; the same one twice, once).
+const UPDATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sends an update to the run: true when the run took it, false when no worker answered in
+/// [`UPDATE_WAIT`] or the workflow has ended (the read tables then say why);
+/// [`Error::Conflict`] with the run's reason when it refused it.
+async fn update_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<bool, Error>
+where
+    F: FnOnce(temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), WorkflowUpdateError>>,
+{
+    start_if_unstarted(state, id).await?;
+    let handle = state
+        .temporal
+        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
+    let sent = runtime_cloud_temporal::in_current_span(send(handle));
+    match tokio::time::timeout(UPDATE_WAIT, sent).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(WorkflowUpdateError::Failed(refusal))) => Err(Error::Conflict(refusal.message)),
+        Ok(Err(WorkflowUpdateError::NotFound(_))) | Err(_) => Ok(false),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot update run `{id}`");
+            Err(Error::Unavailable(
+                "the workflow service is unavailable; retry later".into(),
+            ))
+        }
+    }
+}
+
 async fn signal_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<(), Error>
 where
     F: FnOnce(temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>) -> Fut,
@@ -750,18 +783,23 @@ where
             Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
         >,
 {
-    // A run whose workflow may not have started (its start deferred, or admitted and not made
-    // yet) is started first: the signal would find no workflow. A deferred run then waits for
-    // its slot in the capacity semaphore, which still bounds its project; a start made
-    // already starts nothing.
-    if let Some(input) = run_starts::unstarted(&state.db, id).await? {
-        start(state, input).await?;
-        forget_start(state, id).await;
-    }
+    start_if_unstarted(state, id).await?;
     let handle = state
         .temporal
         .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
     runtime_cloud_temporal::in_current_span(send(handle))
         .await
         .map_err(Error::from_signal(format!("run `{id}`")))
+}
+
+/// Starts the run's workflow if it may not have started (its start deferred, or admitted and
+/// not made yet): a signal or an update would find no workflow. A deferred run then waits for
+/// its slot in the capacity semaphore, which still bounds its project; a start made already
+/// starts nothing.
+async fn start_if_unstarted(state: &AppState, id: &str) -> Result<(), Error> {
+    if let Some(input) = run_starts::unstarted(&state.db, id).await? {
+        start(state, input).await?;
+        forget_start(state, id).await;
+    }
+    Ok(())
 }

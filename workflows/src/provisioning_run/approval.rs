@@ -179,9 +179,15 @@ impl ProvisioningRun {
 }
 
 impl ProvisioningRun {
-    /// An approval signalled: held when it arrives before the run awaits approval (weighed
-    /// when it does, [`Self::weigh_held`]), else weighed at once.
+    /// A decision told to the run: held when it arrives before the run awaits approval
+    /// (weighed when it does, [`Self::weigh_held`]), else weighed at once. One told twice
+    /// (the update no worker answered in time, then the API's signal) is taken once.
     pub(super) fn receive(&mut self, approval: Approval, received_at: DateTime<Utc>) {
+        let told = self.decision.as_ref() == Some(&approval)
+            || self.held_approvals.iter().any(|h| h.approval == approval);
+        if told {
+            return;
+        }
         match self.status.state {
             None | Some(ProvisioningState::Planned) => self.held_approvals.push(HeldApproval {
                 approval,

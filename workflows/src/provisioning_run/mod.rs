@@ -17,7 +17,9 @@
 //! - [`stages`]: plan, the policies, the production gate, the change windows
 //!   (`waitingForWindow`, unless an Operator breaks glass with a reason), the apply. Each
 //!   stage is one small function that goes on to the next or ends the run in a state.
-//! - [`approval`]: the production gate and the approvals signalled to the run.
+//! - [`approval`]: the production gate and the decisions told to the run (the API's
+//!   `decide` update, refused to the caller when the run would not count it; the `approval`
+//!   signal of inbound events and the Temporal CLI).
 //! - [`visibility`]: what the search attribute and the read tables were last told. Every
 //!   transition is projected with its event before the run waits on anything or acts on its
 //!   target, so a reader never sees an apply whose plan is not recorded; a state the run goes
@@ -34,7 +36,8 @@ use crate::semaphore::{LockHolder, Unlock};
 use admission::{Admission, Held};
 use approval::HeldApproval;
 use runtime_cloud_models::{
-    Approval, BreakGlass, ProvisioningState, RunInput, RunStatus, cancellable,
+    Approval, BreakGlass, ProvisioningState, RunInput, RunStatus, break_glass_refused,
+    cancel_refused, cancellable, decision_refused,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -170,7 +173,66 @@ impl ProvisioningRun {
         }
     }
 
-    /// Signal `approval`: an operator approves or rejects the recorded plan.
+    /// Update `decide`: an operator approves or rejects the recorded plan (the API's
+    /// `POST …/approval`). Counted at once; [`Self::refuse_decision`] refuses to the caller
+    /// what the run would not count.
+    #[update]
+    pub fn decide(&mut self, ctx: &mut SyncWorkflowContext<Self>, approval: Approval) {
+        self.receive(approval, now(ctx.workflow_time()));
+    }
+
+    /// Refuses a decision the run would not count: it does not await approval, the decision
+    /// names another plan, or one was counted already. The same decision told twice (an update
+    /// no worker answered in time, then the API's signal) is taken and counts once.
+    #[update_validator(decide)]
+    pub fn refuse_decision(&self, _ctx: &WorkflowContextView, approval: &Approval) -> Refusal {
+        if self.decision.as_ref() == Some(approval) {
+            return Ok(());
+        }
+        let plan = self.status.plan_receipt.as_ref();
+        let decided = self.decision.is_some();
+        match decision_refused(
+            &self.input.run_id,
+            self.status.state,
+            plan,
+            decided,
+            approval,
+        ) {
+            Some(why) => Err(why.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Update `request_cancel`: the API's `POST …/cancel`; refused once the apply started.
+    #[update]
+    pub fn request_cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
+        self.take_cancel(request);
+    }
+
+    #[update_validator(request_cancel)]
+    pub fn refuse_cancel(&self, _ctx: &WorkflowContextView, _request: &CancelRequest) -> Refusal {
+        cancel_refused(&self.input.run_id, self.status.state).map_or(Ok(()), |why| Err(why.into()))
+    }
+
+    /// Update `request_break_glass`: the API's `POST …/break-glass`; refused once the apply
+    /// started.
+    #[update]
+    pub fn request_break_glass(
+        &mut self,
+        _ctx: &mut SyncWorkflowContext<Self>,
+        request: BreakGlass,
+    ) {
+        self.take_break_glass(request);
+    }
+
+    #[update_validator(request_break_glass)]
+    pub fn refuse_break_glass(&self, _ctx: &WorkflowContextView, _request: &BreakGlass) -> Refusal {
+        break_glass_refused(&self.input.run_id, self.status.state)
+            .map_or(Ok(()), |why| Err(why.into()))
+    }
+
+    /// Signal `approval`: the decision of an inbound `ApprovalDecided`, or of
+    /// `temporal workflow signal` (the API sends the `decide` update).
     ///
     /// An approval that arrives before the run awaits approval is held and weighed when it
     /// does (see [`Self::weigh_held`]); any other is weighed at once. What is not counted is
@@ -180,31 +242,47 @@ impl ProvisioningRun {
         self.receive(approval, now(ctx.workflow_time()));
     }
 
-    /// Signal `cancel`: valid only before the apply starts.
+    /// Signal `cancel`: as the `request_cancel` update, for `temporal workflow signal`;
+    /// ignored once the apply started.
     #[signal]
     pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
-        if cancellable(self.status.state) && self.cancel.is_none() {
-            self.cancel = Some(request);
-        }
+        self.take_cancel(request);
     }
 
-    /// Signal `break_glass`: an Operator applies inside a closed change window, with the
-    /// reason (the API refuses one without). Valid only before the apply starts; the first one
-    /// counts.
+    /// Signal `break_glass`: as the `request_break_glass` update, for `temporal workflow
+    /// signal`; ignored once the apply started.
     #[signal]
     pub fn break_glass(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: BreakGlass) {
-        if cancellable(self.status.state)
-            && self.break_glass.is_none()
-            && self.status.break_glass.is_none()
-        {
-            self.break_glass = Some(request);
-        }
+        self.take_break_glass(request);
     }
 
     /// Query `state`: the live status of the run.
     #[query]
     pub fn state(&self, _ctx: &WorkflowContextView) -> RunStatus {
         self.status.clone()
+    }
+}
+
+/// What an update validator answers: `Err` refuses the update to its caller, with the reason.
+type Refusal = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+impl ProvisioningRun {
+    /// A cancel counts before the apply starts; the first one counts.
+    fn take_cancel(&mut self, request: CancelRequest) {
+        if cancellable(self.status.state) && self.cancel.is_none() {
+            self.cancel = Some(request);
+        }
+    }
+
+    /// An Operator's break-glass (the API refuses one without a reason) counts before the
+    /// apply starts; the first one counts.
+    fn take_break_glass(&mut self, request: BreakGlass) {
+        if cancellable(self.status.state)
+            && self.break_glass.is_none()
+            && self.status.break_glass.is_none()
+        {
+            self.break_glass = Some(request);
+        }
     }
 }
 
