@@ -11,6 +11,11 @@ pub struct UnknownVariant {
 
 /// Declares a string-backed enum whose wire form is fixed, so the API, the read tables, the
 /// search attributes and the events all spell a value the same way.
+///
+/// Not `strum`: its derives would give `Display`, `FromStr` and the list of values, but each
+/// variant would then carry its wire name twice (serde's `rename` and strum's `serialize`, as
+/// the names follow no one case), and the OpenAPI schema and the error that names the enum
+/// would still be written here. One name per variant, given once, is what this macro is for.
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident, $what:literal { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*

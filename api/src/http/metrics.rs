@@ -253,11 +253,35 @@ struct ProposalLabels {
     destructive: bool,
 }
 
+/// A family declared (`# HELP`, `# TYPE`) even while it has no series, as on a fresh install:
+/// `prometheus-client` leaves an empty family out, and whoever reads the exposition would not
+/// see that the metric exists.
+#[derive(Debug)]
+struct Declared<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Declared<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+}
+
+fn declare<M>(registry: &mut Registry, name: &str, help: &str, metric: M)
+where
+    M: EncodeMetric + Debug + Send + Sync + 'static,
+{
+    registry.register(name, help, Declared(metric));
+}
+
 /// The spec's provisioning and runtime metrics, and the fleet's and capacity's, from the counts
 /// the read tables keep.
 fn register_counts(registry: &mut Registry, counts: &Counts) {
     // Runs by tenant, kind and outcome: runs that ended never change, so this only grows.
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_provisioning_runs",
         "Provisioning runs by kind and outcome",
         counters(counts.runs_ended.iter().map(|((tenant, kind, state), n)| {
@@ -270,7 +294,8 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
         })),
     );
     // Apply durations by kind, from the immutable apply receipts.
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_provisioning_apply_duration_seconds",
         "Apply duration",
         CountedDurations(
@@ -286,7 +311,8 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
     for ((tenant, _, destructive), n) in &counts.proposals {
         *diffs.entry((tenant, *destructive)).or_default() += n;
     }
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_provisioning_reconciliation_diffs",
         "Differences found by reconciliation",
         counters(diffs.into_iter().map(|((tenant, destructive), n)| {
@@ -298,7 +324,8 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
         })),
     );
     // Environments without a fresh observation (never observed counts as stale).
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_runtime_environments_stale",
         "Environments without a fresh observation",
         gauges(counts.stale_environments.iter().map(|(tenant, n)| {
@@ -332,7 +359,7 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
                 };
                 (labels, *n)
             });
-        registry.register(name, help, gauges(open));
+        declare(registry, name, help, gauges(open));
     }
     // Fleet rollouts by state, and the instances they move.
     let rollouts = |pick: fn(&(u64, u64)) -> u64| {
@@ -344,17 +371,20 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
             (labels, pick(n))
         }))
     };
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_fleet_rollouts",
         "Fleet rollouts by state",
         rollouts(|(rollouts, _)| *rollouts),
     );
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_fleet_rollout_instances",
         "Instances of fleet rollouts, by their rollout's state",
         rollouts(|(_, instances)| *instances),
     );
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_capacity_leases",
         "Capacity leases held (granted) and waiting, per tenant and pool",
         gauges(counts.held_leases.iter().map(|((tenant, pool, state), n)| {
@@ -383,12 +413,14 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
             })
         }))
     };
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_capacity_quota_used",
         "What each project uses of its quota: runs holding a lease (concurrentRuns), apply minutes today (executionMinutesPerDay)",
         quotas(|u| [u.leases_granted, u.minutes_used]),
     );
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_capacity_quota_limit",
         "Each project's quota in force (the default when none is recorded)",
         quotas(|u| {
@@ -398,7 +430,8 @@ fn register_counts(registry: &mut Registry, counts: &Counts) {
             ]
         }),
     );
-    registry.register(
+    declare(
+        registry,
         "connectsoft_factory_runtime_reconciliation_proposals",
         "Proposals by state",
         gauges(
@@ -455,7 +488,8 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     // The inbound consumer's backlog (pending and unacknowledged), when this process runs one.
     let lag = state.inbox_lag.load(Ordering::Relaxed);
     if lag >= 0 {
-        registry.register(
+        declare(
+            &mut registry,
             "connectsoft_factory_runtime_inbox_lag",
             "Inbound events not yet handled by the consumer",
             gauges([(
@@ -467,7 +501,8 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         );
     }
     // Inbound approvals refused (a forged, expired or replayed approval), by type and reason.
-    registry.register(
+    declare(
+        &mut registry,
         "connectsoft_factory_runtime_inbound_refused",
         "Inbound events dead-lettered because the approval they carry was not proven",
         state.inbound_refusals.0.clone(),
@@ -492,12 +527,14 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     let checked = rollouts_checked.map_or(0.0, |t| seconds_since(t.timestamp_millis()));
     ages.get_or_create(&ModuleLabel { module: "rollouts" })
         .set(checked);
-    registry.register(
+    declare(
+        &mut registry,
         "connectsoft_factory_fleet_host_inbox_lag",
         "Age of the oldest unprocessed event per module, in seconds",
         ages,
     );
-    registry.register(
+    declare(
+        &mut registry,
         "http_server_request_duration_seconds",
         "HTTP request duration by route",
         state.http_metrics.0.clone(),

@@ -649,6 +649,19 @@ async fn approve(
     let row = find_run(&state, auth.tenant(), &id).await?;
     // Only production runs wait for approval, and a production approval is an Operator's.
     auth.require_role(PRODUCTION_DECIDERS)?;
+    // What the read tables already refuse (they say `AwaitingApproval` as soon as the run
+    // awaits it) is refused before anything is recorded; the run refuses the rest.
+    let plan = row.plan()?;
+    let asked = Approval {
+        decision: body.decision,
+        approver: auth.subject().to_owned(),
+        reason: body.reason.clone(),
+        inputs_hash: body.inputs_hash.clone(),
+        approval_id: None,
+    };
+    if let Some(why) = decision_refused(&id, row.state, plan.as_ref(), false, &asked) {
+        return Err(Error::Conflict(why));
+    }
     // A grant is recorded first, bound to this plan: the run verifies and spends it through
     // the Approvals port before it applies, so the decision alone opens nothing.
     let recorded = match body.decision {
@@ -676,11 +689,8 @@ async fn approve(
         ApprovalDecision::Reject => None,
     };
     let approval = Approval {
-        decision: body.decision,
-        approver: auth.subject().to_owned(),
-        reason: body.reason,
-        inputs_hash: body.inputs_hash,
         approval_id: recorded.clone(),
+        ..asked
     };
     let told = tell_decision(&state, auth.tenant(), &id, approval).await;
     if let (Err(e), Some(approval_id)) = (&told, &recorded) {
