@@ -141,6 +141,11 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
         )?),
         artifacts.clone(),
     ));
+    let kubernetes = Arc::new(Kubernetes::new(
+        db.clone(),
+        secrets.clone(),
+        config.kubernetes_calls_per_cluster.ceil() as usize,
+    ));
     Ok(WorkerDeps {
         client,
         db: db.clone(),
@@ -152,11 +157,7 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
         observer: Arc::new(TargetObservers {
             db: db.clone(),
             sandbox,
-            kubernetes: Arc::new(Kubernetes::new(
-                db.clone(),
-                secrets.clone(),
-                config.kubernetes_calls_per_cluster.ceil() as usize,
-            )),
+            kubernetes: kubernetes.clone(),
             pulumi,
         }),
         policy: policy(
@@ -178,6 +179,7 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
                 config.prometheus_token.clone(),
             )) as Arc<dyn runtime_cloud_activities::slo::SloGuard>
         }),
+        kubernetes_watch: config.kubernetes_watch.then_some(kubernetes),
     })
 }
 
@@ -313,6 +315,7 @@ pub async fn run_api(
         inbound_refusals: Default::default(),
         metrics_internal: config.metrics_listen.is_some(),
         nats_configured: config.nats_url.is_some(),
+        kubernetes_watch: config.kubernetes_watch,
         nats_refusal: Default::default(),
         pacer: Arc::new(runtime_cloud_api::pacing::Pacer::new(
             runtime_cloud_models::pacing::Pace {

@@ -3,6 +3,7 @@
 //! to its pool, on the pool's own task queue ([`run_pool`]).
 
 use runtime_cloud_activities::capacity::CapacityActivitiesImpl;
+use runtime_cloud_activities::kubernetes::watch::WatchActivitiesImpl;
 use runtime_cloud_activities::ports::{Approvals, Observer, Policy, Runner};
 use runtime_cloud_activities::semaphores::Semaphores;
 use runtime_cloud_activities::{
@@ -12,8 +13,8 @@ use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_temporal::Error;
 use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
-    FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal,
+    ClusterWatch, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
+    ProvisioningRun, ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -47,6 +48,8 @@ pub struct WorkerDeps {
     pub schedules_paused: bool,
     /// Answers fleet rollouts' SLO queries; none without a query service.
     pub slo: Option<Arc<dyn runtime_cloud_activities::slo::SloGuard>>,
+    /// Reads the Kubernetes clusters, for their watches; none when they are not watched.
+    pub kubernetes_watch: Option<Arc<runtime_cloud_activities::kubernetes::Kubernetes>>,
 }
 
 /// Runs the worker until `shutdown` resolves, then drains it. A worker that stops on its own
@@ -153,7 +156,19 @@ async fn serve(
         inventory: Some(Arc::new(inventory_activities(deps))),
         ..provisioning_activities(deps)
     };
-    let options = WorkerOptions::new(deps.task_queue.clone())
+    if deps.kubernetes_watch.is_some() {
+        let started = runtime_cloud_temporal::cluster_watches::start_all(
+            &deps.db,
+            &deps.client,
+            &deps.task_queue,
+        )
+        .await;
+        match started {
+            Ok(clusters) => tracing::info!(clusters, "the clusters' watches are started"),
+            Err(e) => tracing::warn!(error = %e, "cannot read which clusters to watch"),
+        }
+    }
+    let mut options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
         .register_workflow::<ObserveEnvironment>()?
         .register_workflow::<ReconciliationProposal>()?
@@ -164,8 +179,18 @@ async fn serve(
         .register_activities(inventory_activities(deps))
         .register_activities(scheduled)
         .register_activities(fleet)
-        .register_activities(capacity)
-        .build();
+        .register_activities(capacity);
+    if let Some(kubernetes) = &deps.kubernetes_watch {
+        options = options
+            .register_workflow::<ClusterWatch>()?
+            .register_activities(WatchActivitiesImpl {
+                db: deps.db.clone(),
+                kubernetes: kubernetes.clone(),
+                client: deps.client.clone(),
+                task_queue: deps.task_queue.clone(),
+            });
+    }
+    let options = options.build();
     tracing::info!(task_queue = %deps.task_queue, "worker polling");
     poll(
         Worker::new(runtime, deps.client.clone(), options)?,

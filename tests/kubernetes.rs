@@ -9,6 +9,15 @@ use crate::common::{Api, Stack, StackOptions, text};
 use runtime_cloud_models::observation::FIELD_MANAGER;
 use serde_json::{Value, json};
 
+/// `opts`, with each observation asked for (`POST …/observe`): what these tests count and
+/// compare. The watches, which observe on a change by themselves, are
+/// `tests/kubernetes_watch.rs`'s.
+fn unwatched(mut opts: StackOptions) -> StackOptions {
+    opts.env
+        .push(("RUNTIME_CLOUD_KUBERNETES_WATCH".into(), "false".into()));
+    opts
+}
+
 /// A Deployment as `kubectl get -o json` shows one that rolled out: `ready` of `replicas`
 /// ready, its pod template naming a ConfigMap key, a Secret key and a Secret volume.
 pub(crate) fn deployment(name: &str, image: &str, replicas: i64, ready: i64) -> Value {
@@ -105,7 +114,7 @@ async fn observed_cluster(stack: &Stack) -> (KubeStandIn, Api, tempfile::TempDir
 /// reference, health) and raises only the undeclared workload; it never asks for a Secret.
 #[tokio::test]
 async fn a_namespace_is_observed_with_one_list_per_kind_and_never_a_secret() {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let stack = Stack::with(unwatched(StackOptions::proposals_wait_for_a_decision())).await;
     let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
     let outcome = api.observe(&stack, "k8s").await;
     assert_eq!(outcome["stale"], false, "{outcome}");
@@ -157,7 +166,7 @@ async fn a_namespace_is_observed_with_one_list_per_kind_and_never_a_secret() {
 /// reason, keeps the last good observation and raises nothing.
 #[tokio::test]
 async fn an_unauthorized_or_forbidden_cluster_is_stale_without_findings() {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let stack = Stack::with(unwatched(StackOptions::proposals_wait_for_a_decision())).await;
     let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
     api.observe(&stack, "k8s").await;
     let before = api.drift("k8s", None).await.len();
@@ -204,7 +213,7 @@ async fn an_unauthorized_or_forbidden_cluster_is_stale_without_findings() {
 /// never have more than the bound in flight at the API server.
 #[tokio::test]
 async fn list_calls_in_flight_per_cluster_are_bounded() {
-    let stack = Stack::with(StackOptions {
+    let stack = Stack::with(unwatched(StackOptions {
         env: vec![
             (
                 "RUNTIME_CLOUD_KUBERNETES_CALLS_PER_CLUSTER".into(),
@@ -216,7 +225,7 @@ async fn list_calls_in_flight_per_cluster_are_bounded() {
             ),
         ],
         ..Default::default()
-    })
+    }))
     .await;
     let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
     cluster.delay(std::time::Duration::from_millis(300));
@@ -324,7 +333,7 @@ pub(crate) fn container_field(name: &str, field: &str) -> Value {
 /// one is named). The proposal's plan summary names them too, as does `RuntimeDriftDetected`.
 #[tokio::test]
 async fn every_drift_kind_names_who_made_it() {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let stack = Stack::with(unwatched(StackOptions::proposals_wait_for_a_decision())).await;
     let cluster = KubeStandIn::start().await;
     let names = ["api", "web", "worker", "billing", "payments", "cron"];
     for name in names {
@@ -477,7 +486,7 @@ async fn every_drift_kind_names_who_made_it() {
 /// nothing; once the rule has expired, the next observation reopens the same finding.
 #[tokio::test]
 async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let stack = Stack::with(unwatched(StackOptions::proposals_wait_for_a_decision())).await;
     let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
     // Without a manager, a field or a future expiry, a rule is refused.
     let bad = api
@@ -610,7 +619,7 @@ async fn a_rule_suppresses_the_autoscalers_replica_drift_until_it_expires() {
 /// proposal.
 #[tokio::test]
 async fn the_autoscalers_replica_drift_is_not_reverted_without_an_operator() {
-    let stack = Stack::start().await;
+    let stack = Stack::with(unwatched(StackOptions::default())).await;
     let (cluster, api, _kubeconfig) = observed_cluster(&stack).await;
     cluster.delete("shop", "deployments", "batch");
     scale(&cluster, "api", 4, "kube-controller-manager");

@@ -36,6 +36,8 @@ const OVERLAYS: &[&str] = &[
 ];
 /// The RoleBinding applied in each observed namespace.
 const OBSERVED_NAMESPACE: &str = "deploy/kubernetes/observed-namespace";
+/// The ClusterRole and its binding applied in each watched cluster.
+const WATCHED_CLUSTER: &str = "deploy/kubernetes/watched-cluster";
 /// Variables whose value is a path to a file the process reads, besides the `…_FILE` ones.
 const PATH_VARIABLES: &[&str] = &["RUNTIME_CLOUD_INBOUND_SOURCES"];
 
@@ -415,13 +417,16 @@ fn dockerfile_uid() -> i64 {
 
 // --- the tests ---------------------------------------------------------------------------------
 
-/// The base, both overlays and the observed namespace's RoleBinding render with `kubectl
-/// kustomize`, and every object they render is valid under the Kubernetes schemas (strict:
-/// no unknown field), with no object left unchecked.
+/// The base, both overlays, the observed namespace's RoleBinding and the watched cluster's
+/// ClusterRole render with `kubectl kustomize`, and every object they render is valid under the
+/// Kubernetes schemas (strict: no unknown field), with no object left unchecked.
 #[test]
 fn every_kustomization_renders_and_every_object_validates() {
     let scratch = tempfile::tempdir().expect("temp dir");
-    for dir in DEPLOYMENTS.iter().chain([&OBSERVED_NAMESPACE]) {
+    for dir in DEPLOYMENTS
+        .iter()
+        .chain([&OBSERVED_NAMESPACE, &WATCHED_CLUSTER])
+    {
         let r = render(dir);
         assert!(!r.objects.is_empty(), "{dir} renders nothing");
         assert_eq!(

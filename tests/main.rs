@@ -21,6 +21,7 @@ mod health;
 mod inbound;
 mod kubernetes;
 mod kubernetes_deploy;
+mod kubernetes_watch;
 mod metrics;
 mod nats_security;
 mod oidc;

@@ -761,10 +761,14 @@ async fn a_private_repository_is_fetched_with_the_credential_its_reference_names
 /// re-applies the program against the refreshed cloud, and both findings resolve.
 #[tokio::test]
 async fn the_observer_finds_resources_changed_or_deleted_out_of_band() {
-    let (stack, state) = stack_with(&[(
-        "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
-        "false",
-    )])
+    // Each observation here is asked for (the watches are tests/kubernetes_watch.rs's).
+    let (stack, state) = stack_with(&[
+        (
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+            "false",
+        ),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
     .await;
     let api = stack.operator("acme");
     let repo = Repository::new();
@@ -855,10 +859,14 @@ async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
     use runtime_cloud_models::observation::FIELD_MANAGER;
     let cluster = KubeStandIn::start().await;
     let (_kubeconfig_dir, kubeconfig_ref) = kubeconfig(&cluster);
-    let (stack, state) = stack_with(&[(
-        "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
-        "false",
-    )])
+    // Each observation here is asked for (the watches are tests/kubernetes_watch.rs's).
+    let (stack, state) = stack_with(&[
+        (
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+            "false",
+        ),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
     .await;
     let api = stack.operator("acme");
     let names = ["api", "web", "worker", "billing", "cron"];

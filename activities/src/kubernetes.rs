@@ -11,6 +11,7 @@
 
 pub mod mapping;
 pub mod owners;
+pub mod watch;
 
 use crate::Error;
 use crate::ports::{Observer, Target};
@@ -18,7 +19,7 @@ use crate::references::SecretBroker;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ListParams};
 use runtime_cloud_models::observation::ObservedWorkload;
-use runtime_cloud_models::targets::{KubernetesNamespace, ObserverTarget};
+use runtime_cloud_models::targets::{KubernetesCluster, KubernetesNamespace, ObserverTarget};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,10 +89,23 @@ impl Kubernetes {
         &self,
         ns: &KubernetesNamespace,
     ) -> Result<(kube::Client, Arc<Semaphore>), Error> {
+        let mut config = self.config(&ns.cluster()).await?;
+        config.connect_timeout = Some(CALL_TIMEOUT);
+        config.read_timeout = Some(CALL_TIMEOUT);
+        let permits = self.permits(&config.cluster_url.to_string());
+        let client = kube::Client::try_from(config)
+            .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
+        Ok((client, permits))
+    }
+
+    /// How to reach `cluster`: its kubeconfig (resolved through the secrets port unless it is
+    /// a file) or the worker pod's service account.
+    pub(crate) async fn config(&self, cluster: &KubernetesCluster) -> Result<kube::Config, Error> {
         let unreachable = |what: &str, e: &dyn std::fmt::Display| {
             Error::Unreachable(format!("the cluster's {what}: {e}"))
         };
-        let mut config = match &ns.kubeconfig_ref {
+        let ns = cluster;
+        let config = match &ns.kubeconfig_ref {
             Some(reference) => {
                 let kubeconfig = match kubeconfig_file(reference) {
                     // Read as a file, the kubeconfig's relative certificate, key and token
@@ -122,11 +136,7 @@ impl Kubernetes {
                 kube::Config::incluster().map_err(|e| unreachable("in-cluster credentials", &e))?
             }
         };
-        config.connect_timeout = Some(CALL_TIMEOUT);
-        config.read_timeout = Some(CALL_TIMEOUT);
-        let permits = self.permits(&config.cluster_url.to_string());
-        let client = kube::Client::try_from(config).map_err(|e| unreachable("client", &e))?;
-        Ok((client, permits))
+        Ok(config)
     }
 }
 

@@ -78,6 +78,9 @@ pub struct AppState {
     pub metrics_internal: bool,
     /// The inbound consumer runs (NATS is configured).
     pub nats_configured: bool,
+    /// The workers watch the Kubernetes clusters: an environment observed on one starts its
+    /// cluster's watch.
+    pub kubernetes_watch: bool,
     /// Why NATS refuses the inbound consumer, while it does (readiness).
     pub nats_refusal: Arc<inbound::NatsRefusal>,
 }

@@ -105,6 +105,40 @@ impl Target {
     }
 }
 
+/// A cluster the product observes namespaces of: how it is reached, whatever the namespace.
+/// Every environment observed there shares its watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubernetesCluster {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_cluster: bool,
+}
+
+impl KubernetesCluster {
+    /// A short stable name for the cluster, for its watch's workflow id: a digest of how it is
+    /// reached (the reference names a secret; the id never shows it).
+    pub fn id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(&Sha256::digest(canonical)[..8])
+    }
+}
+
+impl KubernetesNamespace {
+    /// The cluster this namespace is in.
+    pub fn cluster(&self) -> KubernetesCluster {
+        KubernetesCluster {
+            kubeconfig_ref: self.kubeconfig_ref.clone(),
+            context: self.context.clone(),
+            in_cluster: self.in_cluster,
+        }
+    }
+}
+
 impl KubernetesNamespace {
     fn validate(&self) -> Result<(), String> {
         match (&self.kubeconfig_ref, self.in_cluster) {

@@ -423,6 +423,15 @@ settings! {
         doc: "At most this many list calls of one worker in flight to one Kubernetes API \
             server (by its URL), over all the namespaces it observes there.",
     }
+    kubernetes_watch: bool {
+        env: "RUNTIME_CLOUD_KUBERNETES_WATCH",
+        kind: Bool,
+        default: Some("true"),
+        doc: "Watch the Kubernetes clusters environments are observed on (one watch per \
+            cluster and kind, held by one worker at a time): a change to an environment's \
+            objects observes it within seconds; the five-minute sweep stays the backstop. \
+            `false` leaves them to the sweep and `POST …/observe` (docs/targets.md).",
+    }
     run_submissions_per_second: f64 {
         env: "RUNTIME_CLOUD_RUN_SUBMISSIONS_PER_SECOND",
         kind: Positive,

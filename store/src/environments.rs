@@ -9,7 +9,7 @@ use runtime_cloud_models::environments::{
     EnvironmentKey, EnvironmentMode, EnvironmentPage, Labels,
 };
 use runtime_cloud_models::events::{EnvironmentModeChanged, EnvironmentTargetChanged};
-use runtime_cloud_models::targets::Target;
+use runtime_cloud_models::targets::{KubernetesNamespace, ObserverTarget, Target};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect,
@@ -342,6 +342,31 @@ pub async fn page(
         })
         .collect();
     Ok(EnvironmentPage { environments, next })
+}
+
+/// Every environment a Kubernetes namespace observes, of every tenant: what the clusters'
+/// watches look after. The target is JSON, so the rows whose text names the kind are read and
+/// the target decides.
+pub async fn kubernetes_observed(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(EnvironmentKey, KubernetesNamespace)>, Error> {
+    let rows = rows::Entity::find()
+        .filter(rows::Column::Target.contains("\"kubernetes\""))
+        .order_by_asc(rows::Column::Id)
+        .all(db)
+        .await?;
+    let mut observed = Vec::new();
+    for row in rows {
+        let env = Environment::read(row)?;
+        if let ObserverTarget::Kubernetes(ns) = env.target.observer {
+            let key = EnvironmentKey {
+                tenant_id: env.tenant_id,
+                environment_id: env.environment_id,
+            };
+            observed.push((key, ns));
+        }
+    }
+    Ok(observed)
 }
 
 /// (tenant, environment id) of every environment (the metrics' stale gauge).

@@ -7,12 +7,14 @@
 //! - [`connection`]: connect a client to a frontend.
 //! - [`codec`]: workflow payloads encrypted (AES-256-GCM) before they leave the process.
 //! - [`admission`]: start a run's workflow; start the deferred runs a freed slot admits.
+//! - [`cluster_watches`]: start the Kubernetes clusters' watches, unless they run.
 //! - [`task_queues`]: a task queue's pollers and backlog (a worker pool's load).
 //! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
 //! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
 //!   the custom search attributes registered.
 
 pub mod admission;
+pub mod cluster_watches;
 pub mod codec;
 pub mod connection;
 pub mod dev_server;

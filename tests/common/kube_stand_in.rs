@@ -16,6 +16,15 @@
 //! sent. Objects are read and deleted one by one too. A write to a workload's `spec` is rolled
 //! out at once, as if by the controller: its `status` follows and `kube-controller-manager`
 //! owns it.
+//!
+//! It also serves the cluster-wide lists and **watches** of those kinds, as a watched cluster's
+//! informer makes them: `watch=true` from a `resourceVersion` streams one JSON object per line
+//! (`ADDED`, `MODIFIED`, `DELETED`, with the object at its new `resourceVersion`), a `BOOKMARK`
+//! every second while nothing changes when `allowWatchBookmarks=true`, and ends at
+//! `timeoutSeconds`; a watch from a version older than the kept history
+//! ([`KubeStandIn::compact`]) gets one `ERROR` event carrying a `410` `Status`
+//! (`reason: Expired`), as the API server's watch cache answers. The lines' shapes are
+//! checked against real captured output (`tests/fixtures/kubernetes/watch/`).
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -23,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The token the stand-in accepts.
 pub const TOKEN: &str = "stand-in-service-account-token";
@@ -39,6 +49,80 @@ struct Cluster {
     delay: std::time::Duration,
     in_flight: usize,
     max_in_flight: usize,
+    /// Every write since the history was last compacted, for the watches.
+    events: Vec<Written>,
+    /// A watch from a version below this is answered `410 Gone`.
+    expired_before: u64,
+    /// The latest `resourceVersion`, for the watches to wait on.
+    written: Option<tokio::sync::watch::Sender<u64>>,
+    /// Watches being served now.
+    watching: usize,
+}
+
+/// One write, as a watch tells it.
+#[derive(Clone)]
+struct Written {
+    resource_version: u64,
+    plural: String,
+    kind: &'static str,
+    object: Value,
+}
+
+impl Cluster {
+    fn written(&mut self) -> &tokio::sync::watch::Sender<u64> {
+        self.written
+            .get_or_insert_with(|| tokio::sync::watch::channel(0).0)
+    }
+
+    /// Stores `object` in `namespace` at the next `resourceVersion` and tells the watches.
+    fn store(&mut self, namespace: &str, plural: &str, mut object: Value) -> Value {
+        self.resource_version += 1;
+        let rv = self.resource_version;
+        object["metadata"]["namespace"] = json!(namespace);
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name")
+            .to_owned();
+        let before = self
+            .objects
+            .entry((namespace.to_owned(), plural.to_owned()))
+            .or_default()
+            .insert(name, object.clone());
+        let kind = if before.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.tell(plural, kind, object.clone());
+        object
+    }
+
+    /// Deletes `name` at the next `resourceVersion` and tells the watches; false when absent.
+    fn remove(&mut self, namespace: &str, plural: &str, name: &str) -> bool {
+        let removed = self
+            .objects
+            .get_mut(&(namespace.to_owned(), plural.to_owned()))
+            .and_then(|o| o.remove(name));
+        let Some(mut object) = removed else {
+            return false;
+        };
+        self.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        self.tell(plural, "DELETED", object);
+        true
+    }
+
+    fn tell(&mut self, plural: &str, kind: &'static str, object: Value) {
+        let rv = self.resource_version;
+        self.events.push(Written {
+            resource_version: rv,
+            plural: plural.to_owned(),
+            kind,
+            object,
+        });
+        self.written().send_replace(rv);
+    }
 }
 
 /// A running stand-in API server.
@@ -62,6 +146,8 @@ impl KubeStandIn {
         use axum::routing::get;
         let app = axum::Router::new()
             .route("/api/v1/namespaces/{ns}/{plural}", get(list))
+            .route("/api/v1/{plural}", get(everywhere_core))
+            .route("/apis/{group}/{version}/{plural}", get(everywhere_grouped))
             .route(
                 "/apis/{group}/{version}/namespaces/{ns}/{plural}",
                 get(list_grouped),
@@ -103,7 +189,7 @@ impl KubeStandIn {
 
     /// Creates or replaces `object` (its `kind` and `metadata.name` say where), bumping its
     /// `resourceVersion` as the API server does on every write.
-    pub fn put(&self, namespace: &str, mut object: Value) {
+    pub fn put(&self, namespace: &str, object: Value) {
         let plural = match object["kind"].as_str() {
             Some("Deployment") => "deployments",
             Some("StatefulSet") => "statefulsets",
@@ -112,20 +198,7 @@ impl KubeStandIn {
             Some("Ingress") => "ingresses",
             other => panic!("the stand-in does not serve {other:?}"),
         };
-        let mut cluster = self.cluster();
-        cluster.resource_version += 1;
-        let rv = cluster.resource_version.to_string();
-        object["metadata"]["namespace"] = json!(namespace);
-        object["metadata"]["resourceVersion"] = json!(rv);
-        let name = object["metadata"]["name"]
-            .as_str()
-            .expect("metadata.name")
-            .to_owned();
-        cluster
-            .objects
-            .entry((namespace.to_owned(), plural.to_owned()))
-            .or_default()
-            .insert(name, object);
+        self.cluster().store(namespace, plural, object);
     }
 
     /// Creates `object` as `manager` does with an `Update` (`kubectl create`): one
@@ -193,14 +266,26 @@ impl KubeStandIn {
 
     /// Deletes an object (`kubectl delete`).
     pub fn delete(&self, namespace: &str, plural: &str, name: &str) {
+        self.cluster().remove(namespace, plural, name);
+    }
+
+    /// Forgets the history of writes, as the API server's watch cache does after a while: a
+    /// watch from an earlier `resourceVersion` is answered `410 Gone`.
+    pub fn compact(&self) {
         let mut cluster = self.cluster();
-        cluster.resource_version += 1;
-        if let Some(o) = cluster
-            .objects
-            .get_mut(&(namespace.to_owned(), plural.to_owned()))
-        {
-            o.remove(name);
-        }
+        cluster.expired_before = cluster.resource_version + 1;
+        cluster.events.clear();
+    }
+
+    /// Ends every watch being served (an API server restarting, a load balancer's idle
+    /// timeout): the watchers come back with their last `resourceVersion`.
+    pub fn drop_watches(&self) {
+        self.cluster().written().send_replace(u64::MAX);
+    }
+
+    /// How many watches are being served now.
+    pub fn watching(&self) -> usize {
+        self.cluster().watching
     }
 
     /// Refuses every request with `status` (401, 403), or serves again (`None`).
@@ -289,10 +374,7 @@ fn one(
             let Some(_) = existing else {
                 return not_found();
             };
-            c.resource_version += 1;
-            if let Some(o) = c.objects.get_mut(&key) {
-                o.remove(&name);
-            }
+            c.remove(&ns, &plural, &name);
             let done = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {},
                                "status": "Success", "details": { "name": name, "kind": plural } });
             axum::Json(done).into_response()
@@ -327,14 +409,8 @@ fn one(
             let force = query.get("force").is_some_and(|f| f == "true");
             match applied(existing, &patch, manager, force) {
                 Ok(mut object) => {
-                    c.resource_version += 1;
-                    let rv = c.resource_version.to_string();
-                    object["metadata"]["namespace"] = json!(ns);
-                    object["metadata"]["resourceVersion"] = json!(rv);
-                    c.objects
-                        .entry(key)
-                        .or_default()
-                        .insert(name, object.clone());
+                    object["metadata"]["name"] = json!(name);
+                    let object = c.store(&ns, &plural, object);
                     axum::Json(object).into_response()
                 }
                 Err(conflict) => status(StatusCode::CONFLICT, "Conflict", &conflict),
@@ -587,7 +663,7 @@ async fn list_grouped(
         serve_list(
             &cluster,
             &format!("apis/{group}/{version}"),
-            &ns,
+            Some(&ns),
             &plural,
             &query,
             &headers,
@@ -617,7 +693,7 @@ async fn list(
     headers: HeaderMap,
 ) -> Response {
     counted(&cluster, || {
-        serve_list(&cluster, "api/v1", &ns, &plural, &query, &headers)
+        serve_list(&cluster, "api/v1", Some(&ns), &plural, &query, &headers)
     })
     .await
 }
@@ -645,20 +721,23 @@ fn refused(cluster: &Cluster, headers: &HeaderMap, plural: &str, ns: &str) -> Op
     }
 }
 
+/// A list of `plural` in namespace `ns`, or in every namespace.
 fn serve_list(
     cluster: &Mutex<Cluster>,
     group: &str,
-    ns: &str,
+    ns: Option<&str>,
     plural: &str,
     query: &BTreeMap<String, String>,
     headers: &HeaderMap,
 ) -> Response {
     let mut cluster = cluster.lock().unwrap_or_else(|e| e.into_inner());
     let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    cluster
-        .requests
-        .push(format!("/{group}/namespaces/{ns}/{plural}?{}", q.join("&")));
-    if let Some(refused) = refused(&cluster, headers, plural, ns) {
+    let path = match ns {
+        Some(ns) => format!("/{group}/namespaces/{ns}/{plural}"),
+        None => format!("/{group}/{plural}"),
+    };
+    cluster.requests.push(format!("{path}?{}", q.join("&")));
+    if let Some(refused) = refused(&cluster, headers, plural, ns.unwrap_or_default()) {
         return refused;
     }
     let Some((_, _, list_kind)) = KINDS.iter().find(|(g, p, _)| *g == group && *p == plural) else {
@@ -668,27 +747,14 @@ fn serve_list(
             "the server could not find the requested resource",
         );
     };
-    let selector: Vec<(String, String)> = query
-        .get("labelSelector")
-        .map(|s| {
-            s.split(',')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let all: Vec<Value> = cluster
+    let selector = Selector::of(query);
+    let matching: Vec<Value> = cluster
         .objects
-        .get(&(ns.to_owned(), plural.to_owned()))
-        .map(|o| o.values().cloned().collect())
-        .unwrap_or_default();
-    let matching: Vec<Value> = all
-        .into_iter()
-        .filter(|o| {
-            selector
-                .iter()
-                .all(|(k, v)| o["metadata"]["labels"][k.as_str()].as_str() == Some(v.as_str()))
-        })
+        .iter()
+        .filter(|((n, p), _)| p == plural && ns.is_none_or(|ns| ns == n))
+        .flat_map(|(_, o)| o.values())
+        .filter(|o| selector.matches(o))
+        .cloned()
         .collect();
     // `continue` is the offset of the next page here; real servers make it opaque.
     let start: usize = query
@@ -711,4 +777,197 @@ fn serve_list(
     axum::Json(json!({ "kind": list_kind, "apiVersion": api_version,
                        "metadata": metadata, "items": page }))
     .into_response()
+}
+
+/// A `labelSelector` of `key=value` terms.
+struct Selector(Vec<(String, String)>);
+
+impl Selector {
+    fn of(query: &BTreeMap<String, String>) -> Self {
+        let terms = query
+            .get("labelSelector")
+            .map(|s| {
+                s.split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self(terms)
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        self.0
+            .iter()
+            .all(|(k, v)| object["metadata"]["labels"][k.as_str()].as_str() == Some(v.as_str()))
+    }
+}
+
+async fn everywhere_core(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    Path(plural): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    everywhere(cluster, "api/v1".into(), plural, query, headers).await
+}
+
+async fn everywhere_grouped(
+    State(cluster): State<Arc<Mutex<Cluster>>>,
+    Path((group, version, plural)): Path<(String, String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    everywhere(
+        cluster,
+        format!("apis/{group}/{version}"),
+        plural,
+        query,
+        headers,
+    )
+    .await
+}
+
+/// A list or a watch of `plural` in every namespace.
+async fn everywhere(
+    cluster: Arc<Mutex<Cluster>>,
+    group: String,
+    plural: String,
+    query: BTreeMap<String, String>,
+    headers: HeaderMap,
+) -> Response {
+    if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        return watch(cluster, &group, &plural, &query, &headers);
+    }
+    counted(&cluster, || {
+        serve_list(&cluster, &group, None, &plural, &query, &headers)
+    })
+    .await
+}
+
+/// How often a watch with `allowWatchBookmarks` is sent a bookmark while nothing changes
+/// (the API server sends them about once a minute; a test cannot wait that long).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
+
+/// One watch event, as a line of the stream.
+fn event_line(kind: &str, object: &Value) -> axum::body::Bytes {
+    let mut line = json!({ "type": kind, "object": object }).to_string();
+    line.push('\n');
+    axum::body::Bytes::from(line)
+}
+
+/// A watch of `plural` in every namespace from the request's `resourceVersion`: the writes
+/// after it, one JSON object per line, as they happen.
+fn watch(
+    cluster: Arc<Mutex<Cluster>>,
+    group: &str,
+    plural: &str,
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+) -> Response {
+    let mut c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+    let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    c.requests
+        .push(format!("/{group}/{plural}?{}", q.join("&")));
+    if let Some(refused) = refused(&c, headers, plural, "") {
+        return refused;
+    }
+    let Some((_, _, list_kind)) = KINDS.iter().find(|(g, p, _)| *g == group && *p == plural) else {
+        return not_found_now();
+    };
+    let kind = list_kind.trim_end_matches("List").to_owned();
+    let api_version = group
+        .trim_start_matches("apis/")
+        .trim_start_matches("api/")
+        .to_owned();
+    let from: u64 = query
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(c.resource_version);
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .map_or(Duration::from_secs(290), Duration::from_secs);
+    let bookmarks = query
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true");
+    let selector = Selector::of(query);
+    let response = |body: axum::body::Body| {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    };
+    if from < c.expired_before.saturating_sub(1) {
+        // What the API server's watch cache answers a version it no longer holds.
+        let gone = json!({ "kind": "Status", "apiVersion": "v1", "metadata": {},
+                           "status": "Failure",
+                           "message": format!("too old resource version: {from} ({})", c.expired_before - 1),
+                           "reason": "Expired", "code": 410 });
+        return response(axum::body::Body::from(event_line("ERROR", &gone)));
+    }
+    let mut written = c.written().subscribe();
+    c.watching += 1;
+    drop(c);
+    let plural = plural.to_owned();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::convert::Infallible>>(64);
+    tokio::spawn(async move {
+        let mut last = from;
+        'serving: loop {
+            let (lines, current) = {
+                let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+                let lines: Vec<axum::body::Bytes> = c
+                    .events
+                    .iter()
+                    .filter(|w| w.resource_version > last && w.plural == plural)
+                    .filter(|w| selector.matches(&w.object))
+                    .map(|w| event_line(w.kind, &w.object))
+                    .collect();
+                (lines, c.resource_version)
+            };
+            last = current;
+            for line in lines {
+                if tx.send(Ok(line)).await.is_err() {
+                    break 'serving;
+                }
+            }
+            tokio::select! {
+                changed = written.changed() => {
+                    if changed.is_err() || *written.borrow() == u64::MAX {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep(BOOKMARK_EVERY) => {
+                    if bookmarks {
+                        // As the captured bookmarks: the kind, the version, the type's empty
+                        // spec and status.
+                        let mark = json!({ "kind": kind, "apiVersion": api_version,
+                                           "metadata": { "resourceVersion": last.to_string() },
+                                           "spec": {}, "status": {} });
+                        if tx.send(Ok(event_line("BOOKMARK", &mark))).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => break,
+                () = tx.closed() => break,
+            }
+        }
+        cluster.lock().unwrap_or_else(|e| e.into_inner()).watching -= 1;
+    });
+    let lines = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|line| (line, rx))
+    });
+    response(axum::body::Body::from_stream(lines))
+}
+
+fn not_found_now() -> Response {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
 }

@@ -442,6 +442,37 @@ pub mod inventory_markers {
     };
 }
 
+/// Watching a Kubernetes cluster.
+pub struct WatchActivities;
+
+#[activity_definitions]
+impl WatchActivities {
+    /// Watches `cluster` (one watch per kind, shared by every namespace observed there) and
+    /// tells each environment whose objects change to observe itself; heartbeats while it
+    /// watches. See `runtime_cloud_activities::kubernetes::watch`.
+    #[activity(name = "kubernetes.watch-cluster")]
+    pub fn watch_cluster(cluster: KubernetesCluster) -> Result<WatchEnd, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the watch activities.
+pub mod watch_markers {
+    pub use super::watch_activities::WatchCluster;
+}
+
+pub use runtime_cloud_models::targets::KubernetesCluster;
+
+/// Why a cluster's watch returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WatchEnd {
+    /// No environment is observed on the cluster any more.
+    NothingToWatch,
+    /// It watched its while; watch on in a fresh workflow history.
+    Again,
+}
+
 /// One page of environments, in a stable order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -35,6 +35,17 @@ pub fn observe_workflow_id(tenant_id: &str, environment_id: &str, window: &str) 
     format!("observe/{tenant_id}/{environment_id}/{window}")
 }
 
+/// `observe/{tenant}/{env}/watched`: the observation a watched change to the environment's
+/// objects starts or signals; one at a time per environment.
+pub fn watched_observation_id(tenant_id: &str, environment_id: &str) -> String {
+    observe_workflow_id(tenant_id, environment_id, "watched")
+}
+
+/// `cluster-watch/{clusterId}`: the watch of one Kubernetes cluster.
+pub fn cluster_watch_id(cluster_id: &str) -> String {
+    format!("cluster-watch/{cluster_id}")
+}
+
 /// `fleet-rollout/{rolloutId}`: one workflow per fleet rollout.
 pub fn rollout_workflow_id(rollout_id: &str) -> String {
     format!("fleet-rollout/{rollout_id}")

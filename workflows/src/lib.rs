@@ -16,6 +16,8 @@
 //! - [`observe_environment`]: observe → inventory → findings → proposal.
 //! - [`reconciliation_proposal`]: decide (or auto-accept) → reconciliation run → applied.
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
+//! - [`cluster_watch`]: one worker at a time watches a Kubernetes cluster; a change to an
+//!   environment's objects observes it within seconds.
 //! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
 //! - [`fairness`]: every run's tasks carry its tenant as Temporal's fairness key.
@@ -26,6 +28,7 @@
 //! - [`ids`]: every workflow id, and deterministic time-ordered ids minted in workflows.
 //! - [`search_attributes`]: the typed search-attribute keys the workflows keep current.
 
+pub mod cluster_watch;
 pub mod contracts;
 pub mod fairness;
 pub mod fleet_rollout;
@@ -41,6 +44,7 @@ pub mod reconciliation_proposal;
 pub mod search_attributes;
 pub mod semaphore;
 
+pub use cluster_watch::ClusterWatch;
 pub use fleet_rollout::FleetRollout;
 pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;

@@ -1,8 +1,11 @@
 //! `observe/{tenant}/{env}/{window}`: read the target, record the inventory, raise and resolve
 //! findings, and hand a new proposal to its own workflow.
 //!
-//! An operator's observation (`POST …/observe`); the sweep observes in batches and a run
-//! observes after its apply inside its own workflow, both with [`observe_locally`]'s steps.
+//! An operator's observation (`POST …/observe`), and a watched cluster's: a change to an
+//! object of the environment is signalled (`changed`) to `observe/{tenant}/{env}/watched`,
+//! started by the signal when it is not running, and a change signalled during an observation
+//! makes exactly one more, however many came. The sweep observes in batches and a run observes
+//! after its apply inside its own workflow, both with [`observe_locally`]'s steps.
 
 use crate::contracts::{InventoryActivities, ObserveRequest, RecordOutcome};
 use crate::handover::hand_over;
@@ -12,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityExecutionError, LocalActivityOptions, WorkflowContext, WorkflowContextView,
-    WorkflowResult,
+    ActivityExecutionError, LocalActivityOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
 };
 
 /// Which environment to observe.
@@ -31,16 +34,29 @@ const RECORD_TIMEOUT: Duration = Duration::from_secs(120);
 #[workflow]
 pub struct ObserveEnvironment {
     input: ObserveInput,
+    /// A change was signalled since the observation under way read the target.
+    changed: bool,
 }
 
 #[workflow_methods]
 impl ObserveEnvironment {
     #[init]
     pub fn new(_ctx: &WorkflowContextView, input: ObserveInput) -> Self {
-        Self { input }
+        Self {
+            input,
+            changed: false,
+        }
     }
 
-    /// Observe → record → tell superseded proposals → start the new one.
+    /// Signal `changed`: an object of the environment changed (a watched cluster's event):
+    /// observe again once the observation under way is recorded.
+    #[signal]
+    pub fn changed(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _unit: ()) {
+        self.changed = true;
+    }
+
+    /// Observe → record → tell superseded proposals → start the new one; again while a change
+    /// was signalled meanwhile.
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<RecordOutcome> {
         let input = ctx.state(|s| s.input.clone());
@@ -52,15 +68,20 @@ impl ObserveEnvironment {
         // the observation, which then ends in one task instead of three (docs/benchmarks.md).
         let target = (input.tenant_id.as_str(), input.environment_id.as_str());
         let record = crate::options::must_succeed_locally(RECORD_TIMEOUT);
-        let outcome = observe_locally(ctx, target, record.clone()).await?;
-        hand_over(
-            ctx,
-            &outcome.superseded,
-            outcome.new_proposal.clone(),
-            record,
-        )
-        .await?;
-        Ok(outcome)
+        loop {
+            ctx.state_mut(|s| s.changed = false);
+            let outcome = observe_locally(ctx, target, record.clone()).await?;
+            hand_over(
+                ctx,
+                &outcome.superseded,
+                outcome.new_proposal.clone(),
+                record.clone(),
+            )
+            .await?;
+            if !ctx.state(|s| s.changed) {
+                return Ok(outcome);
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::environments::EnvironmentMode;
-use runtime_cloud_models::targets::Target;
+use runtime_cloud_models::targets::{ObserverTarget, Target};
 use runtime_cloud_models::validation::check_id;
 use runtime_cloud_store::environments::{self, Environment, NewEnvironment};
 use serde::Deserialize;
@@ -126,7 +126,29 @@ async fn register(
         }
         Err(e) => return Err(e.into()),
     };
+    watch_cluster(&state, &env).await;
     Ok((StatusCode::CREATED, axum::Json(env)))
+}
+
+/// Starts the watch of the cluster `env` is observed on, unless one runs (or the clusters are
+/// not watched). A start that fails is logged: every worker starts the clusters' watches as it
+/// starts, and the sweep observes the environment meanwhile.
+async fn watch_cluster(state: &AppState, env: &Environment) {
+    let ObserverTarget::Kubernetes(ns) = &env.target.observer else {
+        return;
+    };
+    if !state.kubernetes_watch {
+        return;
+    }
+    let cluster = ns.cluster();
+    let started = runtime_cloud_temporal::cluster_watches::start(
+        &state.temporal,
+        &state.task_queue,
+        cluster.clone(),
+    );
+    if let Err(e) = runtime_cloud_temporal::in_current_span(started).await {
+        tracing::warn!(cluster = %cluster.id(), error = %e, "cannot start the cluster's watch");
+    }
 }
 
 /// The caller's environments, by id, a page at a time.
@@ -202,5 +224,6 @@ async fn change_target(
         runner = env.target.runner_kind(),
         "environment target changed"
     );
+    watch_cluster(&state, &env).await;
     Ok(axum::Json(env))
 }

@@ -1,0 +1,353 @@
+//! Watched clusters: one watch stream per cluster and kind (Deployments, StatefulSets,
+//! DaemonSets, Services, Ingresses), shared by every namespace the product observes there, and
+//! a change to an object of an environment observes that environment within seconds.
+//!
+//! The watches are `kube`'s watcher: a list, then a watch resumed from the last
+//! `resourceVersion` it saw (bookmarks keep that current while nothing changes), and a fresh
+//! list-then-watch after `410 Gone`, backing off while the API server refuses. Nothing of the
+//! objects is kept: an event says which namespace changed, and the environment's observation
+//! reads the namespace as the sweep does (one list per kind), so what it records is what the
+//! cluster holds then, whatever the events said.
+//!
+//! A burst of changes in one namespace is one observation: a namespace is told once its events
+//! have settled for [`SETTLE`], and the observation itself (`observe/{tenant}/{env}/watched`)
+//! takes a change signalled while it runs as exactly one more. After a relist the watch cannot
+//! know what changed while it was away, so every watched environment of the cluster is told.
+
+use crate::Error;
+use crate::error::activity_error;
+use crate::kubernetes::Kubernetes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use runtime_cloud_models::environments::EnvironmentKey;
+use runtime_cloud_models::targets::KubernetesCluster;
+use runtime_cloud_workflows::ObserveEnvironment;
+use runtime_cloud_workflows::contracts::WatchEnd;
+use runtime_cloud_workflows::contracts::watch_markers as markers;
+use runtime_cloud_workflows::ids::watched_observation_id;
+use runtime_cloud_workflows::observe_environment::ObserveInput;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tokio::time::Instant;
+
+/// How long a namespace's events must have stopped before its environments are told: a burst
+/// (a rollout, a `kubectl apply` of many objects) is one observation.
+pub const SETTLE: Duration = Duration::from_millis(300);
+/// How often the watch heartbeats (the workflow's heartbeat timeout is five times this), and
+/// looks whether a namespace has settled.
+const BEAT: Duration = Duration::from_secs(2);
+/// How often the environments observed on the cluster are read again (one added since is
+/// watched from then; one removed is no longer told).
+const REREAD: Duration = Duration::from_secs(30);
+/// How long one activity watches before it returns, for the workflow to start again in a fresh
+/// history (the watches resume from where they were, in the next activity).
+pub const WATCH_FOR: Duration = Duration::from_secs(60 * 60);
+
+/// The watch activity's dependencies.
+pub struct WatchActivitiesImpl {
+    pub db: sea_orm::DatabaseConnection,
+    pub kubernetes: Arc<Kubernetes>,
+    /// Starts or signals the environments' observations.
+    pub client: temporalio_client::Client,
+    /// The task queue those run on.
+    pub task_queue: String,
+}
+
+/// What a watch event says: a namespace changed, or the watch listed again (and may have
+/// missed changes meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Changed(String),
+    Relisted,
+    Nothing,
+}
+
+/// Every event of `K` in the cluster, as what it says.
+fn events<K>(client: &kube::Client, selector: Option<&str>) -> BoxStream<'static, Seen>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let mut config = watcher::Config::default();
+    if let Some(s) = selector {
+        config = config.labels(s);
+    }
+    let kind = K::plural(&Default::default()).into_owned();
+    let mut listed = false;
+    watcher(api, config)
+        .default_backoff()
+        .map(move |event| match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                o.namespace().map_or(Seen::Nothing, Seen::Changed)
+            }
+            // The first list is where the watch starts: the sweep and the observations
+            // before it saw that state. A later one may follow changes the watch missed.
+            Ok(watcher::Event::InitDone) => {
+                let again = listed;
+                listed = true;
+                if again { Seen::Relisted } else { Seen::Nothing }
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Seen::Nothing,
+            Err(e) => {
+                tracing::warn!(%kind, error = %e, "the cluster's watch failed; it backs off and starts again");
+                Seen::Nothing
+            }
+        })
+        .boxed()
+}
+
+/// The one label selector every environment on the cluster shares (so the API server filters
+/// for all of them), or none.
+fn shared_selector(watched: &[(EnvironmentKey, String, Option<String>)]) -> Option<String> {
+    let first = watched.first()?.2.clone()?;
+    watched
+        .iter()
+        .all(|(_, _, s)| s.as_deref() == Some(first.as_str()))
+        .then_some(first)
+}
+
+/// Namespaces whose events have settled: told once nothing came for [`SETTLE`].
+#[derive(Debug, Default)]
+struct Settling(HashMap<String, Instant>);
+
+impl Settling {
+    fn changed(&mut self, namespace: String, at: Instant) {
+        self.0.insert(namespace, at);
+    }
+
+    /// The namespaces quiet since `now - SETTLE`, taken out.
+    fn settled(&mut self, now: Instant) -> Vec<String> {
+        let quiet: Vec<String> = self
+            .0
+            .iter()
+            .filter(|(_, last)| now.duration_since(**last) >= SETTLE)
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        for ns in &quiet {
+            self.0.remove(ns);
+        }
+        quiet
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.0.values().min().map(|last| *last + SETTLE)
+    }
+}
+
+impl WatchActivitiesImpl {
+    /// The environments observed on `cluster`: (key, namespace, label selector).
+    async fn watched(
+        &self,
+        cluster: &KubernetesCluster,
+    ) -> Result<Vec<(EnvironmentKey, String, Option<String>)>, Error> {
+        let all = runtime_cloud_store::environments::kubernetes_observed(&self.db).await?;
+        Ok(all
+            .into_iter()
+            .filter(|(_, ns)| &ns.cluster() == cluster)
+            .map(|(key, ns)| (key, ns.namespace, ns.label_selector))
+            .collect())
+    }
+
+    /// Tells each of `environments` to observe itself: signals its watched
+    /// observation, started by the signal when none runs.
+    async fn tell(&self, environments: Vec<EnvironmentKey>) {
+        for key in &environments {
+            let id = watched_observation_id(&key.tenant_id, &key.environment_id);
+            let opts = WorkflowStartOptions::new(self.task_queue.clone(), id.clone())
+                .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+                .build();
+            let input = ObserveInput {
+                tenant_id: key.tenant_id.clone(),
+                environment_id: key.environment_id.clone(),
+            };
+            let told = self
+                .client
+                .signal_with_start_workflow(
+                    ObserveEnvironment::run,
+                    input,
+                    ObserveEnvironment::changed,
+                    (),
+                    opts,
+                )
+                .await;
+            match told {
+                Ok(_) => {
+                    tracing::info!(workflow_id = %id, "a watched change observes the environment")
+                }
+                // The sweep observes it within five minutes anyway.
+                Err(e) => {
+                    tracing::warn!(workflow_id = %id, error = %e, "a watched change could not start its observation")
+                }
+            }
+        }
+    }
+
+    /// Watches `cluster` until [`WATCH_FOR`] has passed, the activity is cancelled, or nothing
+    /// is observed there any more.
+    async fn watch(
+        &self,
+        ctx: &ActivityContext,
+        cluster: &KubernetesCluster,
+    ) -> Result<WatchEnd, Error> {
+        let until = Instant::now() + WATCH_FOR;
+        let mut config = self.kubernetes.config(cluster).await?;
+        // A watch answers when something changes (or with a bookmark): it must not time out
+        // between two.
+        config.read_timeout = None;
+        let client = kube::Client::try_from(config)
+            .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
+        loop {
+            let watched = self.watched(cluster).await?;
+            if watched.is_empty() {
+                return Ok(WatchEnd::NothingToWatch);
+            }
+            let selector = shared_selector(&watched);
+            let mut by_namespace: BTreeMap<String, Vec<EnvironmentKey>> = BTreeMap::new();
+            for (key, ns, _) in &watched {
+                by_namespace
+                    .entry(ns.clone())
+                    .or_default()
+                    .push(key.clone());
+            }
+            let streams = vec![
+                events::<Deployment>(&client, selector.as_deref()),
+                events::<StatefulSet>(&client, selector.as_deref()),
+                events::<DaemonSet>(&client, selector.as_deref()),
+                events::<Service>(&client, None),
+                events::<Ingress>(&client, None),
+            ];
+            let mut seen = futures::stream::select_all(streams);
+            let mut settling = Settling::default();
+            let reread_at = Instant::now() + REREAD;
+            let mut beat = tokio::time::interval(BEAT);
+            loop {
+                let due = settling.next_due().unwrap_or(reread_at).min(reread_at);
+                tokio::select! {
+                    event = seen.next() => match event {
+                        Some(Seen::Changed(ns)) if by_namespace.contains_key(&ns) => {
+                            settling.changed(ns, Instant::now());
+                        }
+                        Some(Seen::Relisted) => {
+                            self.tell(by_namespace.values().flatten().cloned().collect()).await;
+                        }
+                        Some(_) => {}
+                        None => break,
+                    },
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = beat.tick() => {
+                        let _ = ctx.record_heartbeat(()).await;
+                    }
+                }
+                let settled = settling.settled(Instant::now());
+                if !settled.is_empty() {
+                    let told: Vec<EnvironmentKey> = settled
+                        .iter()
+                        .filter_map(|ns| by_namespace.get(ns))
+                        .flatten()
+                        .cloned()
+                        .collect();
+                    self.tell(told).await;
+                }
+                if Instant::now() >= until {
+                    return Ok(WatchEnd::Again);
+                }
+                if Instant::now() >= reread_at && settling.next_due().is_none() {
+                    // Read the environments again: the same set watches on (the streams are
+                    // started again from a list, which tells nobody).
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[activities]
+impl WatchActivitiesImpl {
+    /// See [`WatchActivitiesImpl`] and the module's doc.
+    #[activity(definition = markers::WatchCluster)]
+    pub async fn watch_cluster(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        cluster: KubernetesCluster,
+    ) -> Result<WatchEnd, ActivityError> {
+        let span = tracing::info_span!("watch_cluster", cluster = %cluster.id());
+        use tracing::Instrument;
+        let watched = async {
+            tokio::select! {
+                end = self.watch(&ctx, &cluster) => end.map_err(activity_error),
+                // Another worker took the cluster over, or the workflow ended.
+                () = ctx.cancelled() => Err(ActivityError::cancelled()),
+            }
+        };
+        watched.instrument(span).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_in_a_namespace_settles_into_one_told() {
+        let start = Instant::now();
+        let mut settling = Settling::default();
+        for i in 0..100 {
+            settling.changed("shop".into(), start + Duration::from_millis(i));
+        }
+        settling.changed("billing".into(), start);
+        assert_eq!(
+            settling.settled(start + Duration::from_millis(150)),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            settling.settled(start + SETTLE + Duration::from_millis(10)),
+            ["billing"]
+        );
+        assert_eq!(
+            settling.next_due(),
+            Some(start + Duration::from_millis(99) + SETTLE)
+        );
+        assert_eq!(
+            settling.settled(start + SETTLE + Duration::from_millis(99)),
+            ["shop"]
+        );
+        assert_eq!(settling.next_due(), None);
+    }
+
+    #[test]
+    fn a_selector_is_sent_only_when_every_environment_shares_it() {
+        let key = |e: &str| EnvironmentKey {
+            tenant_id: "acme".into(),
+            environment_id: e.into(),
+        };
+        let sel = Some("app.kubernetes.io/part-of=shop".to_owned());
+        let same = [
+            (key("a"), "a".into(), sel.clone()),
+            (key("b"), "b".into(), sel.clone()),
+        ];
+        assert_eq!(shared_selector(&same), sel);
+        let mixed = [
+            (key("a"), "a".into(), sel.clone()),
+            (key("b"), "b".into(), None),
+        ];
+        assert_eq!(shared_selector(&mixed), None);
+        assert_eq!(shared_selector(&[]), None);
+    }
+}

@@ -1,0 +1,286 @@
+//! Watched clusters: a change on the cluster stand-in (`tests/common/kube_stand_in.rs`) is
+//! found without `POST …/observe` and with the sweep's schedule paused (as every stack here
+//! has it), a burst of changes is one observation, and the stand-in's watch speaks the
+//! protocol of the captured watch output in `tests/fixtures/kubernetes/watch/`.
+
+use crate::common::kube_stand_in::{KubeStandIn, TOKEN};
+use crate::common::{Api, Stack, StackOptions, eventually};
+use crate::kubernetes::{declared, deployment, kubeconfig};
+use runtime_cloud_models::observation::FIELD_MANAGER;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// The kinds a watched cluster is watched for, one watch each.
+const KINDS: usize = 5;
+
+/// A captured watch stream, one event per line.
+fn captured(file: &str) -> Vec<Value> {
+    let path = format!(
+        "{}/tests/fixtures/kubernetes/watch/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .collect()
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Reads a watch's lines until `until` says it has seen enough.
+async fn watch_lines(
+    cluster: &KubeStandIn,
+    query: &str,
+    until: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let url = format!(
+        "{}/apis/apps/v1/deployments?watch=true&{query}",
+        cluster.url()
+    );
+    let mut res = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(res.status(), 200);
+    let mut lines = Vec::new();
+    let mut buffer = Vec::new();
+    while !until(&lines) {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), res.chunk())
+            .await
+            .expect("the watch answers within 10 s")
+            .expect("chunk");
+        let Some(chunk) = chunk else { break };
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            lines.push(serde_json::from_slice(&line).expect("one JSON object per line"));
+        }
+    }
+    lines
+}
+
+/// The stand-in's watch answers as the captured API servers do: each line an object with
+/// exactly `type` and `object`; added, modified and deleted objects whole, at rising versions;
+/// a bookmark naming only its kind and version (with the type's empty spec and status); and a
+/// version older than the kept history one `ERROR` event with the captured `410` `Status`.
+#[tokio::test]
+async fn the_stand_ins_watch_speaks_the_captured_protocol() {
+    let real: Vec<Value> = [
+        "pods-watch-v1.36.jsonl",
+        "pods-watch-initial-events-v1.36.jsonl",
+        "bookmark-initial-events-end-v1.32.jsonl",
+        "expired-410.jsonl",
+    ]
+    .iter()
+    .flat_map(|f| captured(f))
+    .collect();
+    let event_keys: BTreeSet<String> = ["type".to_owned(), "object".to_owned()].into();
+    assert!(real.iter().all(|e| keys(e) == event_keys));
+    let real_object = real
+        .iter()
+        .find(|e| e["type"] == "ADDED")
+        .expect("an ADDED");
+    let real_bookmark = real
+        .iter()
+        .find(|e| e["type"] == "BOOKMARK")
+        .expect("a BOOKMARK");
+    let real_gone = real
+        .iter()
+        .find(|e| e["type"] == "ERROR")
+        .expect("an ERROR");
+
+    let cluster = KubeStandIn::start().await;
+    cluster.create(
+        "shop",
+        deployment("api", "shop/api:1.0.0", 2, 2),
+        FIELD_MANAGER,
+    );
+    let from = cluster.get("shop", "deployments", "api")["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("version")
+        .to_owned();
+    cluster.create(
+        "shop",
+        deployment("web", "shop/web:1.0.0", 1, 1),
+        "kubectl-create",
+    );
+    crate::kubernetes::scale(&cluster, "web", 3, "kubectl");
+    cluster.delete("shop", "deployments", "web");
+    let lines = watch_lines(
+        &cluster,
+        &format!("resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=5"),
+        |l| l.iter().any(|e| e["type"] == "BOOKMARK"),
+    )
+    .await;
+    let types: Vec<&str> = lines.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"],
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|e| keys(e) == event_keys), "{lines:?}");
+    let versions: Vec<u64> = lines
+        .iter()
+        .map(|e| {
+            e["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    // Each write at a new version; the bookmark at the latest one the watch has sent.
+    assert!(
+        versions[..3].windows(2).all(|w| w[0] < w[1]),
+        "{versions:?}"
+    );
+    assert!(versions[3] >= versions[2], "{versions:?}");
+    for e in &lines[..3] {
+        assert_eq!(keys(&e["object"]), keys(&real_object["object"]), "{e}");
+        assert_eq!(e["object"]["metadata"]["name"], "web");
+        assert!(e["object"]["metadata"]["managedFields"].is_array(), "{e}");
+    }
+    assert_eq!(lines[1]["object"]["spec"]["replicas"], 3);
+    let bookmark = &lines[3]["object"];
+    assert_eq!(keys(bookmark), keys(&real_bookmark["object"]));
+    assert_eq!(
+        (&bookmark["kind"], &bookmark["apiVersion"]),
+        (&json!("Deployment"), &json!("apps/v1"))
+    );
+    assert!(bookmark["metadata"]["name"].is_null());
+
+    cluster.compact();
+    let gone = watch_lines(&cluster, &format!("resourceVersion={from}"), |l| {
+        !l.is_empty()
+    })
+    .await;
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert_eq!(keys(&gone[0]["object"]), keys(&real_gone["object"]));
+    assert_eq!(gone[0]["type"], real_gone["type"]);
+    for field in ["kind", "apiVersion", "metadata", "status", "reason", "code"] {
+        assert_eq!(
+            gone[0]["object"][field], real_gone["object"][field],
+            "{field}"
+        );
+    }
+    let message = gone[0]["object"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("too old resource version: {from} (")),
+        "{message}"
+    );
+}
+
+/// A stack whose workers watch the clusters (the default), the stand-in with `api` in
+/// namespace `shop` as the product deployed it, and environment `k8s` observing it with `api`
+/// declared; once the cluster's five watches are open.
+async fn watched_cluster() -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let cluster = KubeStandIn::start().await;
+    cluster.create(
+        "shop",
+        deployment("api", "registry.example.com/shop/api:1.0.0", 2, 2),
+        FIELD_MANAGER,
+    );
+    let (dir, kubeconfig) = kubeconfig(&cluster);
+    let api = stack.operator("acme");
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
+                "target": { "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
+                                          "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+    api.post(
+        "/factory/provisioning/specifications",
+        json!({ "environmentId": "k8s", "kind": "environment", "programRef": "git://infra//shop",
+                "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
+                "workloads": [declared("api", "1.0.0", 2)] }),
+    )
+    .await
+    .expect(201);
+    eventually(60, "the cluster's five watches to be open", || {
+        let open = cluster.watching() == KINDS;
+        async move { open.then_some(()) }
+    })
+    .await;
+    (stack, cluster, api, dir)
+}
+
+/// `kubectl edit` scaling `api` to 5.
+fn edit_replicas(cluster: &KubeStandIn, replicas: i64) {
+    cluster.update(
+        "shop",
+        "deployments",
+        "api",
+        ("kubectl-edit", None),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| d["spec"]["replicas"] = json!(replicas),
+    );
+}
+
+/// The namespace's lists of Deployments: one per observation of the environment.
+fn observations(cluster: &KubeStandIn) -> usize {
+    cluster
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("/apis/apps/v1/namespaces/shop/deployments?"))
+        .count()
+}
+
+/// A scale by `kubectl edit` becomes an open replica finding naming who made it, and its
+/// `RuntimeDriftDetected`, with no `POST …/observe` and the sweep's schedule paused; the
+/// burst of a hundred edits before it is one observation.
+#[tokio::test]
+async fn a_burst_of_edits_on_the_cluster_is_found_in_one_observation_without_asking() {
+    let (stack, cluster, api, _dir) = watched_cluster().await;
+    assert_eq!(
+        observations(&cluster),
+        0,
+        "nothing observed the environment yet"
+    );
+    for replicas in 3..=102 {
+        edit_replicas(&cluster, replicas);
+    }
+    let finding = eventually(30, "the replica drift to be found", || {
+        let api = &api;
+        async move {
+            let drift = api.drift("k8s", Some("open")).await;
+            drift.into_iter().find(|f| f["kind"] == "replica")
+        }
+    })
+    .await;
+    assert_eq!(finding["resource"], "deployment/api");
+    assert_eq!(finding["changedBy"]["manager"], "kubectl-edit", "{finding}");
+    assert_eq!(finding["changedBy"]["field"], "spec.replicas", "{finding}");
+    let detected = stack.events("RuntimeDriftDetected").await;
+    assert_eq!(detected.len(), 1, "{detected:?}");
+    // The watched observation ended: nothing more was told it.
+    let watched = format!("observe/{}/k8s/watched", api.tenant);
+    eventually(30, "the watched observation to end", || {
+        let status = stack
+            .describe(&watched)
+            .map(|d| d["workflowExecutionInfo"]["status"].clone());
+        async move { (status == Some(json!("WORKFLOW_EXECUTION_STATUS_COMPLETED"))).then_some(()) }
+    })
+    .await;
+    assert_eq!(observations(&cluster), 1, "{:?}", cluster.requests());
+
+    // The next edit is found too, by the next watched observation.
+    edit_replicas(&cluster, 2);
+    eventually(30, "the drift to be resolved", || {
+        let api = &api;
+        async move {
+            let open = api.drift("k8s", Some("open")).await;
+            open.is_empty().then_some(())
+        }
+    })
+    .await;
+    assert_eq!(observations(&cluster), 2);
+}
