@@ -180,8 +180,28 @@ async fn the_stand_ins_watch_speaks_the_captured_protocol() {
 /// namespace `shop` as the product deployed it, and environment `k8s` observing it with `api`
 /// declared; once the cluster's five watches are open.
 async fn watched_cluster() -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
+    let (stack, cluster, api, dir) = cluster_with_environment(|_| {}).await;
+    wait_watching(&cluster).await;
+    (stack, cluster, api, dir)
+}
+
+/// Until the cluster's five watches are open.
+async fn wait_watching(cluster: &KubeStandIn) {
+    eventually(60, "the cluster's five watches to be open", || {
+        let open = cluster.watching() == KINDS;
+        async move { open.then_some(()) }
+    })
+    .await;
+}
+
+/// [`watched_cluster`]'s stack, cluster and environment, `prepare` done to the cluster before
+/// the environment names it.
+async fn cluster_with_environment(
+    prepare: impl FnOnce(&KubeStandIn),
+) -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
     let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
     let cluster = KubeStandIn::start().await;
+    prepare(&cluster);
     cluster.create(
         "shop",
         deployment("api", "registry.example.com/shop/api:1.0.0", 2, 2),
@@ -205,11 +225,6 @@ async fn watched_cluster() -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
     )
     .await
     .expect(201);
-    eventually(60, "the cluster's five watches to be open", || {
-        let open = cluster.watching() == KINDS;
-        async move { open.then_some(()) }
-    })
-    .await;
     (stack, cluster, api, dir)
 }
 
@@ -283,4 +298,99 @@ async fn a_burst_of_edits_on_the_cluster_is_found_in_one_observation_without_ask
     })
     .await;
     assert_eq!(observations(&cluster), 2);
+}
+
+/// Until the replica drift of `api` is open, naming `kubectl-edit`.
+async fn replica_drift_found(api: &Api) -> Value {
+    let finding = eventually(30, "the replica drift to be found", || async {
+        let drift = api.drift("k8s", Some("open")).await;
+        drift.into_iter().find(|f| f["kind"] == "replica")
+    })
+    .await;
+    assert_eq!(finding["changedBy"]["manager"], "kubectl-edit", "{finding}");
+    finding
+}
+
+/// Killing the worker that holds the cluster's watch hands it to another worker (once the
+/// activity's heartbeat is missed), and the next change is still found without asking.
+#[tokio::test]
+async fn a_killed_workers_watch_is_taken_over_and_the_next_change_found() {
+    let (mut stack, cluster, api, _dir) = watched_cluster().await;
+    stack.kill_worker();
+    eventually(30, "the killed worker's watches to close", || {
+        let closed = cluster.watching() == 0;
+        async move { closed.then_some(()) }
+    })
+    .await;
+    stack.start_worker();
+    wait_watching(&cluster).await;
+    edit_replicas(&cluster, 4);
+    replica_drift_found(&api).await;
+    assert_eq!(observations(&cluster), 1);
+}
+
+/// A watch whose version the API server no longer holds (`410 Gone`, here after a partition
+/// during which the history was compacted) lists again, once per kind, and the environment is
+/// observed once for all of them: the change made during the partition is found, and nothing
+/// is raised twice.
+#[tokio::test]
+async fn a_watch_answered_gone_lists_again_and_finds_what_it_missed_once() {
+    let (stack, cluster, api, _dir) = watched_cluster().await;
+    let lists = |cluster: &KubeStandIn| {
+        cluster
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("/apis/apps/v1/deployments?") && !r.contains("watch="))
+            .count()
+    };
+    assert_eq!(lists(&cluster), 1, "the first list");
+    cluster.hold_watches(true);
+    edit_replicas(&cluster, 6);
+    cluster.compact();
+    cluster.hold_watches(false);
+    cluster.drop_watches();
+    replica_drift_found(&api).await;
+    wait_watching(&cluster).await;
+    assert_eq!(
+        lists(&cluster),
+        2,
+        "one list again: {:?}",
+        cluster.requests()
+    );
+    let watched = format!("observe/{}/k8s/watched", api.tenant);
+    eventually(30, "the watched observation to end", || {
+        let status = stack
+            .describe(&watched)
+            .map(|d| d["workflowExecutionInfo"]["status"].clone());
+        async move { (status == Some(json!("WORKFLOW_EXECUTION_STATUS_COMPLETED"))).then_some(()) }
+    })
+    .await;
+    assert_eq!(
+        observations(&cluster),
+        1,
+        "one observation for the five relists"
+    );
+    assert_eq!(api.drift("k8s", Some("open")).await.len(), 1);
+    assert_eq!(stack.events("RuntimeDriftDetected").await.len(), 1);
+}
+
+/// A cluster whose watches are refused (the observer bound per namespace only, without the
+/// watched cluster's ClusterRole) keeps trying them, and leaves its environments to the sweep,
+/// which still finds the change.
+#[tokio::test]
+async fn a_refused_watch_leaves_the_environment_to_the_sweep() {
+    let (stack, cluster, api, _dir) =
+        cluster_with_environment(|c| c.forbid_cluster_scope(true)).await;
+    eventually(30, "the watch to be tried", || {
+        let tried = cluster
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("/apis/apps/v1/deployments?"));
+        async move { tried.then_some(()) }
+    })
+    .await;
+    edit_replicas(&cluster, 7);
+    stack.trigger_schedule("observation-sweep");
+    replica_drift_found(&api).await;
+    assert_eq!(cluster.watching(), 0);
 }

@@ -57,6 +57,11 @@ struct Cluster {
     written: Option<tokio::sync::watch::Sender<u64>>,
     /// Watches being served now.
     watching: usize,
+    /// The watches send nothing (a network partition between them and their watchers).
+    watches_held: bool,
+    /// Lists and watches over every namespace are forbidden (the observer bound per namespace
+    /// only, without the watched cluster's ClusterRole).
+    cluster_scope_forbidden: bool,
 }
 
 /// One write, as a watch tells it.
@@ -281,6 +286,18 @@ impl KubeStandIn {
     /// timeout): the watchers come back with their last `resourceVersion`.
     pub fn drop_watches(&self) {
         self.cluster().written().send_replace(u64::MAX);
+    }
+
+    /// Holds every watch's events and bookmarks back (`true`), as a partition between the API
+    /// server and its watchers would, or lets them through again.
+    pub fn hold_watches(&self, held: bool) {
+        self.cluster().watches_held = held;
+    }
+
+    /// Forbids lists and watches over every namespace (`true`), as RBAC does for an account
+    /// bound in each namespace only, or allows them again.
+    pub fn forbid_cluster_scope(&self, forbidden: bool) {
+        self.cluster().cluster_scope_forbidden = forbidden;
     }
 
     /// How many watches are being served now.
@@ -836,6 +853,35 @@ async fn everywhere(
     query: BTreeMap<String, String>,
     headers: HeaderMap,
 ) -> Response {
+    let forbidden = {
+        let mut c = cluster.lock().unwrap_or_else(|e| e.into_inner());
+        if c.cluster_scope_forbidden {
+            let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            c.requests
+                .push(format!("/{group}/{plural}?{}", q.join("&")));
+        }
+        c.cluster_scope_forbidden
+    };
+    if forbidden {
+        let verb = if query.contains_key("watch") {
+            "watch"
+        } else {
+            "list"
+        };
+        let group_name = group
+            .trim_start_matches("apis/")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let group_name = if group_name == "api" { "" } else { group_name };
+        return status(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            &format!(
+                "{plural} is forbidden: User \"system:serviceaccount:runtime-cloud:runtime-cloud-worker\" cannot {verb} resource \"{plural}\" in API group \"{group_name}\" at the cluster scope"
+            ),
+        );
+    }
     if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         return watch(cluster, &group, &plural, &query, &headers);
     }
@@ -917,7 +963,7 @@ fn watch(
     tokio::spawn(async move {
         let mut last = from;
         'serving: loop {
-            let (lines, current) = {
+            let (lines, current, held) = {
                 let c = cluster.lock().unwrap_or_else(|e| e.into_inner());
                 let lines: Vec<axum::body::Bytes> = c
                     .events
@@ -926,10 +972,12 @@ fn watch(
                     .filter(|w| selector.matches(&w.object))
                     .map(|w| event_line(w.kind, &w.object))
                     .collect();
-                (lines, c.resource_version)
+                (lines, c.resource_version, c.watches_held)
             };
-            last = current;
-            for line in lines {
+            if !held {
+                last = current;
+            }
+            for line in lines.into_iter().filter(|_| !held) {
                 if tx.send(Ok(line)).await.is_err() {
                     break 'serving;
                 }
@@ -941,7 +989,7 @@ fn watch(
                     }
                 }
                 () = tokio::time::sleep(BOOKMARK_EVERY) => {
-                    if bookmarks {
+                    if bookmarks && !held {
                         // As the captured bookmarks: the kind, the version, the type's empty
                         // spec and status.
                         let mark = json!({ "kind": kind, "apiVersion": api_version,

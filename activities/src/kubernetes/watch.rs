@@ -245,7 +245,11 @@ impl WatchActivitiesImpl {
                             settling.changed(ns, Instant::now());
                         }
                         Some(Seen::Relisted) => {
-                            self.tell(by_namespace.values().flatten().cloned().collect()).await;
+                            // Each kind lists again after the same outage: one observation
+                            // of each environment once they have.
+                            for ns in by_namespace.keys() {
+                                settling.changed(ns.clone(), Instant::now());
+                            }
                         }
                         Some(_) => {}
                         None => break,
