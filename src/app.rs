@@ -184,7 +184,9 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
 }
 
 /// Connects to Temporal as the configuration says.
-async fn connect_temporal(config: &Config) -> anyhow::Result<runtime_cloud_temporal::Client> {
+pub(crate) async fn connect_temporal(
+    config: &Config,
+) -> anyhow::Result<runtime_cloud_temporal::Client> {
     let how = config.temporal_connect()?;
     Ok(runtime_cloud_temporal::connect_with(
         &config.temporal_address,

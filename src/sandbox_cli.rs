@@ -1,5 +1,7 @@
 //! `runtime-cloud sandbox …`: change a sandbox target out of band, as a person with cluster
-//! access would, and arm failures for tests.
+//! access would, and arm failures for tests. A change to what runs is observed at once
+//! (`RUNTIME_CLOUD_SANDBOX_OBSERVE_CHANGES`), as a watched Kubernetes cluster's is: the sandbox
+//! is a file, and the command that writes it is the one that knows it changed.
 
 use crate::config::Config;
 use runtime_cloud_activities::ports::Target;
@@ -125,6 +127,16 @@ pub async fn run(
         environment_id: environment.to_owned(),
         limits: None,
     };
+    // What changes what runs there, as someone with cluster access would.
+    let out_of_band = matches!(
+        cmd,
+        SandboxCommand::Scale { .. }
+            | SandboxCommand::SetVersion { .. }
+            | SandboxCommand::Delete { .. }
+            | SandboxCommand::AddUnmanaged { .. }
+            | SandboxCommand::SetConfig { .. }
+            | SandboxCommand::SetSecret { .. }
+    );
     match cmd {
         SandboxCommand::Show => {
             let doc = sandbox.load(&target).await?;
@@ -231,5 +243,41 @@ pub async fn run(
             sandbox.modify(&target, |d| d.unreachable = on).await?;
         }
     }
+    if out_of_band && config.sandbox_observe_changes {
+        observe_now(config, tenant, environment).await;
+    }
     Ok(())
+}
+
+/// How long the command waits for Temporal to take the observation.
+const OBSERVE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Tells the environment to observe itself now, as a watched cluster's change does
+/// (`runtime_cloud_temporal::observations::changed`); with no Temporal to tell, the change
+/// waits for the sweep or `POST …/observe`, and the command says so.
+async fn observe_now(config: &Config, tenant: &str, environment: &str) {
+    let told = tokio::time::timeout(OBSERVE_WAIT, async {
+        let client = crate::app::connect_temporal(config).await?;
+        runtime_cloud_temporal::observations::changed(
+            &client,
+            &config.task_queue,
+            tenant,
+            environment,
+        )
+        .await?;
+        anyhow::Ok(())
+    })
+    .await;
+    match told {
+        Ok(Ok(())) => eprintln!("changed; {environment} is being observed"),
+        Ok(Err(e)) => eprintln!(
+            "changed; {environment} is not observed now ({e:#}): the sweep observes it within \
+             five minutes, or POST …/environments/{environment}/observe"
+        ),
+        Err(_) => eprintln!(
+            "changed; no Temporal answered within {}s to observe {environment} now: the sweep \
+             observes it within five minutes, or POST …/environments/{environment}/observe",
+            OBSERVE_WAIT.as_secs()
+        ),
+    }
 }

@@ -1,7 +1,8 @@
 //! Watched clusters: a change on the cluster stand-in (`tests/common/kube_stand_in.rs`) is
 //! found without `POST …/observe` and with the sweep's schedule paused (as every stack here
 //! has it), a burst of changes is one observation, and the stand-in's watch speaks the
-//! protocol of the captured watch output in `tests/fixtures/kubernetes/watch/`.
+//! protocol of the captured watch output in `tests/fixtures/kubernetes/watch/`. The embedded
+//! sandbox's out-of-band change is found as quickly.
 
 use crate::common::kube_stand_in::{KubeStandIn, TOKEN};
 use crate::common::{Api, Stack, StackOptions, eventually};
@@ -393,4 +394,25 @@ async fn a_refused_watch_leaves_the_environment_to_the_sweep() {
     stack.trigger_schedule("observation-sweep");
     replica_drift_found(&api).await;
     assert_eq!(cluster.watching(), 0);
+}
+
+/// `runtime-cloud sandbox … scale`, as a user runs it (the README's drift quick start), is
+/// found without `POST …/observe`: the command tells the environment to observe itself.
+#[tokio::test]
+async fn a_sandbox_change_is_found_without_asking() {
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let api = stack.operator("acme");
+    api.applied(&stack, "dev", &[("api", "1.0.0", 2)]).await;
+    stack.sandbox_change_observed(
+        "acme",
+        "dev",
+        &["scale", "--workload", "api", "--replicas", "7"],
+    );
+    let finding = eventually(30, "the replica drift to be found", || async {
+        let drift = api.drift("dev", Some("open")).await;
+        drift.into_iter().find(|f| f["kind"] == "replica")
+    })
+    .await;
+    assert_eq!(finding["resource"], "deployment/api", "{finding}");
+    assert_eq!(finding["observed"]["desired"], 7, "{finding}");
 }

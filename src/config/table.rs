@@ -432,6 +432,15 @@ settings! {
             objects observes it within seconds; the five-minute sweep stays the backstop. \
             `false` leaves them to the sweep and `POST …/observe` (docs/targets.md).",
     }
+    sandbox_observe_changes: bool {
+        env: "RUNTIME_CLOUD_SANDBOX_OBSERVE_CHANGES",
+        kind: Bool,
+        default: Some("true"),
+        doc: "`runtime-cloud sandbox` observes the environment as soon as it changes what runs \
+            there (scale, set-version, delete, add-unmanaged, set-config, set-secret), as a \
+            watched Kubernetes cluster's change does. `false` leaves the change to the sweep \
+            and `POST …/observe`.",
+    }
     run_submissions_per_second: f64 {
         env: "RUNTIME_CLOUD_RUN_SUBMISSIONS_PER_SECOND",
         kind: Positive,

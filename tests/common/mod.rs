@@ -434,6 +434,20 @@ impl Stack {
 
     /// Runs `runtime-cloud sandbox …` for an environment.
     pub fn sandbox_cli(&self, tenant: &str, env: &str, args: &[&str]) {
+        // The tests ask for each observation they count (`POST …/observe`, the sweep):
+        // `sandbox_change_observed` is the command as a user gets it.
+        let status = self
+            .command("sandbox")
+            .env("RUNTIME_CLOUD_SANDBOX_OBSERVE_CHANGES", "false")
+            .args(["--tenant", &self.tenant(tenant), "--env", env])
+            .args(args)
+            .status()
+            .expect("run sandbox cli");
+        assert!(status.success(), "sandbox {args:?} failed");
+    }
+
+    /// `runtime-cloud sandbox` as a user gets it: a change to what runs is observed at once.
+    pub fn sandbox_change_observed(&self, tenant: &str, env: &str, args: &[&str]) {
         let status = self
             .command("sandbox")
             .args(["--tenant", &self.tenant(tenant), "--env", env])

@@ -28,15 +28,11 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::targets::KubernetesCluster;
-use runtime_cloud_workflows::ObserveEnvironment;
 use runtime_cloud_workflows::contracts::WatchEnd;
 use runtime_cloud_workflows::contracts::watch_markers as markers;
-use runtime_cloud_workflows::ids::watched_observation_id;
-use runtime_cloud_workflows::observe_environment::ObserveInput;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::{WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tokio::time::Instant;
@@ -169,31 +165,21 @@ impl WatchActivitiesImpl {
     /// observation, started by the signal when none runs.
     async fn tell(&self, environments: Vec<EnvironmentKey>) {
         for key in &environments {
-            let id = watched_observation_id(&key.tenant_id, &key.environment_id);
-            let opts = WorkflowStartOptions::new(self.task_queue.clone(), id.clone())
-                .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
-                .build();
-            let input = ObserveInput {
-                tenant_id: key.tenant_id.clone(),
-                environment_id: key.environment_id.clone(),
-            };
-            let told = self
-                .client
-                .signal_with_start_workflow(
-                    ObserveEnvironment::run,
-                    input,
-                    ObserveEnvironment::changed,
-                    (),
-                    opts,
-                )
-                .await;
+            let told = runtime_cloud_temporal::observations::changed(
+                &self.client,
+                &self.task_queue,
+                &key.tenant_id,
+                &key.environment_id,
+            )
+            .await;
+            let (tenant_id, environment_id) = (&key.tenant_id, &key.environment_id);
             match told {
-                Ok(_) => {
-                    tracing::info!(workflow_id = %id, "a watched change observes the environment")
+                Ok(()) => {
+                    tracing::info!(%tenant_id, %environment_id, "a watched change observes the environment")
                 }
                 // The sweep observes it within five minutes anyway.
                 Err(e) => {
-                    tracing::warn!(workflow_id = %id, error = %e, "a watched change could not start its observation")
+                    tracing::warn!(%tenant_id, %environment_id, error = %e, "a watched change could not start its observation")
                 }
             }
         }
