@@ -54,7 +54,36 @@ async fn the_fleet_summary_counts_what_observation_shows_exactly() {
     .await
     .expect_problem(409);
 
-    let summary = api.get("/fleet/meta/summary").await.expect(200);
+    let mut summary = api.get("/fleet/meta/summary").await.expect(200);
+    // The two applied instances were observed moments ago (after their runs, and shop-dev-1
+    // since); the others never were.
+    let age = summary
+        .as_object_mut()
+        .and_then(|s| s.remove("observationAge"))
+        .expect("observationAge");
+    assert_eq!(age["environments"], 2, "{age}");
+    let seconds = |q: &str| age[q].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        0.0 <= seconds("p50Seconds")
+            && seconds("p50Seconds") <= seconds("p99Seconds")
+            && seconds("p99Seconds") <= seconds("maxSeconds")
+            && seconds("maxSeconds") < 120.0,
+        "{age}"
+    );
+    let scraped = stack.scrape().await;
+    let max = format!(
+        "connectsoft_factory_runtime_observation_age_seconds{{tenant=\"{}\",stat=\"max\"}} ",
+        api.tenant
+    );
+    let published: f64 = scraped
+        .lines()
+        .find_map(|l| l.strip_prefix(&max))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{max} in {scraped}"));
+    assert!(
+        published >= seconds("maxSeconds") && published < 120.0,
+        "{published}"
+    );
     assert_eq!(
         summary,
         json!({ "operatedProducts": 2,

@@ -43,7 +43,7 @@ pub fn instance_health<'a>(workload_health: impl IntoIterator<Item = &'a str>) -
 }
 
 /// `GET /fleet/meta/summary`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetSummary {
     /// Products with at least one instance.
@@ -56,6 +56,10 @@ pub struct FleetSummary {
     pub open_drift: u64,
     pub open_incidents: u64,
     pub active_rollouts: u64,
+    /// How long ago the tenant's environments were last observed successfully (`null` before
+    /// the first observation).
+    #[serde(default)]
+    pub observation_age: Option<crate::observation::ObservationAge>,
 }
 
 #[cfg(test)]

@@ -194,3 +194,58 @@ pub fn changes(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> serde
     }
     serde_json::Value::Array(out)
 }
+
+/// How long ago environments were last observed successfully: the median, the 99th
+/// percentile (nearest rank) and the oldest, in seconds; what an operator reads to know how
+/// fresh the inventory is (`GET /fleet/meta/summary`, `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservationAge {
+    /// Environments observed successfully at least once.
+    pub environments: u64,
+    pub p50_seconds: f64,
+    pub p99_seconds: f64,
+    pub max_seconds: f64,
+}
+
+impl ObservationAge {
+    /// The quantiles of `ages` (seconds); none without an age.
+    pub fn of(mut ages: Vec<f64>) -> Option<Self> {
+        let n = ages.len();
+        if n == 0 {
+            return None;
+        }
+        ages.sort_by(f64::total_cmp);
+        // Nearest rank: the smallest age at least `q` of them are no older than.
+        let rank = |q: f64| ages[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Some(Self {
+            environments: n as u64,
+            p50_seconds: rank(0.5),
+            p99_seconds: rank(0.99),
+            max_seconds: ages[n - 1],
+        })
+    }
+}
+
+#[cfg(test)]
+mod age_tests {
+    use super::*;
+
+    #[test]
+    fn ages_give_their_nearest_rank_quantiles() {
+        assert_eq!(ObservationAge::of(Vec::new()), None);
+        let one = ObservationAge::of(vec![7.0]).expect("one");
+        assert_eq!(
+            (one.p50_seconds, one.p99_seconds, one.max_seconds),
+            (7.0, 7.0, 7.0)
+        );
+        // 1 s … 200 s, shuffled: the median is the 100th, the 99th percentile the 198th.
+        let ages: Vec<f64> = (1..=200).rev().map(f64::from).collect();
+        let q = ObservationAge::of(ages).expect("ages");
+        assert_eq!(q.environments, 200);
+        assert_eq!(
+            (q.p50_seconds, q.p99_seconds, q.max_seconds),
+            (100.0, 198.0, 200.0)
+        );
+    }
+}

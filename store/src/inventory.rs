@@ -148,6 +148,23 @@ pub async fn freshness(
         .await?)
 }
 
+/// (tenant, last successful observation) of every inventory observed at least once, or of
+/// `tenant`'s only (the observation ages).
+pub async fn observed_times(
+    db: &impl ConnectionTrait,
+    tenant: Option<&str>,
+) -> Result<Vec<(String, DateTime<Utc>)>, Error> {
+    use rows::Column as C;
+    let mut select = rows::Entity::find()
+        .select_only()
+        .columns([C::TenantId, C::ObservedAt])
+        .filter(C::ObservedAt.is_not_null());
+    if let Some(t) = tenant {
+        select = select.filter(C::TenantId.eq(t));
+    }
+    Ok(select.into_tuple().all(db).await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

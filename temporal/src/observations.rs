@@ -17,8 +17,11 @@ pub async fn changed(
     environment_id: &str,
 ) -> Result<(), WorkflowStartError> {
     let id = watched_observation_id(tenant_id, environment_id);
+    // The tenant is the fairness key of the observation's tasks: one tenant's thousands of
+    // changed environments share the workers with another's few, instead of queueing them.
     let opts = WorkflowStartOptions::new(task_queue.to_owned(), id)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .priority(runtime_cloud_workflows::fairness::of_tenant(tenant_id))
         .build();
     let input = ObserveInput {
         tenant_id: tenant_id.to_owned(),

@@ -263,6 +263,9 @@ async fn summary(
         open_drift: counts.open_drift,
         open_incidents: incidents::count_open(&state.db, tenant).await?,
         active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, tenant).await?,
+        observation_age: metrics::observation_ages(&state.db, Utc::now(), Some(tenant))
+            .await?
+            .remove(tenant),
     }))
 }
 

@@ -247,6 +247,12 @@ struct ModuleLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgeLabels {
+    tenant: String,
+    stat: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProposalLabels {
     tenant: String,
     state: &'static str,
@@ -482,6 +488,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
     let now = Utc::now();
     let counts = store_metrics::read(&state.db, now, &state.inventory).await?;
     let rollouts_checked = runtime_cloud_store::rollouts::oldest_check(&state.db).await?;
+    let observed_ages = store_metrics::observation_ages(&state.db, now, None).await?;
     let mut registry = Registry::default();
     register_counts(&mut registry, &counts);
 
@@ -532,6 +539,27 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "connectsoft_factory_fleet_host_inbox_lag",
         "Age of the oldest unprocessed event per module, in seconds",
         ages,
+    );
+    // How long ago each tenant's environments were last observed successfully.
+    let observation_age = Family::<AgeLabels, Gauge<f64, AtomicU64>>::default();
+    for (tenant, age) in &observed_ages {
+        for (stat, seconds) in [
+            ("p50", age.p50_seconds),
+            ("p99", age.p99_seconds),
+            ("max", age.max_seconds),
+        ] {
+            let labels = AgeLabels {
+                tenant: tenant.clone(),
+                stat,
+            };
+            observation_age.get_or_create(&labels).set(seconds);
+        }
+    }
+    declare(
+        &mut registry,
+        "connectsoft_factory_runtime_observation_age_seconds",
+        "How long ago each tenant's environments were last observed successfully: the median (p50), the 99th percentile (p99) and the oldest (max)",
+        observation_age,
     );
     declare(
         &mut registry,
