@@ -278,14 +278,7 @@ async fn a_burst_of_edits_on_the_cluster_is_found_in_one_observation_without_ask
     let detected = stack.events("RuntimeDriftDetected").await;
     assert_eq!(detected.len(), 1, "{detected:?}");
     // The watched observation ended: nothing more was told it.
-    let watched = format!("observe/{}/k8s/watched", api.tenant);
-    eventually(30, "the watched observation to end", || {
-        let status = stack
-            .describe(&watched)
-            .map(|d| d["workflowExecutionInfo"]["status"].clone());
-        async move { (status == Some(json!("WORKFLOW_EXECUTION_STATUS_COMPLETED"))).then_some(()) }
-    })
-    .await;
+    watched_observation_ended(&stack, &api).await;
     assert_eq!(observations(&cluster), 1, "{:?}", cluster.requests());
 
     // The next edit is found too, by the next watched observation.
@@ -358,14 +351,7 @@ async fn a_watch_answered_gone_lists_again_and_finds_what_it_missed_once() {
         "one list again: {:?}",
         cluster.requests()
     );
-    let watched = format!("observe/{}/k8s/watched", api.tenant);
-    eventually(30, "the watched observation to end", || {
-        let status = stack
-            .describe(&watched)
-            .map(|d| d["workflowExecutionInfo"]["status"].clone());
-        async move { (status == Some(json!("WORKFLOW_EXECUTION_STATUS_COMPLETED"))).then_some(()) }
-    })
-    .await;
+    watched_observation_ended(&stack, &api).await;
     assert_eq!(
         observations(&cluster),
         1,
@@ -415,4 +401,57 @@ async fn a_sandbox_change_is_found_without_asking() {
     .await;
     assert_eq!(finding["resource"], "deployment/api", "{finding}");
     assert_eq!(finding["observed"]["desired"], 7, "{finding}");
+}
+
+/// Until the watched observation of `k8s` has ended.
+async fn watched_observation_ended(stack: &Stack, api: &Api) {
+    let watched = format!("observe/{}/k8s/watched", api.tenant);
+    eventually(30, "the watched observation to end", || {
+        let status = stack
+            .describe(&watched)
+            .map(|d| d["workflowExecutionInfo"]["status"].clone());
+        async move { (status == Some(json!("WORKFLOW_EXECUTION_STATUS_COMPLETED"))).then_some(()) }
+    })
+    .await;
+}
+
+/// The sweep does not read a watched environment that did not change since its last
+/// observation: no list at all, and its inventory is fresh again (observed as of the sweep).
+/// One that changed since is still read by the change's own observation.
+#[tokio::test]
+async fn the_sweep_lists_nothing_for_a_watched_environment_that_did_not_change() {
+    let (stack, cluster, api, _dir) = watched_cluster().await;
+    edit_replicas(&cluster, 3);
+    replica_drift_found(&api).await;
+    watched_observation_ended(&stack, &api).await;
+    assert_eq!(observations(&cluster), 1);
+    let inventory = |api: &Api| {
+        let api = api.clone();
+        async move {
+            let inv = api
+                .get("/factory/environments/k8s/inventory")
+                .await
+                .expect(200);
+            inv["observedAt"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .expect("observedAt")
+        }
+    };
+    let before = inventory(&api).await;
+    stack.trigger_schedule("observation-sweep");
+    eventually(60, "the sweep to record the environment again", || {
+        let api = api.clone();
+        async move { (inventory(&api).await > before).then_some(()) }
+    })
+    .await;
+    assert_eq!(
+        observations(&cluster),
+        1,
+        "the sweep listed nothing: {:?}",
+        cluster.requests()
+    );
+    let open = api.drift("k8s", Some("open")).await;
+    assert_eq!(open.len(), 1, "the finding stays as it was: {open:?}");
+    assert_eq!(stack.events("RuntimeDriftDetected").await.len(), 1);
 }

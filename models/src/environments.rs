@@ -34,7 +34,7 @@ impl EnvironmentMode {
 }
 
 /// An environment key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentKey {
     pub tenant_id: String,

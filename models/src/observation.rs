@@ -249,3 +249,83 @@ mod age_tests {
         );
     }
 }
+
+/// What a cluster's watches say about one environment observed there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watched {
+    /// Since when every watch of the cluster has followed every change (none while one fails).
+    pub synced_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// The watch's holder's last beat.
+    pub beat_at: chrono::DateTime<chrono::Utc>,
+    /// When the environment's namespace last changed, as far as the watches know.
+    pub changed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// How long a watch's holder may go without a beat and still vouch for its cluster: its
+/// heartbeat timeout, twice over.
+pub const WATCH_BEAT_FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(20);
+
+impl Watched {
+    /// Whether the watches vouch that nothing of the environment changed since it was last
+    /// observed (successfully, at `observed_at`, and not flagged stale since): they followed
+    /// every change since before that observation, their holder is alive, and no change came
+    /// after it. The sweep then records the last observation again instead of reading the
+    /// target; a change since is being observed by the watches already.
+    pub fn vouches(
+        &self,
+        observed_at: Option<chrono::DateTime<chrono::Utc>>,
+        stale: bool,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> bool {
+        let (Some(observed_at), Some(synced_since)) = (observed_at, self.synced_since) else {
+            return false;
+        };
+        !stale
+            && now - self.beat_at <= WATCH_BEAT_FRESH
+            && synced_since <= observed_at
+            && self.changed_at.is_none_or(|changed| changed < observed_at)
+    }
+}
+
+#[cfg(test)]
+mod watched_tests {
+    use super::*;
+    use chrono::{TimeDelta, Utc};
+
+    #[test]
+    fn watches_vouch_only_for_an_unchanged_environment_observed_while_they_followed_it() {
+        let now = Utc::now();
+        let ago = |s: i64| now - TimeDelta::seconds(s);
+        let watched = Watched {
+            synced_since: Some(ago(600)),
+            beat_at: ago(2),
+            changed_at: Some(ago(300)),
+        };
+        // Observed after the last change, while the watches followed the cluster.
+        assert!(watched.vouches(Some(ago(100)), false, now));
+        // Never observed, or flagged stale.
+        assert!(!watched.vouches(None, false, now));
+        assert!(!watched.vouches(Some(ago(100)), true, now));
+        // Changed since the observation.
+        assert!(!watched.vouches(Some(ago(400)), false, now));
+        // Observed before the watches caught up (a relist since): they may have missed one.
+        assert!(!watched.vouches(Some(ago(700)), false, now));
+        // Failing watches, or a holder silent too long.
+        let failing = Watched {
+            synced_since: None,
+            ..watched
+        };
+        assert!(!failing.vouches(Some(ago(100)), false, now));
+        let silent = Watched {
+            beat_at: ago(60),
+            ..watched
+        };
+        assert!(!silent.vouches(Some(ago(100)), false, now));
+        // Never changed since the watches started.
+        let quiet = Watched {
+            changed_at: None,
+            ..watched
+        };
+        assert!(quiet.vouches(Some(ago(100)), false, now));
+    }
+}

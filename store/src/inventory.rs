@@ -35,7 +35,7 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    fn read(m: rows::Model) -> Result<Self, Error> {
+    pub(crate) fn read(m: rows::Model) -> Result<Self, Error> {
         let at = At {
             table: TABLE,
             row: &m.id,

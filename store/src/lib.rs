@@ -26,6 +26,7 @@
 //! - [`rollouts`]: fleet rollouts: created with their waves, projected by their workflow.
 //! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
+//! - [`cluster_watches`]: the watched clusters' state, and which environments they vouch for.
 //! - [`metrics`]: what `GET /metrics` reports: the counts the database keeps as rows change,
 //!   and the same counted from every row.
 //! - [`findings`]: drift findings: raised, suppressed and resolved by observations, read.
@@ -47,6 +48,7 @@
 
 pub mod approvals;
 pub mod capacity;
+pub mod cluster_watches;
 pub mod connect;
 pub mod drift_rules;
 pub mod entities;

@@ -17,6 +17,7 @@
 use crate::Error;
 use crate::error::activity_error;
 use crate::kubernetes::Kubernetes;
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
@@ -28,6 +29,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::targets::KubernetesCluster;
+use runtime_cloud_store::cluster_watches;
 use runtime_cloud_workflows::contracts::WatchEnd;
 use runtime_cloud_workflows::contracts::watch_markers as markers;
 use std::collections::{BTreeMap, HashMap};
@@ -60,14 +62,23 @@ pub struct WatchActivitiesImpl {
     pub task_queue: String,
 }
 
-/// What a watch event says: a namespace changed, or the watch listed again (and may have
-/// missed changes meanwhile).
+/// What a watch event says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
+    /// An object of this namespace changed.
     Changed(String),
-    Relisted,
-    Nothing,
+    /// The watch listed, the first time or again (`again`: after a `410`, it may have missed
+    /// changes meanwhile), and follows the cluster from there.
+    Listed { again: bool },
+    /// The watch failed; it backs off and starts again.
+    Failed,
+    /// A list under way.
+    Listing,
 }
+
+/// The kinds a cluster is watched for: Deployments, StatefulSets, DaemonSets, Services,
+/// Ingresses.
+const KINDS: usize = 5;
 
 /// Every event of `K` in the cluster, as what it says.
 fn events<K>(client: &kube::Client, selector: Option<&str>) -> BoxStream<'static, Seen>
@@ -91,22 +102,52 @@ where
         .default_backoff()
         .map(move |event| match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                o.namespace().map_or(Seen::Nothing, Seen::Changed)
+                o.namespace().map_or(Seen::Listing, Seen::Changed)
             }
-            // The first list is where the watch starts: the sweep and the observations
-            // before it saw that state. A later one may follow changes the watch missed.
             Ok(watcher::Event::InitDone) => {
                 let again = listed;
                 listed = true;
-                if again { Seen::Relisted } else { Seen::Nothing }
+                Seen::Listed { again }
             }
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Seen::Nothing,
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Seen::Listing,
             Err(e) => {
                 tracing::warn!(%kind, error = %e, "the cluster's watch failed; it backs off and starts again");
-                Seen::Nothing
+                Seen::Failed
             }
         })
         .boxed()
+}
+
+/// Whether the cluster's watches follow it, and since when all of them have: what lets the
+/// sweep trust them for an environment observed since (`Watched::vouches`).
+#[derive(Debug, Default)]
+struct Following {
+    /// Each kind's watch has listed.
+    listed: [bool; KINDS],
+    /// Each kind's watch failed since it last answered.
+    failed: [bool; KINDS],
+    since: Option<DateTime<Utc>>,
+}
+
+impl Following {
+    fn seen(&mut self, kind: usize, seen: &Seen, now: DateTime<Utc>) {
+        match seen {
+            Seen::Failed => self.failed[kind] = true,
+            Seen::Listed { .. } => {
+                self.listed[kind] = true;
+                self.failed[kind] = false;
+            }
+            // A resumed watch answers again, from the version it last saw: nothing was missed.
+            Seen::Changed(_) => self.failed[kind] = false,
+            Seen::Listing => {}
+        }
+        let following = self.listed.iter().all(|l| *l) && self.failed.iter().all(|f| !*f);
+        match (following, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(_)) => self.since = None,
+            _ => {}
+        }
+    }
 }
 
 /// The one label selector every environment on the cluster shares (so the API server filters
@@ -124,8 +165,9 @@ fn shared_selector(watched: &[(EnvironmentKey, String, Option<String>)]) -> Opti
 struct Settling(HashMap<String, Instant>);
 
 impl Settling {
-    fn changed(&mut self, namespace: String, at: Instant) {
-        self.0.insert(namespace, at);
+    /// A change in `namespace` at `at`; true when none was pending there.
+    fn changed(&mut self, namespace: String, at: Instant) -> bool {
+        self.0.insert(namespace, at).is_none()
     }
 
     /// The namespaces quiet since `now - SETTLE`, taken out.
@@ -199,6 +241,7 @@ impl WatchActivitiesImpl {
         config.read_timeout = None;
         let client = kube::Client::try_from(config)
             .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
+        let cluster_id = cluster.id();
         loop {
             let watched = self.watched(cluster).await?;
             if watched.is_empty() {
@@ -212,37 +255,61 @@ impl WatchActivitiesImpl {
                     .or_default()
                     .push(key.clone());
             }
-            let streams = vec![
+            let streams: [BoxStream<'static, Seen>; KINDS] = [
                 events::<Deployment>(&client, selector.as_deref()),
                 events::<StatefulSet>(&client, selector.as_deref()),
                 events::<DaemonSet>(&client, selector.as_deref()),
                 events::<Service>(&client, None),
                 events::<Ingress>(&client, None),
             ];
-            let mut seen = futures::stream::select_all(streams);
+            let tagged = streams
+                .into_iter()
+                .enumerate()
+                .map(|(kind, events)| events.map(move |seen| (kind, seen)).boxed());
+            let mut seen = futures::stream::select_all(tagged);
             let mut settling = Settling::default();
+            let mut following = Following::default();
             let reread_at = Instant::now() + REREAD;
             let mut beat = tokio::time::interval(BEAT);
             loop {
                 let due = settling.next_due().unwrap_or(reread_at).min(reread_at);
                 tokio::select! {
-                    event = seen.next() => match event {
-                        Some(Seen::Changed(ns)) if by_namespace.contains_key(&ns) => {
-                            settling.changed(ns, Instant::now());
-                        }
-                        Some(Seen::Relisted) => {
-                            // Each kind lists again after the same outage: one observation
-                            // of each environment once they have.
-                            for ns in by_namespace.keys() {
-                                settling.changed(ns.clone(), Instant::now());
+                    event = seen.next() => {
+                        let Some((kind, seen)) = event else { break };
+                        let since = following.since;
+                        following.seen(kind, &seen, Utc::now());
+                        if following.since != since {
+                            // The sweep reads what the watches follow from now, or no longer.
+                            if let Err(e) = cluster_watches::beat(&self.db, &cluster_id, following.since, Utc::now()).await {
+                                tracing::warn!(error = %e, "cannot record the watch's beat");
                             }
                         }
-                        Some(_) => {}
-                        None => break,
-                    },
+                        let changed: Vec<&String> = match &seen {
+                            Seen::Changed(ns) => by_namespace.get_key_value(ns).map(|(ns, _)| ns).into_iter().collect(),
+                            // Each kind lists again after the same outage: one observation of
+                            // each environment once they have.
+                            Seen::Listed { again: true } => by_namespace.keys().collect(),
+                            _ => Vec::new(),
+                        };
+                        let newly: Vec<EnvironmentKey> = changed
+                            .into_iter()
+                            .filter(|ns| settling.changed((*ns).clone(), Instant::now()))
+                            .filter_map(|ns| by_namespace.get(ns))
+                            .flatten()
+                            .cloned()
+                            .collect();
+                        // Recorded at once, so the sweep no longer trusts the watch for them
+                        // while their observation is under way.
+                        if let Err(e) = cluster_watches::changed(&self.db, &cluster_id, &newly, Utc::now()).await {
+                            tracing::warn!(error = %e, "cannot record a watched change; the sweep reads the environment");
+                        }
+                    }
                     _ = tokio::time::sleep_until(due) => {}
                     _ = beat.tick() => {
                         let _ = ctx.record_heartbeat(()).await;
+                        if let Err(e) = cluster_watches::beat(&self.db, &cluster_id, following.since, Utc::now()).await {
+                            tracing::warn!(error = %e, "cannot record the watch's beat");
+                        }
                     }
                 }
                 let settled = settling.settled(Instant::now());
@@ -298,8 +365,9 @@ mod tests {
     fn a_burst_in_a_namespace_settles_into_one_told() {
         let start = Instant::now();
         let mut settling = Settling::default();
-        for i in 0..100 {
-            settling.changed("shop".into(), start + Duration::from_millis(i));
+        assert!(settling.changed("shop".into(), start));
+        for i in 1..100 {
+            assert!(!settling.changed("shop".into(), start + Duration::from_millis(i)));
         }
         settling.changed("billing".into(), start);
         assert_eq!(
@@ -319,6 +387,34 @@ mod tests {
             ["shop"]
         );
         assert_eq!(settling.next_due(), None);
+    }
+
+    #[test]
+    fn the_watches_follow_the_cluster_once_every_kind_listed_until_one_fails() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).expect("time");
+        let mut following = Following::default();
+        for kind in 0..KINDS - 1 {
+            following.seen(kind, &Seen::Listing, t(1));
+            following.seen(kind, &Seen::Listed { again: false }, t(2));
+        }
+        assert_eq!(following.since, None, "one kind has not listed yet");
+        following.seen(KINDS - 1, &Seen::Listed { again: false }, t(3));
+        assert_eq!(following.since, Some(t(3)));
+        following.seen(0, &Seen::Changed("shop".into()), t(4));
+        assert_eq!(following.since, Some(t(3)), "a change keeps it following");
+        following.seen(2, &Seen::Failed, t(5));
+        assert_eq!(following.since, None);
+        following.seen(2, &Seen::Listing, t(6));
+        assert_eq!(
+            following.since, None,
+            "a list under way does not follow yet"
+        );
+        following.seen(2, &Seen::Listed { again: true }, t(7));
+        assert_eq!(
+            following.since,
+            Some(t(7)),
+            "from the list on, not from before it"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod approvals;
 pub mod capacity_leases;
 pub mod change_windows;
+pub mod cluster_watches;
 pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod drift_rules;
@@ -21,4 +22,5 @@ pub mod runtime_inventories;
 pub mod semaphore_slots;
 pub mod semaphores;
 pub mod untold_supersessions;
+pub mod watched_changes;
 pub mod worker_pools;

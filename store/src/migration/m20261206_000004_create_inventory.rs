@@ -4,6 +4,12 @@
 //!   state's drift), so an observation whose objects did not change (same
 //!   `resourceVersion`s) and whose comparison inputs did not change skips the comparison.
 //! - `observed_workloads`: one row per workload of the latest observation of an environment.
+//! - `cluster_watches`: one row per watched Kubernetes cluster: since when its watches have
+//!   followed every change (`synced_since`, none while one fails) and its holder's last beat.
+//!   The watches' own state, of no tenant.
+//! - `watched_changes`: per environment observed on a watched cluster, when its namespace last
+//!   changed. With `cluster_watches`, what lets the sweep skip reading an environment that did
+//!   not change since it was last observed.
 
 use sea_orm_migration::{prelude::*, schema::*};
 
@@ -46,6 +52,24 @@ enum ObservedWorkloads {
     ObservedAt,
     CreatedAt,
     UpdatedAt,
+}
+
+#[derive(DeriveIden)]
+enum ClusterWatches {
+    Table,
+    ClusterId,
+    SyncedSince,
+    BeatAt,
+}
+
+#[derive(DeriveIden)]
+enum WatchedChanges {
+    Table,
+    Id,
+    TenantId,
+    EnvironmentId,
+    ClusterId,
+    ChangedAt,
 }
 
 #[async_trait::async_trait]
@@ -128,10 +152,39 @@ impl MigrationTrait for Migration {
                     .unique()
                     .to_owned(),
             )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(ClusterWatches::Table)
+                    .col(string(ClusterWatches::ClusterId).primary_key())
+                    .col(timestamp_with_time_zone_null(ClusterWatches::SyncedSince))
+                    .col(timestamp_with_time_zone(ClusterWatches::BeatAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(WatchedChanges::Table)
+                    .col(string(WatchedChanges::Id).primary_key())
+                    .col(string(WatchedChanges::TenantId))
+                    .col(string(WatchedChanges::EnvironmentId))
+                    .col(string(WatchedChanges::ClusterId))
+                    .col(timestamp_with_time_zone(WatchedChanges::ChangedAt))
+                    .to_owned(),
+            )
             .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(WatchedChanges::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(ClusterWatches::Table).to_owned())
+            .await?;
         manager
             .drop_table(Table::drop().table(ObservedWorkloads::Table).to_owned())
             .await?;
