@@ -440,11 +440,26 @@ async fn the_sweep_lists_nothing_for_a_watched_environment_that_did_not_change()
     };
     let before = inventory(&api).await;
     stack.trigger_schedule("observation-sweep");
-    eventually(60, "the sweep to record the environment again", || {
-        let api = api.clone();
-        async move { (inventory(&api).await > before).then_some(()) }
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while inventory(&api).await <= before {
+        if tokio::time::Instant::now() > deadline {
+            let logs = stack.logs();
+            let interesting: Vec<&str> = logs
+                .lines()
+                .filter(|l| {
+                    l.contains("sweep")
+                        || l.contains("page")
+                        || l.contains("WARN")
+                        || l.contains("ERROR")
+                })
+                .collect();
+            panic!(
+                "the sweep never recorded k8s again:\n{}",
+                interesting.join("\n")
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert_eq!(
         observations(&cluster),
         1,

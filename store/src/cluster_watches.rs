@@ -147,9 +147,11 @@ pub async fn vouched(
         };
         // A change recorded for another cluster (the environment moved since) says nothing.
         let changed_at = changes.get(&key).map(|c| {
-            (c.cluster_id == watch.cluster_id)
-                .then_some(c.changed_at)
-                .unwrap_or(now)
+            if c.cluster_id == watch.cluster_id {
+                c.changed_at
+            } else {
+                now
+            }
         });
         let watched = Watched {
             synced_since: watch.synced_since,

@@ -42,9 +42,16 @@ use tokio::time::Instant;
 /// How long a namespace's events must have stopped before its environments are told: a burst
 /// (a rollout, a `kubectl apply` of many objects) is one observation.
 pub const SETTLE: Duration = Duration::from_millis(300);
+/// How long after a watch listed again its namespaces are told: the other kinds' watches,
+/// cut off by the same outage, list again meanwhile, and one observation follows them all.
+const RELIST_SETTLE: Duration = Duration::from_secs(2);
 /// How often the watch heartbeats (the workflow's heartbeat timeout is five times this), and
 /// looks whether a namespace has settled.
 const BEAT: Duration = Duration::from_secs(2);
+/// How often the watch records that its holder is alive, for the sweep
+/// (`models::observation::WATCH_BEAT_FRESH` is four times this): a write to the read DB, so
+/// less often than the heartbeat.
+const RECORD_BEAT: Duration = Duration::from_secs(5);
 /// How often the environments observed on the cluster are read again (one added since is
 /// watched from then; one removed is no longer told).
 const REREAD: Duration = Duration::from_secs(30);
@@ -160,32 +167,44 @@ fn shared_selector(watched: &[(EnvironmentKey, String, Option<String>)]) -> Opti
         .then_some(first)
 }
 
-/// Namespaces whose events have settled: told once nothing came for [`SETTLE`].
+/// Namespaces waiting for their events to settle, each with when it is due to be told: a
+/// change makes it due [`SETTLE`] after it (a later change, later), a relist [`RELIST_SETTLE`]
+/// after it (the kinds' watches list again one after the other after the same outage).
 #[derive(Debug, Default)]
 struct Settling(HashMap<String, Instant>);
 
 impl Settling {
-    /// A change in `namespace` at `at`; true when none was pending there.
-    fn changed(&mut self, namespace: String, at: Instant) -> bool {
-        self.0.insert(namespace, at).is_none()
+    /// A change in `namespace` at `at`, due `wait` after it; true when none was pending there.
+    fn changed(&mut self, namespace: String, at: Instant, wait: Duration) -> bool {
+        let due = at + wait;
+        match self.0.get_mut(&namespace) {
+            Some(pending) => {
+                *pending = (*pending).max(due);
+                false
+            }
+            None => {
+                self.0.insert(namespace, due);
+                true
+            }
+        }
     }
 
-    /// The namespaces quiet since `now - SETTLE`, taken out.
+    /// The namespaces due at `now`, taken out.
     fn settled(&mut self, now: Instant) -> Vec<String> {
-        let quiet: Vec<String> = self
+        let due: Vec<String> = self
             .0
             .iter()
-            .filter(|(_, last)| now.duration_since(**last) >= SETTLE)
+            .filter(|(_, due)| **due <= now)
             .map(|(ns, _)| ns.clone())
             .collect();
-        for ns in &quiet {
+        for ns in &due {
             self.0.remove(ns);
         }
-        quiet
+        due
     }
 
     fn next_due(&self) -> Option<Instant> {
-        self.0.values().min().map(|last| *last + SETTLE)
+        self.0.values().min().copied()
     }
 }
 
@@ -269,6 +288,8 @@ impl WatchActivitiesImpl {
             let mut seen = futures::stream::select_all(tagged);
             let mut settling = Settling::default();
             let mut following = Following::default();
+            // Recorded at once below, then every `RECORD_BEAT`.
+            let mut recorded_beat = Instant::now() - RECORD_BEAT;
             let reread_at = Instant::now() + REREAD;
             let mut beat = tokio::time::interval(BEAT);
             loop {
@@ -284,20 +305,24 @@ impl WatchActivitiesImpl {
                                 tracing::warn!(error = %e, "cannot record the watch's beat");
                             }
                         }
-                        let changed: Vec<&String> = match &seen {
-                            Seen::Changed(ns) => by_namespace.get_key_value(ns).map(|(ns, _)| ns).into_iter().collect(),
+                        let (changed, wait): (Vec<&String>, Duration) = match &seen {
+                            Seen::Changed(ns) => {
+                                let known = by_namespace.get_key_value(ns).map(|(ns, _)| ns);
+                                (known.into_iter().collect(), SETTLE)
+                            }
                             // Each kind lists again after the same outage: one observation of
                             // each environment once they have.
-                            Seen::Listed { again: true } => by_namespace.keys().collect(),
-                            _ => Vec::new(),
+                            Seen::Listed { again: true } => {
+                                (by_namespace.keys().collect(), RELIST_SETTLE)
+                            }
+                            _ => (Vec::new(), SETTLE),
                         };
-                        let newly: Vec<EnvironmentKey> = changed
-                            .into_iter()
-                            .filter(|ns| settling.changed((*ns).clone(), Instant::now()))
-                            .filter_map(|ns| by_namespace.get(ns))
-                            .flatten()
-                            .cloned()
-                            .collect();
+                        let mut newly = Vec::new();
+                        for ns in changed {
+                            if settling.changed(ns.clone(), Instant::now(), wait) {
+                                newly.extend(by_namespace.get(ns).into_iter().flatten().cloned());
+                            }
+                        }
                         // Recorded at once, so the sweep no longer trusts the watch for them
                         // while their observation is under way.
                         if let Err(e) = cluster_watches::changed(&self.db, &cluster_id, &newly, Utc::now()).await {
@@ -307,8 +332,11 @@ impl WatchActivitiesImpl {
                     _ = tokio::time::sleep_until(due) => {}
                     _ = beat.tick() => {
                         let _ = ctx.record_heartbeat(()).await;
-                        if let Err(e) = cluster_watches::beat(&self.db, &cluster_id, following.since, Utc::now()).await {
-                            tracing::warn!(error = %e, "cannot record the watch's beat");
+                        if recorded_beat.elapsed() >= RECORD_BEAT {
+                            recorded_beat = Instant::now();
+                            if let Err(e) = cluster_watches::beat(&self.db, &cluster_id, following.since, Utc::now()).await {
+                                tracing::warn!(error = %e, "cannot record the watch's beat");
+                            }
                         }
                     }
                 }
@@ -364,29 +392,22 @@ mod tests {
     #[test]
     fn a_burst_in_a_namespace_settles_into_one_told() {
         let start = Instant::now();
+        let ms = Duration::from_millis;
         let mut settling = Settling::default();
-        assert!(settling.changed("shop".into(), start));
+        assert!(settling.changed("shop".into(), start, SETTLE));
         for i in 1..100 {
-            assert!(!settling.changed("shop".into(), start + Duration::from_millis(i)));
+            assert!(!settling.changed("shop".into(), start + ms(i), SETTLE));
         }
-        settling.changed("billing".into(), start);
-        assert_eq!(
-            settling.settled(start + Duration::from_millis(150)),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            settling.settled(start + SETTLE + Duration::from_millis(10)),
-            ["billing"]
-        );
-        assert_eq!(
-            settling.next_due(),
-            Some(start + Duration::from_millis(99) + SETTLE)
-        );
-        assert_eq!(
-            settling.settled(start + SETTLE + Duration::from_millis(99)),
-            ["shop"]
-        );
+        settling.changed("billing".into(), start, SETTLE);
+        assert_eq!(settling.settled(start + ms(150)), Vec::<String>::new());
+        assert_eq!(settling.settled(start + SETTLE + ms(10)), ["billing"]);
+        assert_eq!(settling.next_due(), Some(start + ms(99) + SETTLE));
+        assert_eq!(settling.settled(start + SETTLE + ms(99)), ["shop"]);
         assert_eq!(settling.next_due(), None);
+        // A relist waits longer, and a change meanwhile does not bring it forward.
+        settling.changed("shop".into(), start, RELIST_SETTLE);
+        settling.changed("shop".into(), start + ms(10), SETTLE);
+        assert_eq!(settling.next_due(), Some(start + RELIST_SETTLE));
     }
 
     #[test]
