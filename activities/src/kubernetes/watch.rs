@@ -53,7 +53,8 @@ const BEAT: Duration = Duration::from_secs(2);
 /// less often than the heartbeat.
 const RECORD_BEAT: Duration = Duration::from_secs(5);
 /// How often the environments observed on the cluster are read again (one added since is
-/// watched from then; one removed is no longer told).
+/// told of changes from then; one removed no longer): the streams go on, as they watch every
+/// namespace.
 const REREAD: Duration = Duration::from_secs(30);
 /// How long one activity watches before it returns, for the workflow to start again in a fresh
 /// history (the watches resume from where they were, in the next activity).
@@ -261,19 +262,13 @@ impl WatchActivitiesImpl {
         let client = kube::Client::try_from(config)
             .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
         let cluster_id = cluster.id();
+        let mut watched = self.watched(cluster).await?;
         loop {
-            let watched = self.watched(cluster).await?;
             if watched.is_empty() {
                 return Ok(WatchEnd::NothingToWatch);
             }
             let selector = shared_selector(&watched);
-            let mut by_namespace: BTreeMap<String, Vec<EnvironmentKey>> = BTreeMap::new();
-            for (key, ns, _) in &watched {
-                by_namespace
-                    .entry(ns.clone())
-                    .or_default()
-                    .push(key.clone());
-            }
+            let mut by_namespace = namespaces(&watched);
             let streams: [BoxStream<'static, Seen>; KINDS] = [
                 events::<Deployment>(&client, selector.as_deref()),
                 events::<StatefulSet>(&client, selector.as_deref()),
@@ -290,7 +285,7 @@ impl WatchActivitiesImpl {
             let mut following = Following::default();
             // Recorded at once below, then every `RECORD_BEAT`.
             let mut recorded_beat = Instant::now() - RECORD_BEAT;
-            let reread_at = Instant::now() + REREAD;
+            let mut reread_at = Instant::now() + REREAD;
             let mut beat = tokio::time::interval(BEAT);
             loop {
                 let due = settling.next_due().unwrap_or(reread_at).min(reread_at);
@@ -353,14 +348,33 @@ impl WatchActivitiesImpl {
                 if Instant::now() >= until {
                     return Ok(WatchEnd::Again);
                 }
-                if Instant::now() >= reread_at && settling.next_due().is_none() {
-                    // Read the environments again: the same set watches on (the streams are
-                    // started again from a list, which tells nobody).
-                    break;
+                if Instant::now() >= reread_at {
+                    // The environments observed on the cluster now: the streams watch on (they
+                    // watch every namespace), unless the label selector they share changed.
+                    watched = self.watched(cluster).await?;
+                    if watched.is_empty() || shared_selector(&watched) != selector {
+                        break;
+                    }
+                    by_namespace = namespaces(&watched);
+                    reread_at = Instant::now() + REREAD;
                 }
             }
         }
     }
+}
+
+/// The environments of each namespace.
+fn namespaces(
+    watched: &[(EnvironmentKey, String, Option<String>)],
+) -> BTreeMap<String, Vec<EnvironmentKey>> {
+    let mut by_namespace: BTreeMap<String, Vec<EnvironmentKey>> = BTreeMap::new();
+    for (key, ns, _) in watched {
+        by_namespace
+            .entry(ns.clone())
+            .or_default()
+            .push(key.clone());
+    }
+    by_namespace
 }
 
 #[activities]
