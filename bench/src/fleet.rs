@@ -233,7 +233,7 @@ async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
 }
 
 /// [`workloads`] with bindings a pod template can name: a ConfigMap key and a Secret key.
-fn kubernetes_workloads(n: usize) -> Vec<runtime_cloud_models::Workload> {
+pub(crate) fn kubernetes_workloads(n: usize) -> Vec<runtime_cloud_models::Workload> {
     workloads(n)
         .into_iter()
         .map(|mut w| {
@@ -253,7 +253,7 @@ fn kubernetes_workloads(n: usize) -> Vec<runtime_cloud_models::Workload> {
 }
 
 /// The Deployment or StatefulSet that runs `w` as declared, rolled out.
-fn kubernetes_object(w: &runtime_cloud_models::Workload) -> serde_json::Value {
+pub(crate) fn kubernetes_object(w: &runtime_cloud_models::Workload) -> serde_json::Value {
     let kind = if w.kind == "statefulset" {
         "StatefulSet"
     } else {

@@ -24,6 +24,8 @@
 //! - [`rollout`]: a fleet rollout over many instances next to bare provisioning runs.
 //! - [`fairness`]: one tenant's runs while another floods the stack, next to the same runs idle.
 //! - [`minutes`]: the day's apply minutes a run's start sums, by the index that holds them.
+//! - [`watch`]: an out-of-band change on a watched Kubernetes cluster, observed, next to the
+//!   sweep alone.
 //! - [`comparer`]: benchmark 3, the drift comparer next to a baseline.
 //!
 //! And their baselines: [`baseline`] (minimal Temporal workflows with no-op activities) and
@@ -49,3 +51,4 @@ pub mod stand_ins;
 pub mod stats;
 pub mod table;
 pub mod throughput;
+pub mod watch;

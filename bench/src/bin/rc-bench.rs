@@ -2,7 +2,9 @@
 //! release mode, starts a Temporal dev server and sets `RC_BENCH_TEMPORAL_ADDRESS`.
 
 use clap::{Parser, Subcommand};
-use runtime_cloud_bench::{fairness, fleet, idle, minutes, read, rollout, runner, throughput};
+use runtime_cloud_bench::{
+    fairness, fleet, idle, minutes, read, rollout, runner, throughput, watch,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,6 +34,8 @@ enum Command {
     Fairness(fairness::Args),
     /// 9. The day's apply minutes a run's start sums, with and without their index.
     Minutes(minutes::Args),
+    /// 10. An out-of-band change on a watched cluster, observed, next to the sweep alone.
+    Watch(watch::Args),
     /// 3. The drift comparer next to a baseline (no server).
     Compare,
     /// The baseline worker (started by the benchmarks as its own process).
@@ -53,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Throughput(args) => throughput::run(args).await,
         Command::Fleet(args) => fleet::run(args).await,
+        Command::Watch(args) => watch::run(args).await,
         Command::Read(args) => read::run(args).await,
         Command::Idle(args) => idle::run(args).await,
         Command::Runner(args) => runner::run(args).await,
