@@ -310,6 +310,33 @@ pub(crate) fn kubeconfig(cluster: &KubeStandIn) -> (tempfile::TempDir, String) {
     (dir, reference)
 }
 
+/// Registers environment `env` of project `shop` observing `namespace` of the cluster at
+/// `kubeconfig` (a `file://` reference), and declares `workloads` for it.
+pub(crate) async fn observe_namespace(
+    api: &Api,
+    env: &str,
+    kubeconfig: &str,
+    namespace: &str,
+    workloads: Vec<Value>,
+) {
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": env, "projectId": "shop", "class": "non-production",
+                "target": { "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
+                                          "namespace": namespace } } }),
+    )
+    .await
+    .expect(201);
+    api.post(
+        "/factory/provisioning/specifications",
+        json!({ "environmentId": env, "kind": "environment", "programRef": "git://infra//shop",
+                "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
+                "workloads": workloads }),
+    )
+    .await
+    .expect(201);
+}
+
 /// The declared form of a workload made by [`deployment`].
 pub(crate) fn declared(name: &str, version: &str, replicas: u32) -> Value {
     json!({ "name": name, "kind": "deployment", "version": version, "replicas": replicas,
@@ -342,23 +369,8 @@ async fn every_drift_kind_names_who_made_it() {
     }
     let (_dir, kubeconfig) = kubeconfig(&cluster);
     let api = stack.operator("acme");
-    api.post(
-        "/factory/environments",
-        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
-                "target": { "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
-                                          "namespace": "shop" } } }),
-    )
-    .await
-    .expect(201);
     let workloads: Vec<Value> = names.iter().map(|n| declared(n, "1.0.0", 2)).collect();
-    api.post(
-        "/factory/provisioning/specifications",
-        json!({ "environmentId": "k8s", "kind": "environment", "programRef": "git://infra//shop",
-                "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
-                "workloads": workloads }),
-    )
-    .await
-    .expect(201);
+    observe_namespace(&api, "k8s", &kubeconfig, "shop", workloads).await;
     let first = api.observe(&stack, "k8s").await;
     assert_eq!(first["newFindings"], 0, "as declared: {first}");
 

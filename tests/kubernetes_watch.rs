@@ -6,7 +6,7 @@
 
 use crate::common::kube_stand_in::{KubeStandIn, TOKEN};
 use crate::common::{Api, Stack, StackOptions, eventually};
-use crate::kubernetes::{declared, deployment, kubeconfig};
+use crate::kubernetes::{declared, deployment, kubeconfig, observe_namespace};
 use runtime_cloud_models::observation::FIELD_MANAGER;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -210,22 +210,14 @@ async fn cluster_with_environment(
     );
     let (dir, kubeconfig) = kubeconfig(&cluster);
     let api = stack.operator("acme");
-    api.post(
-        "/factory/environments",
-        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
-                "target": { "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
-                                          "namespace": "shop" } } }),
+    observe_namespace(
+        &api,
+        "k8s",
+        &kubeconfig,
+        "shop",
+        vec![declared("api", "1.0.0", 2)],
     )
-    .await
-    .expect(201);
-    api.post(
-        "/factory/provisioning/specifications",
-        json!({ "environmentId": "k8s", "kind": "environment", "programRef": "git://infra//shop",
-                "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
-                "workloads": [declared("api", "1.0.0", 2)] }),
-    )
-    .await
-    .expect(201);
+    .await;
     (stack, cluster, api, dir)
 }
 
@@ -321,6 +313,49 @@ async fn a_killed_workers_watch_is_taken_over_and_the_next_change_found() {
     edit_replicas(&cluster, 4);
     replica_drift_found(&api).await;
     assert_eq!(observations(&cluster), 1);
+}
+
+/// An environment registered on a cluster already watched is told of a change in its
+/// namespace within seconds, not at the watch's next periodic read of the environments (every
+/// 30 s): the change in a namespace it knew nothing of makes it read them again.
+#[tokio::test]
+async fn an_environment_registered_on_a_watched_cluster_is_told_of_its_first_change() {
+    let (_stack, cluster, api, dir) = watched_cluster().await;
+    cluster.create(
+        "billing",
+        deployment("api", "registry.example.com/shop/api:1.0.0", 2, 2),
+        FIELD_MANAGER,
+    );
+    let kubeconfig = format!("file://{}", dir.path().join("kubeconfig").display());
+    observe_namespace(
+        &api,
+        "billing",
+        &kubeconfig,
+        "billing",
+        vec![declared("api", "1.0.0", 2)],
+    )
+    .await;
+    cluster.update(
+        "billing",
+        "deployments",
+        "api",
+        ("kubectl-edit", None),
+        json!({ "f:spec": { "f:replicas": {} } }),
+        |d| d["spec"]["replicas"] = json!(4),
+    );
+    // Well within the periodic read's 30 s.
+    eventually(
+        15,
+        "the new environment's replica drift to be found",
+        || {
+            let api = &api;
+            async move {
+                let drift = api.drift("billing", Some("open")).await;
+                drift.into_iter().find(|f| f["kind"] == "replica")
+            }
+        },
+    )
+    .await;
 }
 
 /// A watch whose version the API server no longer holds (`410 Gone`, here after a partition

@@ -199,9 +199,39 @@ async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
     let wl = Arc::new(kubernetes_workloads(args.workloads));
     let envs: Vec<String> = (0..args.envs).map(|i| format!("env-{i:05}")).collect();
     let seeding = Instant::now();
-    for_each_concurrent(envs, args.seed_concurrency, |env| {
-        let (api, wl, cluster) = (api.clone(), wl.clone(), cluster.clone());
-        let kubeconfig_ref = kubeconfig_ref.clone();
+    seed_namespaces(
+        &api,
+        &cluster,
+        &kubeconfig_ref,
+        envs,
+        &wl,
+        args.seed_concurrency,
+    )
+    .await?;
+    println!(
+        "  seeded {} namespaces in {:.1} s",
+        args.envs,
+        seeding.elapsed().as_secs_f64()
+    );
+    let before = cluster.requests().len();
+    let measured = sweep(args, stack).await?;
+    let calls = (cluster.requests().len() - before) as f64 / args.envs as f64;
+    Ok((measured, calls))
+}
+
+/// Registers an environment observing each of `envs` (a namespace of `cluster`), declares
+/// `workloads` and creates them in the namespace as declared, `concurrency` at once.
+pub(crate) async fn seed_namespaces(
+    api: &crate::api::Api,
+    cluster: &Arc<crate::stand_ins::kube_stand_in::KubeStandIn>,
+    kubeconfig_ref: &str,
+    envs: Vec<String>,
+    workloads: &Arc<Vec<runtime_cloud_models::Workload>>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    for_each_concurrent(envs, concurrency, |env| {
+        let (api, wl, cluster) = (api.clone(), workloads.clone(), cluster.clone());
+        let kubeconfig_ref = kubeconfig_ref.to_owned();
         async move {
             let target = serde_json::json!({ "observer": {
                 "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref, "namespace": env } });
@@ -220,16 +250,7 @@ async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
         }
     })
     .await
-    .context("seeding the namespaces")?;
-    println!(
-        "  seeded {} namespaces in {:.1} s",
-        args.envs,
-        seeding.elapsed().as_secs_f64()
-    );
-    let before = cluster.requests().len();
-    let measured = sweep(args, stack).await?;
-    let calls = (cluster.requests().len() - before) as f64 / args.envs as f64;
-    Ok((measured, calls))
+    .context("seeding the namespaces")
 }
 
 /// [`workloads`] with bindings a pod template can name: a ConfigMap key and a Secret key.
@@ -289,7 +310,7 @@ async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
     // The seeding wrote events of its own (environments registered, specifications
     // declared): counted out.
     let seeded = written_by(&stack, &db).await?;
-    let wall = sweep_once(args, &stack, &client, &db).await?;
+    let wall = sweep_once(args.envs as u64, &stack, &client, &db).await?;
     let first = written_by(&stack, &db).await?;
     let written = first - seeded;
     println!(
@@ -322,7 +343,7 @@ async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
             settled.elapsed().as_secs_f64()
         );
     }
-    let again = sweep_once(args, &stack, &client, &db).await?;
+    let again = sweep_once(args.envs as u64, &stack, &client, &db).await?;
     let second = written_by(&stack, &db).await? - first;
     println!(
         "  second sweep: {:.1} s; rows written by it: {} findings, {} proposals, {} events",
@@ -361,9 +382,9 @@ async fn sweep(args: &Args, stack: Stack) -> anyhow::Result<Measured> {
 
 /// Triggers the sweep and measures it: from the trigger until every environment is observed
 /// again and the sweep's last workflow run has closed (a drift storm's proposals are started
-/// inside it).
-async fn sweep_once(
-    args: &Args,
+/// inside it). `want`: the environments of the stack's tenant.
+pub(crate) async fn sweep_once(
+    want: u64,
     stack: &Stack,
     client: &temporalio_client::Client,
     db: &sea_orm::DatabaseConnection,
@@ -375,7 +396,6 @@ async fn sweep_once(
         .trigger(ScheduleOverlapPolicy::AllowAll, Default::default())
         .await
         .context("triggering the sweep")?;
-    let want = args.envs as u64;
     let last_report = std::sync::Mutex::new(Instant::now());
     poll(
         "every environment observed",

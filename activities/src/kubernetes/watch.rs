@@ -11,7 +11,9 @@
 //!
 //! A burst of changes in one namespace is one observation: a namespace is told once its events
 //! have settled for [`SETTLE`], and the observation itself (`observe/{tenant}/{env}/watched`)
-//! takes a change signalled while it runs as exactly one more. After a relist the watch cannot
+//! takes a change signalled while it runs as exactly one more. A change in a namespace the watch
+//! knows no environment of reads the environments again within seconds (one registered since is
+//! told), not at every such change. After a relist the watch cannot
 //! know what changed while it was away, so every watched environment of the cluster is told.
 
 use crate::Error;
@@ -56,6 +58,12 @@ const RECORD_BEAT: Duration = Duration::from_secs(5);
 /// told of changes from then; one removed no longer): the streams go on, as they watch every
 /// namespace.
 const REREAD: Duration = Duration::from_secs(30);
+/// How soon after the last read a change in a namespace the watch does not know reads the
+/// environments again: an environment registered since is told of it within seconds, and a
+/// cluster whose unobserved namespaces keep changing costs one read of them per this.
+const STRANGER_REREAD: Duration = Duration::from_secs(2);
+/// Observations signalled at once when many namespaces settle together (a relist, a storm).
+const TOLD_AT_ONCE: usize = 16;
 /// How long one activity watches before it returns, for the workflow to start again in a fresh
 /// history (the watches resume from where they were, in the next activity).
 pub const WATCH_FOR: Duration = Duration::from_secs(60 * 60);
@@ -209,6 +217,41 @@ impl Settling {
     }
 }
 
+/// Changes in namespaces the watch knew no environment of when it last read them: an
+/// environment registered there since is told once the environments are read again, sooner
+/// than [`REREAD`] (at most every [`STRANGER_REREAD`]).
+#[derive(Debug)]
+struct Strangers {
+    /// Each namespace with the time of its latest change.
+    pending: HashMap<String, Instant>,
+    read_at: Instant,
+}
+
+impl Strangers {
+    fn new(read_at: Instant) -> Self {
+        Self {
+            pending: HashMap::new(),
+            read_at,
+        }
+    }
+
+    /// A change in `namespace` at `at`; returns when the environments should be read again.
+    fn changed(&mut self, namespace: String, at: Instant) -> Instant {
+        self.pending.insert(namespace, at);
+        (self.read_at + STRANGER_REREAD).max(at)
+    }
+
+    /// The environments were read at `now`: the pending namespaces that now have one, with
+    /// the time of their latest change; the others are forgotten (nothing observes them).
+    fn read(&mut self, now: Instant, known: impl Fn(&str) -> bool) -> Vec<(String, Instant)> {
+        self.read_at = now;
+        let mut found: Vec<(String, Instant)> =
+            self.pending.drain().filter(|(ns, _)| known(ns)).collect();
+        found.sort();
+        found
+    }
+}
+
 impl WatchActivitiesImpl {
     /// The environments observed on `cluster`: (key, namespace, label selector).
     async fn watched(
@@ -223,27 +266,41 @@ impl WatchActivitiesImpl {
             .collect())
     }
 
-    /// Tells each of `environments` to observe itself: signals its watched
-    /// observation, started by the signal when none runs.
+    /// Tells each of `environments` to observe itself: signals its watched observation,
+    /// started by the signal when none runs. A few at once, the tenants taking turns: a
+    /// tenant with thousands of changed environments does not hold up another's few here
+    /// (nor on the task queue, where the tenant is the observations' fairness key).
     async fn tell(&self, environments: Vec<EnvironmentKey>) {
-        for key in &environments {
-            let told = runtime_cloud_temporal::observations::changed(
-                &self.client,
-                &self.task_queue,
-                &key.tenant_id,
-                &key.environment_id,
-            )
+        futures::stream::iter(tenants_in_turn(environments))
+            .for_each_concurrent(TOLD_AT_ONCE, |key| async move {
+                let told = runtime_cloud_temporal::observations::changed(
+                    &self.client,
+                    &self.task_queue,
+                    &key.tenant_id,
+                    &key.environment_id,
+                )
+                .await;
+                let (tenant_id, environment_id) = (&key.tenant_id, &key.environment_id);
+                match told {
+                    Ok(()) => {
+                        tracing::info!(%tenant_id, %environment_id, "a watched change observes the environment")
+                    }
+                    // The sweep observes it within five minutes anyway.
+                    Err(e) => {
+                        tracing::warn!(%tenant_id, %environment_id, error = %e, "a watched change could not start its observation")
+                    }
+                }
+            })
             .await;
-            let (tenant_id, environment_id) = (&key.tenant_id, &key.environment_id);
-            match told {
-                Ok(()) => {
-                    tracing::info!(%tenant_id, %environment_id, "a watched change observes the environment")
-                }
-                // The sweep observes it within five minutes anyway.
-                Err(e) => {
-                    tracing::warn!(%tenant_id, %environment_id, error = %e, "a watched change could not start its observation")
-                }
-            }
+    }
+
+    /// Records that `environments` changed at once, so the sweep no longer trusts the watch for
+    /// them while their observation is under way.
+    async fn record_changed(&self, cluster_id: &str, environments: &[EnvironmentKey]) {
+        if let Err(e) =
+            cluster_watches::changed(&self.db, cluster_id, environments, Utc::now()).await
+        {
+            tracing::warn!(error = %e, "cannot record a watched change; the sweep reads the environment");
         }
     }
 
@@ -286,6 +343,7 @@ impl WatchActivitiesImpl {
             // Recorded at once below, then every `RECORD_BEAT`.
             let mut recorded_beat = Instant::now() - RECORD_BEAT;
             let mut reread_at = Instant::now() + REREAD;
+            let mut strangers = Strangers::new(Instant::now());
             let mut beat = tokio::time::interval(BEAT);
             loop {
                 let due = settling.next_due().unwrap_or(reread_at).min(reread_at);
@@ -300,29 +358,23 @@ impl WatchActivitiesImpl {
                                 tracing::warn!(error = %e, "cannot record the watch's beat");
                             }
                         }
-                        let (changed, wait): (Vec<&String>, Duration) = match &seen {
+                        let now = Instant::now();
+                        let changed: Vec<(String, Instant, Duration)> = match seen {
+                            Seen::Changed(ns) if by_namespace.contains_key(&ns) => vec![(ns, now, SETTLE)],
                             Seen::Changed(ns) => {
-                                let known = by_namespace.get_key_value(ns).map(|(ns, _)| ns);
-                                (known.into_iter().collect(), SETTLE)
+                                reread_at = reread_at.min(strangers.changed(ns, now));
+                                Vec::new()
                             }
                             // Each kind lists again after the same outage: one observation of
                             // each environment once they have.
-                            Seen::Listed { again: true } => {
-                                (by_namespace.keys().collect(), RELIST_SETTLE)
-                            }
-                            _ => (Vec::new(), SETTLE),
+                            Seen::Listed { again: true } => by_namespace
+                                .keys()
+                                .map(|ns| (ns.clone(), now, RELIST_SETTLE))
+                                .collect(),
+                            _ => Vec::new(),
                         };
-                        let mut newly = Vec::new();
-                        for ns in changed {
-                            if settling.changed(ns.clone(), Instant::now(), wait) {
-                                newly.extend(by_namespace.get(ns).into_iter().flatten().cloned());
-                            }
-                        }
-                        // Recorded at once, so the sweep no longer trusts the watch for them
-                        // while their observation is under way.
-                        if let Err(e) = cluster_watches::changed(&self.db, &cluster_id, &newly, Utc::now()).await {
-                            tracing::warn!(error = %e, "cannot record a watched change; the sweep reads the environment");
-                        }
+                        let newly = pending(&mut settling, &by_namespace, changed);
+                        self.record_changed(&cluster_id, &newly).await;
                     }
                     _ = tokio::time::sleep_until(due) => {}
                     _ = beat.tick() => {
@@ -357,10 +409,55 @@ impl WatchActivitiesImpl {
                     }
                     by_namespace = namespaces(&watched);
                     reread_at = Instant::now() + REREAD;
+                    let found = strangers
+                        .read(Instant::now(), |ns| by_namespace.contains_key(ns))
+                        .into_iter()
+                        .map(|(ns, at)| (ns, at, SETTLE));
+                    let newly = pending(&mut settling, &by_namespace, found);
+                    self.record_changed(&cluster_id, &newly).await;
                 }
             }
         }
     }
+}
+
+/// Puts each changed namespace (with when, and how long it settles) in `settling`; returns the
+/// environments of those that were not pending yet.
+fn pending(
+    settling: &mut Settling,
+    by_namespace: &BTreeMap<String, Vec<EnvironmentKey>>,
+    changed: impl IntoIterator<Item = (String, Instant, Duration)>,
+) -> Vec<EnvironmentKey> {
+    let mut newly = Vec::new();
+    for (ns, at, wait) in changed {
+        if let Some(environments) = by_namespace.get(&ns)
+            && settling.changed(ns, at, wait)
+        {
+            newly.extend(environments.iter().cloned());
+        }
+    }
+    newly
+}
+
+/// `environments` reordered so the tenants take turns: each tenant's first, then each one's
+/// second, and so on (each tenant's in their order).
+fn tenants_in_turn(environments: Vec<EnvironmentKey>) -> Vec<EnvironmentKey> {
+    let mut by_tenant: BTreeMap<String, std::collections::VecDeque<EnvironmentKey>> =
+        BTreeMap::new();
+    for key in environments {
+        by_tenant
+            .entry(key.tenant_id.clone())
+            .or_default()
+            .push_back(key);
+    }
+    let mut in_turn = Vec::new();
+    while !by_tenant.is_empty() {
+        by_tenant.retain(|_, keys| {
+            in_turn.extend(keys.pop_front());
+            !keys.is_empty()
+        });
+    }
+    in_turn
 }
 
 /// The environments of each namespace.
@@ -450,6 +547,59 @@ mod tests {
             Some(t(7)),
             "from the list on, not from before it"
         );
+    }
+
+    #[test]
+    fn a_change_where_no_environment_was_known_reads_them_again_soon_but_not_at_every_change() {
+        let start = Instant::now();
+        let s = Duration::from_secs;
+        let mut strangers = Strangers::new(start);
+        assert_eq!(
+            strangers.changed("new".into(), start + s(1)),
+            start + STRANGER_REREAD,
+            "not before the last read is STRANGER_REREAD old"
+        );
+        assert_eq!(
+            strangers.changed("kube-system".into(), start + s(5)),
+            start + s(5)
+        );
+        strangers.changed("new".into(), start + s(6));
+        let found = strangers.read(start + s(6), |ns| ns == "new");
+        assert_eq!(
+            found,
+            [("new".to_owned(), start + s(6))],
+            "the latest change"
+        );
+        assert_eq!(
+            strangers.read(start + s(7), |_| true),
+            [],
+            "an unobserved namespace is forgotten at the read"
+        );
+        assert_eq!(
+            strangers.changed("kube-system".into(), start + s(8)),
+            start + s(7) + STRANGER_REREAD
+        );
+    }
+
+    #[test]
+    fn the_tenants_take_turns_to_be_told() {
+        let key = |t: &str, e: &str| EnvironmentKey {
+            tenant_id: t.into(),
+            environment_id: e.into(),
+        };
+        let told = tenants_in_turn(vec![
+            key("a", "1"),
+            key("a", "2"),
+            key("a", "3"),
+            key("b", "1"),
+            key("c", "1"),
+            key("b", "2"),
+        ]);
+        let order: Vec<String> = told
+            .iter()
+            .map(|k| format!("{}{}", k.tenant_id, k.environment_id))
+            .collect();
+        assert_eq!(order, ["a1", "b1", "c1", "a2", "b2", "a3"]);
     }
 
     #[test]

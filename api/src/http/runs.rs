@@ -505,28 +505,23 @@ async fn cancel(
         by: auth.subject().to_owned(),
         reason,
     };
-    let update = request.clone();
-    let taken = update_run(&state, &id, |h| async move {
-        let opts = WorkflowExecuteUpdateOptions::default();
-        h.execute_update(ProvisioningRun::request_cancel, update, opts)
-            .await
-    })
+    tell_run(
+        &state,
+        auth.tenant(),
+        &id,
+        request,
+        |h, r| async move {
+            let opts = WorkflowExecuteUpdateOptions::default();
+            h.execute_update(ProvisioningRun::request_cancel, r, opts)
+                .await
+        },
+        |row, _| Ok(cancel_refused(&id, row.state)),
+        |h, r| async move {
+            h.signal(ProvisioningRun::cancel, r, WorkflowSignalOptions::default())
+                .await
+        },
+    )
     .await?;
-    if !taken {
-        let row = find_run(&state, auth.tenant(), &id).await?;
-        if let Some(why) = cancel_refused(&id, row.state) {
-            return Err(Error::Conflict(why));
-        }
-        signal_run(&state, &id, |h| async move {
-            h.signal(
-                ProvisioningRun::cancel,
-                request,
-                WorkflowSignalOptions::default(),
-            )
-            .await
-        })
-        .await?;
-    }
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(CancelRequested {
@@ -583,28 +578,27 @@ async fn break_glass(
         window_id: None,
         at: None,
     };
-    let update = request.clone();
-    let taken = update_run(&state, &id, |h| async move {
-        let opts = WorkflowExecuteUpdateOptions::default();
-        h.execute_update(ProvisioningRun::request_break_glass, update, opts)
-            .await
-    })
-    .await?;
-    if !taken {
-        let row = find_run(&state, auth.tenant(), &id).await?;
-        if let Some(why) = break_glass_refused(&id, row.state) {
-            return Err(Error::Conflict(why));
-        }
-        signal_run(&state, &id, |h| async move {
+    tell_run(
+        &state,
+        auth.tenant(),
+        &id,
+        request,
+        |h, r| async move {
+            let opts = WorkflowExecuteUpdateOptions::default();
+            h.execute_update(ProvisioningRun::request_break_glass, r, opts)
+                .await
+        },
+        |row, _| Ok(break_glass_refused(&id, row.state)),
+        |h, r| async move {
             h.signal(
                 ProvisioningRun::break_glass,
-                request,
+                r,
                 WorkflowSignalOptions::default(),
             )
             .await
-        })
-        .await?;
-    }
+        },
+    )
+    .await?;
     tracing::warn!(by = %auth.subject(), "break-glass requested");
     Ok((
         StatusCode::ACCEPTED,
@@ -735,22 +729,29 @@ async fn tell_decision(
     id: &str,
     approval: Approval,
 ) -> Result<(), Error> {
-    let update = approval.clone();
-    let taken = update_run(state, id, |h| async move {
-        let opts = WorkflowExecuteUpdateOptions::default();
-        h.execute_update(ProvisioningRun::decide, update, opts)
+    tell_run(
+        state,
+        tenant,
+        id,
+        approval,
+        |h, a| async move {
+            let opts = WorkflowExecuteUpdateOptions::default();
+            h.execute_update(ProvisioningRun::decide, a, opts).await
+        },
+        |row, a| {
+            let plan = row.plan()?;
+            Ok(decision_refused(id, row.state, plan.as_ref(), false, a))
+        },
+        |h, a| async move {
+            h.signal(
+                ProvisioningRun::approval,
+                a,
+                WorkflowSignalOptions::default(),
+            )
             .await
-    })
-    .await?;
-    if taken {
-        return Ok(());
-    }
-    let row = find_run(state, tenant, id).await?;
-    let plan = row.plan()?;
-    if let Some(why) = decision_refused(id, row.state, plan.as_ref(), false, &approval) {
-        return Err(Error::Conflict(why));
-    }
-    signal_approval(state, id, approval).await
+        },
+    )
+    .await
 }
 
 /// How long the API waits for the run's worker to take or refuse an update. A run no worker
@@ -760,44 +761,69 @@ async fn tell_decision(
 /// signal (the first cancel, break-glass or decision counts; the same one twice, once).
 const UPDATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Sends an update to the run: true when the run took it, false when no worker answered in
-/// [`UPDATE_WAIT`] or the workflow has ended (the read tables then say why);
-/// [`Error::Conflict`] with the run's reason when it refused it.
-async fn update_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<bool, Error>
+/// The run's workflow, by its id.
+type RunHandle = temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>;
+
+/// Tells the run `request` by `update`, which the run refuses to the caller ([`Error::Conflict`]
+/// with its reason) when it would not take it. When no worker answers in [`UPDATE_WAIT`] (or the
+/// workflow has ended), the read tables' row is checked by `refused`, the same rule, and
+/// `request` is sent by `signal` instead.
+async fn tell_run<T, U, UF, S, SF>(
+    state: &AppState,
+    tenant: &str,
+    id: &str,
+    request: T,
+    update: U,
+    refused: impl FnOnce(&Run, &T) -> Result<Option<String>, Error>,
+    signal: S,
+) -> Result<(), Error>
 where
-    F: FnOnce(temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>) -> Fut,
-    Fut: std::future::Future<Output = Result<(), WorkflowUpdateError>>,
+    T: Clone,
+    U: FnOnce(RunHandle, T) -> UF,
+    UF: std::future::Future<Output = Result<(), WorkflowUpdateError>>,
+    S: FnOnce(RunHandle, T) -> SF,
+    SF: std::future::Future<
+            Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
+        >,
 {
     start_if_unstarted(state, id).await?;
-    let handle = state
-        .temporal
-        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
-    let sent = runtime_cloud_temporal::in_current_span(send(handle));
+    let sent =
+        runtime_cloud_temporal::in_current_span(update(run_handle(state, id), request.clone()));
     match tokio::time::timeout(UPDATE_WAIT, sent).await {
-        Ok(Ok(())) => Ok(true),
-        Ok(Err(WorkflowUpdateError::Failed(refusal))) => Err(Error::Conflict(refusal.message)),
-        Ok(Err(WorkflowUpdateError::NotFound(_))) | Err(_) => Ok(false),
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(WorkflowUpdateError::Failed(refusal))) => {
+            return Err(Error::Conflict(refusal.message));
+        }
+        Ok(Err(WorkflowUpdateError::NotFound(_))) | Err(_) => {}
         Ok(Err(e)) => {
             tracing::error!(error = %e, "cannot update run `{id}`");
-            Err(Error::Unavailable(
+            return Err(Error::Unavailable(
                 "the workflow service is unavailable; retry later".into(),
-            ))
+            ));
         }
     }
+    let row = find_run(state, tenant, id).await?;
+    if let Some(why) = refused(&row, &request)? {
+        return Err(Error::Conflict(why));
+    }
+    signal_run(state, id, |h| signal(h, request)).await
+}
+
+fn run_handle(state: &AppState, id: &str) -> RunHandle {
+    state
+        .temporal
+        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id))
 }
 
 async fn signal_run<F, Fut>(state: &AppState, id: &str, send: F) -> Result<(), Error>
 where
-    F: FnOnce(temporalio_client::WorkflowHandle<temporalio_client::Client, ProvisioningRun>) -> Fut,
+    F: FnOnce(RunHandle) -> Fut,
     Fut: std::future::Future<
             Output = Result<(), temporalio_client::errors::WorkflowInteractionError>,
         >,
 {
     start_if_unstarted(state, id).await?;
-    let handle = state
-        .temporal
-        .get_workflow_handle::<ProvisioningRun>(run_workflow_id(id));
-    runtime_cloud_temporal::in_current_span(send(handle))
+    runtime_cloud_temporal::in_current_span(send(run_handle(state, id)))
         .await
         .map_err(Error::from_signal(format!("run `{id}`")))
 }
