@@ -13,8 +13,8 @@ use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
 use runtime_cloud_temporal::Error;
 use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
-    ClusterWatch, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
-    ProvisioningRun, ReconciliationProposal,
+    ClusterWatch, EnvironmentLifetime, FleetRollout, GitOpsReconciler, ObservationSweep,
+    ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -168,6 +168,20 @@ async fn serve(
             Err(e) => tracing::warn!(error = %e, "cannot read which clusters to watch"),
         }
     }
+    let lifetimes =
+        runtime_cloud_temporal::lifetimes::start_all(&deps.db, &deps.client, &deps.task_queue)
+            .await;
+    match lifetimes {
+        Ok(n) => tracing::info!(
+            ephemeral = n,
+            "the ephemeral environments' lifetimes are started"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot read which environments are ephemeral"),
+    }
+    let lifetime = runtime_cloud_activities::lifetime::LifetimeActivitiesImpl {
+        db: deps.db.clone(),
+        provisioning: deps.provisioning.clone(),
+    };
     let mut options = WorkerOptions::new(deps.task_queue.clone())
         .register_workflow::<ProvisioningRun>()?
         .register_workflow::<ObserveEnvironment>()?
@@ -175,11 +189,13 @@ async fn serve(
         .register_workflow::<ObservationSweep>()?
         .register_workflow::<GitOpsReconciler>()?
         .register_workflow::<FleetRollout>()?
+        .register_workflow::<EnvironmentLifetime>()?
         .register_activities(activities)
         .register_activities(inventory_activities(deps))
         .register_activities(scheduled)
         .register_activities(fleet)
-        .register_activities(capacity);
+        .register_activities(capacity)
+        .register_activities(lifetime);
     if let Some(kubernetes) = &deps.kubernetes_watch {
         options = options
             .register_workflow::<ClusterWatch>()?

@@ -22,6 +22,7 @@ mod inbound;
 mod kubernetes;
 mod kubernetes_deploy;
 mod kubernetes_watch;
+mod lifetimes;
 mod metrics;
 mod nats_security;
 mod oidc;

@@ -10,6 +10,8 @@
 //! - [`capacity`]: capacity leases on the project's quota, and whether a pool is served.
 //! - [`fleet`]: the fleet rollout's activities (prepare an instance's run, progress, incidents).
 //! - [`kubernetes`]: the Kubernetes adapter of the Observer port.
+//! - [`lifetime`]: an environment's lifetime activities (read it, warn of its expiry, record
+//!   its decommission run).
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
@@ -32,6 +34,7 @@ pub mod error;
 pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
+pub mod lifetime;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;

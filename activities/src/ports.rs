@@ -45,6 +45,37 @@ pub trait Runner: Send + Sync + 'static {
     async fn abandon(&self, _target: &Target, _log: &StepLog) -> Result<(), Error> {
         Ok(())
     }
+
+    /// A decommission's plan: what destroying everything the target runs would delete. Reads
+    /// only, as [`Runner::plan`].
+    async fn plan_destroy(
+        &self,
+        target: &Target,
+        _spec: &SpecificationSnapshot,
+        _log: &StepLog,
+    ) -> Result<PlanReceipt, Error> {
+        Err(cannot_destroy(target))
+    }
+
+    /// Destroys everything the target runs, as planned: once per run, and refused when the
+    /// target moved since the plan, as [`Runner::apply`].
+    async fn destroy(
+        &self,
+        _run_id: &str,
+        target: &Target,
+        _spec: &SpecificationSnapshot,
+        _plan: &PlanReceipt,
+        _log: &StepLog,
+    ) -> Result<ApplyReceipt, Error> {
+        Err(cannot_destroy(target))
+    }
+}
+
+fn cannot_destroy(target: &Target) -> Error {
+    Error::PlanInvalid(format!(
+        "the runner of environment `{}` cannot decommission it yet",
+        target.environment_id
+    ))
 }
 
 /// One observation's reading of a target: what runs, and what drifted in its cloud.
@@ -202,6 +233,32 @@ impl Runner for TargetRunners {
 
     async fn abandon(&self, target: &Target, log: &StepLog) -> Result<(), Error> {
         self.runner(target).await?.abandon(target, log).await
+    }
+
+    async fn plan_destroy(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        log: &StepLog,
+    ) -> Result<PlanReceipt, Error> {
+        self.runner(target)
+            .await?
+            .plan_destroy(target, spec, log)
+            .await
+    }
+
+    async fn destroy(
+        &self,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
+        log: &StepLog,
+    ) -> Result<ApplyReceipt, Error> {
+        self.runner(target)
+            .await?
+            .destroy(run_id, target, spec, plan, log)
+            .await
     }
 }
 

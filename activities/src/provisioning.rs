@@ -222,7 +222,11 @@ impl ProvisioningActivitiesImpl {
             // heartbeat timeout, not the plan's whole timeout (the plan is read-only: planned
             // again, it changes nothing).
             let plan = {
-                let plan = self.runner.plan(&target, &req.specification, &log);
+                let plan = if req.destroy {
+                    self.runner.plan_destroy(&target, &req.specification, &log)
+                } else {
+                    self.runner.plan(&target, &req.specification, &log)
+                };
                 tokio::pin!(plan);
                 let mut beat = heartbeats();
                 loop {
@@ -263,9 +267,12 @@ impl ProvisioningActivitiesImpl {
             let started = std::time::Instant::now();
             let budget = stop_before(ctx.info().deadline);
             let receipt = {
-                let apply =
-                    self.runner
-                        .apply(&req.run_id, &target, &req.specification, &req.plan, &log);
+                let (run_id, spec, plan) = (&req.run_id, &req.specification, &req.plan);
+                let apply = if req.destroy {
+                    self.runner.destroy(run_id, &target, spec, plan, &log)
+                } else {
+                    self.runner.apply(run_id, &target, spec, plan, &log)
+                };
                 tokio::pin!(apply);
                 let out_of_time = tokio::time::sleep(budget);
                 tokio::pin!(out_of_time);

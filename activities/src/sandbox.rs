@@ -373,6 +373,37 @@ impl Runner for Sandbox {
             ApplyResult::Failed => Err(Error::ApplyFailed(receipt.reason.unwrap_or_default())),
         }
     }
+
+    /// The plan of a specification that declares nothing: every workload deleted.
+    async fn plan_destroy(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        log: &StepLog,
+    ) -> Result<PlanReceipt, Error> {
+        self.plan(target, &nothing(spec), log).await
+    }
+
+    /// Removes every workload, as the plan of [`Runner::plan_destroy`] said; the document
+    /// stays, with the run's receipt (a retried destroy answers with it).
+    async fn destroy(
+        &self,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
+        log: &StepLog,
+    ) -> Result<ApplyReceipt, Error> {
+        self.apply(run_id, target, &nothing(spec), plan, log).await
+    }
+}
+
+/// `spec` declaring no workloads: what a decommission converges the sandbox to.
+fn nothing(spec: &SpecificationSnapshot) -> SpecificationSnapshot {
+    SpecificationSnapshot {
+        workloads: Vec::new(),
+        ..spec.clone()
+    }
 }
 
 /// Writes `bytes` to `path` whole or not at all: into `beside` (in the same directory), then

@@ -1,5 +1,6 @@
 //! Integration events: topic names and payloads, exactly as the spec pages list them.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// One event ready for the outbox.
@@ -201,6 +202,67 @@ into_outbox!(
     ENVIRONMENT_MODE_CHANGED,
     environment_id
 );
+
+/// Topic of `EnvironmentExpiring`.
+pub const ENVIRONMENT_EXPIRING: &str = "provisioning.environments.v1.environment-expiring";
+
+/// `EnvironmentExpiring` (not in the spec: ephemeral environments): an ephemeral environment
+/// is decommissioned at `expiresAt` unless it is extended first. Sent once per expiry; an
+/// extension warns again before the new one.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentExpiring {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub project_id: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+into_outbox!(EnvironmentExpiring, ENVIRONMENT_EXPIRING, environment_id);
+
+/// Topic of `EnvironmentExpiryExtended`.
+pub const ENVIRONMENT_EXPIRY_EXTENDED: &str =
+    "provisioning.environments.v1.environment-expiry-extended";
+
+/// `EnvironmentExpiryExtended` (not in the spec: ephemeral environments): who moved an
+/// ephemeral environment's expiry, from when to when.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentExpiryExtended {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub before: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub extended_by: String,
+}
+
+into_outbox!(
+    EnvironmentExpiryExtended,
+    ENVIRONMENT_EXPIRY_EXTENDED,
+    environment_id
+);
+
+/// Topic of `EnvironmentRetired`.
+pub const ENVIRONMENT_RETIRED: &str = "provisioning.environments.v1.environment-retired";
+
+/// `EnvironmentRetired` (not in the spec): a decommission run destroyed what the environment
+/// ran; it left the sweep, the reconciler and the fleet.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentRetired {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub project_id: String,
+    /// The decommission run; absent when nothing was ever declared for the environment, so
+    /// there was nothing to destroy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning_run_id: Option<String>,
+    /// The expiry it reached, for an ephemeral environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+into_outbox!(EnvironmentRetired, ENVIRONMENT_RETIRED, environment_id);
 
 /// Topic of `ChangeWindowOverridden`.
 pub const CHANGE_WINDOW_OVERRIDDEN: &str = "provisioning.runs.v1.change-window-overridden";

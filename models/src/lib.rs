@@ -22,6 +22,7 @@
 //! - [`fleet`]: the fleet as observed (instance health, the summary), incidents.
 //! - [`inbound`]: the events other services send (payloads, subjects, JSON Schemas).
 //! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
+//! - [`lifetime`]: an environment's state and expiry: ephemeral environments, retirement.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rollouts`]: fleet rollouts: waves, convergence as observed, guards.
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
@@ -40,6 +41,7 @@ pub mod events;
 pub mod fleet;
 pub mod inbound;
 pub mod inventory;
+pub mod lifetime;
 pub mod observation;
 pub mod options;
 pub mod pacing;

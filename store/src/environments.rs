@@ -8,7 +8,11 @@ use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::environments::{
     EnvironmentKey, EnvironmentMode, EnvironmentPage, Labels,
 };
-use runtime_cloud_models::events::{EnvironmentModeChanged, EnvironmentTargetChanged};
+use runtime_cloud_models::events::{
+    EnvironmentExpiring, EnvironmentExpiryExtended, EnvironmentModeChanged, EnvironmentRetired,
+    EnvironmentTargetChanged,
+};
+use runtime_cloud_models::lifetime::EnvironmentState;
 use runtime_cloud_models::targets::{KubernetesNamespace, ObserverTarget, Target};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter,
@@ -43,6 +47,15 @@ pub struct Environment {
     /// The worker pool whose workers plan and apply its runs; none for the default task queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool_id: Option<String>,
+    /// Where it is in its life: `active`, or `retired` once a decommission run destroyed
+    /// what it ran.
+    pub state: EnvironmentState,
+    /// When an ephemeral environment is decommissioned; absent: it is not ephemeral.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was retired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<DateTime<Utc>>,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
 }
@@ -51,6 +64,11 @@ impl Environment {
     /// Whether it is a production environment.
     pub fn production(&self) -> bool {
         self.class == EnvironmentClass::Production
+    }
+
+    /// Whether it was retired: it refuses new runs, observations and changes.
+    pub fn retired(&self) -> bool {
+        self.state == EnvironmentState::Retired
     }
 
     pub(crate) fn read(m: rows::Model) -> Result<Self, Error> {
@@ -71,6 +89,9 @@ impl Environment {
             },
             customer_tenant_id: m.customer_tenant_id,
             pool_id: m.pool_id,
+            state: at.wire("state", &m.state)?,
+            expires_at: m.expires_at,
+            retired_at: m.retired_at,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -93,6 +114,8 @@ pub struct NewEnvironment {
     pub labels: Labels,
     pub customer_tenant_id: Option<String>,
     pub pool_id: Option<String>,
+    /// An ephemeral environment's expiry.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// Registers an environment. [`Error::Duplicate`] when the tenant already has one with this id.
@@ -119,6 +142,10 @@ pub async fn register(
             .transpose()?),
         customer_tenant_id: Set(new.customer_tenant_id),
         pool_id: Set(new.pool_id),
+        state: Set(EnvironmentState::Active.as_str().to_owned()),
+        expires_at: Set(new.expires_at),
+        warned_for: Set(None),
+        retired_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -319,14 +346,22 @@ pub async fn all(db: &impl ConnectionTrait, tenant_id: &str) -> Result<Vec<Envir
         .collect()
 }
 
-/// A page of every tenant's environments in a stable order (the surrogate key), starting
-/// after `after`; `next` is set when the page is full.
+/// The environments not retired: what the sweep, the reconciler, the watches and the fleet
+/// look after.
+fn active() -> sea_orm::sea_query::SimpleExpr {
+    rows::Column::State.eq(EnvironmentState::Active.as_str())
+}
+
+/// A page of every tenant's active environments in a stable order (the surrogate key),
+/// starting after `after`; `next` is set when the page is full.
 pub async fn page(
     db: &impl ConnectionTrait,
     after: Option<&str>,
     limit: u64,
 ) -> Result<EnvironmentPage, Error> {
-    let mut select = rows::Entity::find().order_by_asc(rows::Column::Id);
+    let mut select = rows::Entity::find()
+        .filter(active())
+        .order_by_asc(rows::Column::Id);
     if let Some(after) = after {
         select = select.filter(rows::Column::Id.gt(after));
     }
@@ -352,6 +387,7 @@ pub async fn kubernetes_observed(
 ) -> Result<Vec<(EnvironmentKey, KubernetesNamespace)>, Error> {
     let rows = rows::Entity::find()
         .filter(rows::Column::Target.contains("\"kubernetes\""))
+        .filter(active())
         .order_by_asc(rows::Column::Id)
         .all(db)
         .await?;
@@ -369,14 +405,252 @@ pub async fn kubernetes_observed(
     Ok(observed)
 }
 
-/// (tenant, environment id) of every environment (the metrics' stale gauge).
+/// (tenant, environment id) of every active environment (the metrics' stale gauge).
 pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Error> {
     Ok(rows::Entity::find()
+        .filter(active())
         .select_only()
         .columns([rows::Column::TenantId, rows::Column::EnvironmentId])
         .into_tuple()
         .all(db)
         .await?)
+}
+
+/// What [`extend`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extended {
+    /// The expiry moved: the environment before and after.
+    Moved(Box<Environment>, Box<Environment>),
+    /// It is retired, or not ephemeral: nothing changed.
+    Refused(Environment),
+}
+
+/// Moves the tenant's ephemeral environment's expiry to `expires_at`, with the
+/// `EnvironmentExpiryExtended` event that records who did it, in one transaction. A retired
+/// environment, or one that is not ephemeral, is left as it is.
+pub async fn extend(
+    db: &sea_orm::DatabaseConnection,
+    tenant_id: &str,
+    environment_id: &str,
+    expires_at: DateTime<Utc>,
+    extended_by: &str,
+) -> Result<Extended, Error> {
+    let txn = crate::begin_write(db).await?;
+    let row = one(&txn, tenant_id, environment_id).await?;
+    let before = Environment::read(row.clone())?;
+    let Some(was) = before.expires_at.filter(|_| !before.retired()) else {
+        return Ok(Extended::Refused(before));
+    };
+    let mut active: rows::ActiveModel = row.into();
+    active.expires_at = Set(Some(expires_at));
+    active.updated_at = Set(Utc::now());
+    let after = Environment::read(active.update(&txn).await?)?;
+    let event = EnvironmentExpiryExtended {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        before: was,
+        expires_at,
+        extended_by: extended_by.to_owned(),
+    };
+    let id = crate::outbox::event_id(
+        &uuid::Uuid::now_v7().to_string(),
+        "EnvironmentExpiryExtended",
+    );
+    crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
+    txn.commit().await?;
+    Ok(Extended::Moved(Box::new(before), Box::new(after)))
+}
+
+/// Records that the environment was warned of its expiry `expires_at`, with the
+/// `EnvironmentExpiring` event, in one transaction: once per expiry (a second call for the
+/// same expiry, a worker's retry, records nothing). True when it warned now.
+pub async fn warn_expiring(
+    db: &sea_orm::DatabaseConnection,
+    tenant_id: &str,
+    environment_id: &str,
+    expires_at: DateTime<Utc>,
+) -> Result<bool, Error> {
+    let txn = crate::begin_write(db).await?;
+    let row = one(&txn, tenant_id, environment_id).await?;
+    let env = Environment::read(row.clone())?;
+    if env.retired() || env.expires_at != Some(expires_at) || row.warned_for == Some(expires_at) {
+        return Ok(false);
+    }
+    let mut active: rows::ActiveModel = row.into();
+    active.warned_for = Set(Some(expires_at));
+    active.update(&txn).await?;
+    let event = EnvironmentExpiring {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        project_id: env.project_id,
+        expires_at,
+    };
+    // One event per expiry, however often asked.
+    let key = format!(
+        "{tenant_id}/{environment_id}/{}",
+        expires_at.timestamp_millis()
+    );
+    let id = crate::outbox::event_id(&key, "EnvironmentExpiring");
+    crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
+    txn.commit().await?;
+    Ok(true)
+}
+
+/// Retires the tenant's environment in the transaction `txn` that records the decommission
+/// run `run_id` applied (none: nothing was ever declared for it, so there was nothing to
+/// destroy), with `EnvironmentRetired`. An environment retired already is left.
+pub async fn retire_in(
+    txn: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    run_id: Option<&str>,
+) -> Result<(), Error> {
+    let row = one(txn, tenant_id, environment_id).await?;
+    let env = Environment::read(row.clone())?;
+    if env.retired() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let mut active: rows::ActiveModel = row.into();
+    active.state = Set(EnvironmentState::Retired.as_str().to_owned());
+    active.retired_at = Set(Some(now));
+    active.updated_at = Set(now);
+    active.update(txn).await?;
+    let event = EnvironmentRetired {
+        tenant_id: tenant_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        project_id: env.project_id,
+        provisioning_run_id: run_id.map(str::to_owned),
+        expires_at: env.expires_at,
+    };
+    let key = format!("{tenant_id}/{environment_id}");
+    let id = crate::outbox::event_id(&key, "EnvironmentRetired");
+    crate::outbox::append(txn, tenant_id, event.into(), id).await
+}
+
+/// The tenant's environment's life (its state, expiry and warning); none when it is not
+/// registered.
+pub async fn life(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<Option<runtime_cloud_models::lifetime::LifeRow>, Error> {
+    let row = rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .one(db)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let warned_for = row.warned_for;
+    let env = Environment::read(row)?;
+    Ok(Some(runtime_cloud_models::lifetime::LifeRow {
+        state: env.state,
+        expires_at: env.expires_at,
+        warned_for,
+        created_at: env.created_at,
+    }))
+}
+
+/// Every active ephemeral environment, of every tenant: the lifetimes a worker makes sure
+/// are running as it starts.
+pub async fn ephemeral(db: &impl ConnectionTrait) -> Result<Vec<EnvironmentKey>, Error> {
+    Ok(rows::Entity::find()
+        .filter(active())
+        .filter(rows::Column::ExpiresAt.is_not_null())
+        .order_by_asc(rows::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| EnvironmentKey {
+            tenant_id: r.tenant_id,
+            environment_id: r.environment_id,
+        })
+        .collect())
+}
+
+/// The tenant's environment's row; [`Error::Missing`] when there is none.
+async fn one(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<rows::Model, Error> {
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::EnvironmentId.eq(environment_id))
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "environment",
+            id: environment_id.to_owned(),
+        })
+}
+
+/// The longest time to live the tenant's ephemeral environments may be given, from now:
+/// what a PlatformAdmin set, else [`DEFAULT_MAX_TTL`].
+///
+/// [`DEFAULT_MAX_TTL`]: runtime_cloud_models::lifetime::DEFAULT_MAX_TTL
+pub async fn lifetime_limit(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+) -> Result<LifetimeLimit, Error> {
+    use crate::entities::environment_lifetime_limits as limits;
+    let set = limits::Entity::find_by_id(tenant_id).one(db).await?;
+    Ok(match set {
+        Some(row) => LifetimeLimit {
+            max_ttl: chrono::Duration::seconds(row.max_ttl_seconds),
+            set_by: Some(row.set_by),
+            updated_at: Some(row.updated_at),
+        },
+        None => LifetimeLimit {
+            max_ttl: runtime_cloud_models::lifetime::DEFAULT_MAX_TTL,
+            set_by: None,
+            updated_at: None,
+        },
+    })
+}
+
+/// A tenant's limit on its environments' lifetimes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifetimeLimit {
+    pub max_ttl: chrono::Duration,
+    /// Who set it; none: the default.
+    pub set_by: Option<String>,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// Sets the tenant's limit on its environments' lifetimes (a PlatformAdmin's).
+pub async fn set_lifetime_limit(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    max_ttl: chrono::Duration,
+    set_by: &str,
+) -> Result<LifetimeLimit, Error> {
+    use crate::entities::environment_lifetime_limits as limits;
+    use sea_orm::sea_query::OnConflict;
+    let now = Utc::now();
+    let row = limits::ActiveModel {
+        tenant_id: Set(tenant_id.to_owned()),
+        max_ttl_seconds: Set(max_ttl.num_seconds()),
+        set_by: Set(set_by.to_owned()),
+        updated_at: Set(now),
+    };
+    limits::Entity::insert(row)
+        .on_conflict(
+            OnConflict::column(limits::Column::TenantId)
+                .update_columns([
+                    limits::Column::MaxTtlSeconds,
+                    limits::Column::SetBy,
+                    limits::Column::UpdatedAt,
+                ])
+                .to_owned(),
+        )
+        .exec(db)
+        .await?;
+    Ok(LifetimeLimit {
+        max_ttl,
+        set_by: Some(set_by.to_owned()),
+        updated_at: Some(now),
+    })
 }
 
 #[cfg(test)]
@@ -415,6 +689,7 @@ mod tests {
             labels: Default::default(),
             customer_tenant_id: None,
             pool_id: None,
+            expires_at: None,
         };
         let err = register(&db, again).await.unwrap_err();
         assert!(

@@ -118,6 +118,7 @@ pub async fn environment(
             labels: Default::default(),
             customer_tenant_id: None,
             pool_id: None,
+            expires_at: None,
         },
     )
     .await

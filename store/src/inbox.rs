@@ -122,6 +122,7 @@ pub async fn receive(
                         labels: e.labels.clone(),
                         customer_tenant_id: e.customer_tenant_id.clone(),
                         pool_id: None,
+                        expires_at: None,
                     };
                     environments::register(&txn, new).await?
                 }

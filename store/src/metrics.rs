@@ -598,6 +598,7 @@ mod tests {
                 labels: Default::default(),
                 customer_tenant_id: None,
                 pool_id: None,
+                expires_at: None,
             },
         )
         .await

@@ -8,6 +8,7 @@
 //! - [`codec`]: workflow payloads encrypted (AES-256-GCM) before they leave the process.
 //! - [`admission`]: start a run's workflow; start the deferred runs a freed slot admits.
 //! - [`cluster_watches`]: start the Kubernetes clusters' watches, unless they run.
+//! - [`lifetimes`]: start, tell and ask the environments' lifetimes (expiry, decommission).
 //! - [`observations`]: tell an environment what runs there changed (its watched observation).
 //! - [`task_queues`]: a task queue's pollers and backlog (a worker pool's load).
 //! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
@@ -19,6 +20,7 @@ pub mod cluster_watches;
 pub mod codec;
 pub mod connection;
 pub mod dev_server;
+pub mod lifetimes;
 pub mod observations;
 pub mod schedules;
 pub mod task_queues;

@@ -1,11 +1,11 @@
 //! End a run: its ending recorded, its semaphores let go and the observation after its apply
-//! recorded, in one transaction.
+//! recorded (or, for an applied decommission, its environment retired), in one transaction.
 
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
-use runtime_cloud_models::{RunInput, RunStatus};
+use runtime_cloud_models::{ProvisioningKind, ProvisioningState, RunInput, RunStatus};
 use runtime_cloud_store::proposals::Acceptance;
-use runtime_cloud_store::{DatabaseConnection, Error, begin_write, runs, semaphores};
+use runtime_cloud_store::{DatabaseConnection, Error, begin_write, environments, runs, semaphores};
 use sea_orm::DatabaseTransaction;
 
 /// What a run's ending let go and recorded ([`end_run`]).
@@ -49,6 +49,10 @@ pub async fn end_run(
         None => Vec::new(),
     };
     runs::project_through_in(&txn, run, passed, status, ended_at).await?;
+    if retires(run, status) {
+        environments::retire_in(&txn, &run.tenant_id, &run.environment_id, Some(&run.run_id))
+            .await?;
+    }
     let observed = match observed {
         Some((req, acceptance)) => record_or_give_up(&txn, req, acceptance).await?,
         None => None,
@@ -60,6 +64,12 @@ pub async fn end_run(
         environment_promoted,
         observed,
     })
+}
+
+/// Whether the run's ending retires its environment: a decommission that applied destroyed
+/// what the environment ran.
+pub fn retires(run: &RunInput, status: &RunStatus) -> bool {
+    run.kind == ProvisioningKind::Decommission && status.state == Some(ProvisioningState::Applied)
 }
 
 /// The observation after a run's apply, recorded in a savepoint of its ending's transaction: a

@@ -13,11 +13,14 @@
 //! - [`raise_findings`]: findings raised, resolved and grouped into a proposal (in an
 //!   observation's transaction), and the GitOps reconciler's proposal for a re-plan.
 //! - [`prepare_proposal_run`]: an accepted proposal's run, with what it applies and its approval.
+//! - [`prepare_decommission_run`]: an environment's decommission run (or its retirement, when
+//!   nothing was ever declared for it).
 //! - [`take_lease`]: a run's lease on its project's quota and its capacity slot; with the
 //!   environment's lock when the run takes its turn.
 
 pub mod admit_run;
 pub mod end_run;
+pub mod prepare_decommission_run;
 pub mod prepare_proposal_run;
 pub mod raise_findings;
 pub mod record_observation;
@@ -27,6 +30,7 @@ pub mod take_lease;
 mod fixtures;
 
 pub use end_run::{Ended, end_run};
+pub use prepare_decommission_run::prepare_decommission_run;
 pub use prepare_proposal_run::prepare_proposal_run;
 pub use raise_findings::raise_for_replan;
 pub use record_observation::{

@@ -737,6 +737,7 @@ mod tests {
                     labels: Default::default(),
                     customer_tenant_id: None,
                     pool_id: None,
+                    expires_at: None,
                 };
                 environments::register(db, new).await.unwrap();
                 let declared = Declaration {

@@ -78,6 +78,10 @@ pub struct PlanRequest {
     /// What the OS holds the runner's processes to (the project's quota).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
+    /// A decommission: plan the destruction of what the environment runs, not the
+    /// specification.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroy: bool,
 }
 
 /// Apply a recorded plan. The runner refuses when the target no longer matches the plan's
@@ -93,6 +97,9 @@ pub struct ApplyRequest {
     /// What the OS holds the runner's processes to (the project's quota).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
+    /// A decommission: destroy what the environment runs, as planned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroy: bool,
 }
 
 /// Project a run's current status into the read tables, with its event, in one transaction,
@@ -670,4 +677,55 @@ pub mod fleet_markers {
     pub use super::fleet_activities::{
         CheckSlo, OpenIncident, Progress, Project, StartInstanceRun, StartRollbackRun,
     };
+}
+
+/// An environment's life: read it, warn of its expiry, prepare its decommission run.
+pub struct LifetimeActivities;
+
+#[activity_definitions]
+impl LifetimeActivities {
+    /// The environment's life as its row says now; none when it is not registered.
+    #[activity(name = "lifetime.read")]
+    pub fn read(environment: EnvironmentKey) -> Result<Option<LifeRow>, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Records `EnvironmentExpiring` for the expiry, once (`store::environments::warn_expiring`).
+    #[activity(name = "lifetime.warn")]
+    pub fn warn(request: WarnRequest) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    /// Records the decommission run `run_id` of the environment, in one transaction
+    /// (`transactions::prepare_decommission_run`); none when the environment was retired
+    /// meanwhile (it is then left so).
+    #[activity(name = "lifetime.prepare-decommission")]
+    pub fn prepare_decommission(
+        request: DecommissionRequest,
+    ) -> Result<Option<RunInput>, ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the lifetime activities.
+pub mod lifetime_markers {
+    pub use super::lifetime_activities::{PrepareDecommission, Read, Warn};
+}
+
+pub use runtime_cloud_models::lifetime::LifeRow;
+
+/// Warn of the environment's expiry `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WarnRequest {
+    pub environment: EnvironmentKey,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Record the decommission run `run_id` of an environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecommissionRequest {
+    pub environment: EnvironmentKey,
+    pub run_id: String,
 }

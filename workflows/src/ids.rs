@@ -46,6 +46,11 @@ pub fn cluster_watch_id(cluster_id: &str) -> String {
     format!("cluster-watch/{cluster_id}")
 }
 
+/// `environment-lifetime/{tenant}/{env}`: an environment's expiry and decommission.
+pub fn environment_lifetime_id(tenant_id: &str, environment_id: &str) -> String {
+    format!("environment-lifetime/{tenant_id}/{environment_id}")
+}
+
 /// `fleet-rollout/{rolloutId}`: one workflow per fleet rollout.
 pub fn rollout_workflow_id(rollout_id: &str) -> String {
     format!("fleet-rollout/{rollout_id}")

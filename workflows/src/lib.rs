@@ -18,6 +18,8 @@
 //! - [`observation_sweep`]: every five minutes, observe every environment and mark stale ones.
 //! - [`cluster_watch`]: one worker at a time watches a Kubernetes cluster; a change to an
 //!   environment's objects observes it within seconds.
+//! - [`environment_lifetime`]: an ephemeral environment warned, then decommissioned at its
+//!   expiry; any environment decommissioned when an operator asks.
 //! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
 //! - [`fairness`]: every run's tasks carry its tenant as Temporal's fairness key.
@@ -30,6 +32,7 @@
 
 pub mod cluster_watch;
 pub mod contracts;
+pub mod environment_lifetime;
 pub mod fairness;
 pub mod fleet_rollout;
 pub mod gitops_reconciler;
@@ -45,6 +48,7 @@ pub mod search_attributes;
 pub mod semaphore;
 
 pub use cluster_watch::ClusterWatch;
+pub use environment_lifetime::EnvironmentLifetime;
 pub use fleet_rollout::FleetRollout;
 pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;

@@ -178,21 +178,37 @@ fn shared_selector(watched: &[(EnvironmentKey, String, Option<String>)]) -> Opti
 
 /// Namespaces waiting for their events to settle, each with when it is due to be told: a
 /// change makes it due [`SETTLE`] after it (a later change, later), a relist [`RELIST_SETTLE`]
-/// after it (the kinds' watches list again one after the other after the same outage).
+/// after it (the kinds' watches list again one after the other after the same outage). A
+/// namespace that never stops changing (a controller writing every 100 ms) is told
+/// [`HOLD_AT_MOST`] after its first change all the same: the observation under way takes the
+/// changes after it as one more.
 #[derive(Debug, Default)]
-struct Settling(HashMap<String, Instant>);
+struct Settling(HashMap<String, Pending>);
+
+/// When a pending namespace is due, and when it is due at the latest.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    due: Instant,
+    deadline: Instant,
+}
+
+/// The longest a changing namespace waits to be told.
+const HOLD_AT_MOST: Duration = Duration::from_secs(1);
 
 impl Settling {
     /// A change in `namespace` at `at`, due `wait` after it; true when none was pending there.
     fn changed(&mut self, namespace: String, at: Instant, wait: Duration) -> bool {
-        let due = at + wait;
         match self.0.get_mut(&namespace) {
             Some(pending) => {
-                *pending = (*pending).max(due);
+                pending.due = pending.due.max(at + wait).min(pending.deadline);
                 false
             }
             None => {
-                self.0.insert(namespace, due);
+                let pending = Pending {
+                    due: at + wait,
+                    deadline: at + wait.max(HOLD_AT_MOST),
+                };
+                self.0.insert(namespace, pending);
                 true
             }
         }
@@ -203,7 +219,7 @@ impl Settling {
         let due: Vec<String> = self
             .0
             .iter()
-            .filter(|(_, due)| **due <= now)
+            .filter(|(_, pending)| pending.due <= now)
             .map(|(ns, _)| ns.clone())
             .collect();
         for ns in &due {
@@ -213,7 +229,7 @@ impl Settling {
     }
 
     fn next_due(&self) -> Option<Instant> {
-        self.0.values().min().copied()
+        self.0.values().map(|p| p.due).min()
     }
 }
 
@@ -266,34 +282,6 @@ impl WatchActivitiesImpl {
             .collect())
     }
 
-    /// Tells each of `environments` to observe itself: signals its watched observation,
-    /// started by the signal when none runs. A few at once, the tenants taking turns: a
-    /// tenant with thousands of changed environments does not hold up another's few here
-    /// (nor on the task queue, where the tenant is the observations' fairness key).
-    async fn tell(&self, environments: Vec<EnvironmentKey>) {
-        futures::stream::iter(tenants_in_turn(environments))
-            .for_each_concurrent(TOLD_AT_ONCE, |key| async move {
-                let told = runtime_cloud_temporal::observations::changed(
-                    &self.client,
-                    &self.task_queue,
-                    &key.tenant_id,
-                    &key.environment_id,
-                )
-                .await;
-                let (tenant_id, environment_id) = (&key.tenant_id, &key.environment_id);
-                match told {
-                    Ok(()) => {
-                        tracing::info!(%tenant_id, %environment_id, "a watched change observes the environment")
-                    }
-                    // The sweep observes it within five minutes anyway.
-                    Err(e) => {
-                        tracing::warn!(%tenant_id, %environment_id, error = %e, "a watched change could not start its observation")
-                    }
-                }
-            })
-            .await;
-    }
-
     /// Records that `environments` changed at once, so the sweep no longer trusts the watch for
     /// them while their observation is under way.
     async fn record_changed(&self, cluster_id: &str, environments: &[EnvironmentKey]) {
@@ -319,6 +307,7 @@ impl WatchActivitiesImpl {
         let client = kube::Client::try_from(config)
             .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
         let cluster_id = cluster.id();
+        let teller = Teller::start(self.client.clone(), self.task_queue.clone());
         let mut watched = self.watched(cluster).await?;
         loop {
             if watched.is_empty() {
@@ -395,7 +384,7 @@ impl WatchActivitiesImpl {
                         .flatten()
                         .cloned()
                         .collect();
-                    self.tell(told).await;
+                    teller.tell(told);
                 }
                 if Instant::now() >= until {
                     return Ok(WatchEnd::Again);
@@ -460,6 +449,70 @@ fn tenants_in_turn(environments: Vec<EnvironmentKey>) -> Vec<EnvironmentKey> {
     in_turn
 }
 
+/// Tells environments to observe themselves, off the watch's loop (which goes on reading
+/// events and heartbeating while a storm's thousands of observations are signalled): each
+/// signals its watched observation, started by the signal when none runs. A few at once, the
+/// tenants taking turns (and what came meanwhile taken together): a tenant with thousands of
+/// changed environments does not hold up another's few here, nor on the task queue, where the
+/// tenant is the observations' fairness key.
+struct Teller {
+    to_tell: tokio::sync::mpsc::UnboundedSender<Vec<EnvironmentKey>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Teller {
+    fn start(client: temporalio_client::Client, task_queue: String) -> Self {
+        let (to_tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Vec<EnvironmentKey>>();
+        let task = tokio::spawn(async move {
+            while let Some(mut batch) = told.recv().await {
+                while let Ok(more) = told.try_recv() {
+                    batch.extend(more);
+                }
+                let mut seen = std::collections::HashSet::new();
+                batch.retain(|key| seen.insert(key.clone()));
+                futures::stream::iter(tenants_in_turn(batch))
+                    .for_each_concurrent(TOLD_AT_ONCE, |key| tell(&client, &task_queue, key))
+                    .await;
+            }
+        });
+        Self { to_tell, task }
+    }
+
+    fn tell(&self, environments: Vec<EnvironmentKey>) {
+        if !environments.is_empty() {
+            // Only fails once the task ended, with the watch.
+            let _ = self.to_tell.send(environments);
+        }
+    }
+}
+
+impl Drop for Teller {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Tells one environment to observe itself.
+async fn tell(client: &temporalio_client::Client, task_queue: &str, key: EnvironmentKey) {
+    let (tenant_id, environment_id) = (&key.tenant_id, &key.environment_id);
+    let told = runtime_cloud_temporal::observations::changed(
+        client,
+        task_queue,
+        tenant_id,
+        environment_id,
+    )
+    .await;
+    match told {
+        Ok(()) => {
+            tracing::info!(%tenant_id, %environment_id, "a watched change observes the environment")
+        }
+        // The sweep observes it within five minutes anyway.
+        Err(e) => {
+            tracing::warn!(%tenant_id, %environment_id, error = %e, "a watched change could not start its observation")
+        }
+    }
+}
+
 /// The environments of each namespace.
 fn namespaces(
     watched: &[(EnvironmentKey, String, Option<String>)],
@@ -515,6 +568,12 @@ mod tests {
         assert_eq!(settling.next_due(), Some(start + ms(99) + SETTLE));
         assert_eq!(settling.settled(start + SETTLE + ms(99)), ["shop"]);
         assert_eq!(settling.next_due(), None);
+        // A namespace that keeps changing every 100 ms is told a second after its first change.
+        settling.changed("busy".into(), start, SETTLE);
+        for i in 1..50 {
+            settling.changed("busy".into(), start + ms(100 * i), SETTLE);
+        }
+        assert_eq!(settling.next_due(), Some(start + HOLD_AT_MOST));
         // A relist waits longer, and a change meanwhile does not bring it forward.
         settling.changed("shop".into(), start, RELIST_SETTLE);
         settling.changed("shop".into(), start + ms(10), SETTLE);

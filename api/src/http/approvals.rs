@@ -10,7 +10,7 @@ use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scop
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
-use crate::tenancy::require_environment;
+use crate::tenancy::require_active_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -65,7 +65,7 @@ async fn record(
     Json(body): Json<RecordApproval>,
 ) -> Result<Response, Error> {
     auth.require_role(PRODUCTION_DECIDERS)?;
-    let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
+    let env = require_active_environment(&state.db, auth.tenant(), &body.environment_id).await?;
     let now = Utc::now();
     let expires_at = body
         .expires_at

@@ -342,7 +342,7 @@ async fn bind_environment(
     Path(environment_id): Path<String>,
     Json(body): Json<BindPool>,
 ) -> Result<axum::Json<runtime_cloud_store::environments::Environment>, Error> {
-    crate::tenancy::require_environment(&state.db, auth.tenant(), &environment_id).await?;
+    crate::tenancy::require_active_environment(&state.db, auth.tenant(), &environment_id).await?;
     if let Some(pool_id) = &body.pool_id {
         crate::http::environments::check_pool(&state, auth.tenant(), pool_id).await?;
     }

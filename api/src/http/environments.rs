@@ -5,7 +5,7 @@ use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scop
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
-use crate::tenancy::require_environment;
+use crate::tenancy::{require_active_environment, require_environment};
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -54,6 +54,12 @@ pub struct RegisterEnvironment {
     /// The tenant's worker pool whose workers plan and apply its runs
     /// (`runtime-cloud worker --pool`); by default the shared task queue.
     pub pool_id: Option<String>,
+    /// An ephemeral environment's time to live (`20s`, `72h`, `7d`): decommissioned when it
+    /// has passed. Not for production; within the tenant's limit
+    /// (`GET /factory/capacity/environment-lifetime`).
+    pub ttl: Option<String>,
+    /// An ephemeral environment's expiry (RFC 3339), instead of `ttl`.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// An environment may be bound only to a pool of its own tenant that takes work.
@@ -101,6 +107,16 @@ async fn register(
     if let Some(pool_id) = &body.pool_id {
         check_pool(&state, auth.tenant(), pool_id).await?;
     }
+    let ephemeral = body.ttl.is_some() || body.expires_at.is_some();
+    if let Some(why) = ephemeral
+        .then(|| runtime_cloud_models::lifetime::ephemeral_refused(body.class))
+        .flatten()
+    {
+        return Err(Error::Unprocessable(why));
+    }
+    let expires_at =
+        super::lifetimes::expiry(&state, auth.tenant(), body.ttl.as_deref(), body.expires_at)
+            .await?;
     if environments::find(&state.db, auth.tenant(), &body.environment_id)
         .await?
         .is_some()
@@ -117,6 +133,7 @@ async fn register(
         labels: body.labels,
         customer_tenant_id: body.customer_tenant_id,
         pool_id: body.pool_id,
+        expires_at,
     };
     let env = match environments::register(&state.db, new).await {
         Ok(env) => env,
@@ -127,6 +144,7 @@ async fn register(
         Err(e) => return Err(e.into()),
     };
     watch_cluster(&state, &env).await;
+    super::lifetimes::start_lifetime(&state, &env).await;
     Ok((StatusCode::CREATED, axum::Json(env)))
 }
 
@@ -211,7 +229,7 @@ async fn change_target(
 ) -> Result<axum::Json<Environment>, Error> {
     auth.require_role(PRODUCTION_DECIDERS)?;
     target.validate().map_err(Error::Unprocessable)?;
-    require_environment(&state.db, auth.tenant(), &environment_id).await?;
+    require_active_environment(&state.db, auth.tenant(), &environment_id).await?;
     let env = environments::change_target(
         &state.db,
         auth.tenant(),

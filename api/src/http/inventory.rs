@@ -6,7 +6,7 @@ use crate::auth::{Auth, RuntimeOperate, RuntimeRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
-use crate::tenancy::require_environment;
+use crate::tenancy::{require_active_environment, require_environment};
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -188,7 +188,7 @@ async fn observe(
     auth: Scoped<RuntimeOperate>,
     Path(environment_id): Path<String>,
 ) -> Result<(StatusCode, axum::Json<ObservationStarted>), Error> {
-    environment(&state, &auth, &environment_id).await?;
+    require_active_environment(&state.db, auth.tenant(), &environment_id).await?;
     let workflow_id = start_observation(&state, auth.tenant(), &environment_id).await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -260,7 +260,7 @@ async fn change_mode(
     Path(environment_id): Path<String>,
     Json(body): Json<ChangeMode>,
 ) -> Result<axum::Json<Environment>, Error> {
-    environment(&state, &auth, &environment_id).await?;
+    require_active_environment(&state.db, auth.tenant(), &environment_id).await?;
     let (before, after) = runtime_cloud_store::environments::change_mode(
         &state.db,
         auth.tenant(),

@@ -15,6 +15,7 @@ mod environments;
 mod fleet;
 mod health;
 mod inventory;
+mod lifetimes;
 pub mod metrics;
 mod pagination;
 mod proposals;
@@ -46,6 +47,7 @@ fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(health::router())
         .merge(environments::router())
+        .merge(lifetimes::router())
         .merge(specifications::router())
         .merge(runs::router())
         .merge(run_logs::router())

@@ -8,7 +8,7 @@ use crate::auth::{PRODUCTION_DECIDERS, ProvisioningApply, ProvisioningRead, Scop
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
-use crate::tenancy::require_environment;
+use crate::tenancy::require_active_environment;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -160,7 +160,11 @@ async fn plan(
         return replay(&state, existing, &hash).await;
     }
 
-    let env = require_environment(&state.db, auth.tenant(), &body.environment_id).await?;
+    let env = require_active_environment(&state.db, auth.tenant(), &body.environment_id).await?;
+    // Destroying an environment is an Operator's call, in production and outside it.
+    if body.kind == runtime_cloud_models::ProvisioningKind::Decommission {
+        auth.require_role(PRODUCTION_DECIDERS)?;
+    }
     // The run itself checks again before it plans: this only spares the caller a run that
     // would end `Rejected`.
     let (quota, spent) = runtime_cloud_store::capacity::minutes_spent(

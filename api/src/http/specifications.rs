@@ -5,7 +5,7 @@ use crate::auth::{ProvisioningApply, ProvisioningRead, Scoped};
 use crate::json::Json;
 use crate::openapi::Problems;
 use crate::query::Query;
-use crate::tenancy::require_environment;
+use crate::tenancy::require_active_environment;
 use crate::{AppState, Error};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -112,7 +112,8 @@ async fn declare(
     // The store checks every declaration; checking here first answers an invalid body with
     // 422 whether or not its environment exists.
     declaration.validate()?;
-    let env = require_environment(&state.db, auth.tenant(), &declaration.environment_id).await?;
+    let env =
+        require_active_environment(&state.db, auth.tenant(), &declaration.environment_id).await?;
     declaration.project_id = env.project_id;
     let spec = specifications::declare(&state.db, &declaration).await?;
     Ok((StatusCode::CREATED, axum::Json(spec.into())))

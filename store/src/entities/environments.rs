@@ -28,6 +28,14 @@ pub struct Model {
     pub customer_tenant_id: Option<String>,
     /// The worker pool whose task queue runs its plans and applies; none for the default.
     pub pool_id: Option<String>,
+    /// `active` or `retired` (`models::lifetime::EnvironmentState`).
+    pub state: String,
+    /// When an ephemeral environment is decommissioned; null: it is not ephemeral.
+    pub expires_at: Option<DateTimeUtc>,
+    /// The expiry whose `EnvironmentExpiring` was sent: an extension warns again.
+    pub warned_for: Option<DateTimeUtc>,
+    /// When a decommission run retired it.
+    pub retired_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -7,6 +7,7 @@ pub mod cluster_watches;
 pub mod deployment_specifications;
 pub mod drift_findings;
 pub mod drift_rules;
+pub mod environment_lifetime_limits;
 pub mod environments;
 pub mod fleet_rollouts;
 pub mod inbox_events;

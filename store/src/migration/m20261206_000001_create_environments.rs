@@ -5,7 +5,11 @@
 //!   `auto` outside production, `propose` in production); `labels` a JSON object of strings
 //!   (what fleet rollouts select by); `customer_tenant_id` the customer tenant inside the
 //!   product, where given; `pool_id` the worker pool that serves it (none for the default task
-//!   queue).
+//!   queue); `state` where it is in its life (`active`, `retired`: decommissioned) and
+//!   `expires_at` when an ephemeral one is decommissioned (null: it is not ephemeral), with
+//!   `warned_for` the expiry its `EnvironmentExpiring` was sent for.
+//! - `environment_lifetime_limits`: a tenant's longest time to live, from now, for its
+//!   ephemeral environments (none: the default).
 //! - `change_windows`: when the product may change an environment (an environment's, and
 //!   without an environment its tenant's defaults).
 
@@ -29,6 +33,19 @@ enum Environments {
     Labels,
     CustomerTenantId,
     PoolId,
+    State,
+    ExpiresAt,
+    WarnedFor,
+    RetiredAt,
+}
+
+#[derive(DeriveIden)]
+enum EnvironmentLifetimeLimits {
+    Table,
+    TenantId,
+    MaxTtlSeconds,
+    SetBy,
+    UpdatedAt,
 }
 
 #[derive(DeriveIden)]
@@ -65,6 +82,23 @@ impl MigrationTrait for Migration {
                     .col(text_null(Environments::Labels))
                     .col(string_null(Environments::CustomerTenantId))
                     .col(string_null(Environments::PoolId))
+                    .col(string(Environments::State).default("active"))
+                    .col(timestamp_with_time_zone_null(Environments::ExpiresAt))
+                    .col(timestamp_with_time_zone_null(Environments::WarnedFor))
+                    .col(timestamp_with_time_zone_null(Environments::RetiredAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(EnvironmentLifetimeLimits::Table)
+                    .col(string(EnvironmentLifetimeLimits::TenantId).primary_key())
+                    .col(big_integer(EnvironmentLifetimeLimits::MaxTtlSeconds))
+                    .col(string(EnvironmentLifetimeLimits::SetBy))
+                    .col(timestamp_with_time_zone(
+                        EnvironmentLifetimeLimits::UpdatedAt,
+                    ))
                     .to_owned(),
             )
             .await?;
@@ -112,6 +146,13 @@ impl MigrationTrait for Migration {
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         manager
             .drop_table(Table::drop().table(ChangeWindows::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(
+                Table::drop()
+                    .table(EnvironmentLifetimeLimits::Table)
+                    .to_owned(),
+            )
             .await?;
         manager
             .drop_table(Table::drop().table(Environments::Table).to_owned())

@@ -36,8 +36,8 @@ use crate::semaphore::{LockHolder, Unlock};
 use admission::{Admission, Held};
 use approval::HeldApproval;
 use runtime_cloud_models::{
-    Approval, BreakGlass, ProvisioningState, RunInput, RunStatus, break_glass_refused,
-    cancel_refused, cancellable, decision_refused,
+    Approval, BreakGlass, ProvisioningKind, ProvisioningState, RunInput, RunStatus,
+    break_glass_refused, cancel_refused, cancellable, decision_refused,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -311,7 +311,11 @@ impl ProvisioningRun {
         });
         Self::set_state(ctx, ending.state);
         Self::show_state(ctx);
-        let observe = applied.then(|| {
+        // An applied decommission retires the environment (`transactions::end_run`): there
+        // is nothing left to observe.
+        let decommissioned = ending.state == ProvisioningState::Applied
+            && ctx.state(|s| s.input.kind) == ProvisioningKind::Decommission;
+        let observe = (applied && !decommissioned).then(|| {
             let input = ctx.state(|s| s.input.clone());
             observe_request(ctx, (&input.tenant_id, &input.environment_id))
         });

@@ -9,7 +9,8 @@ use crate::contracts::{
 };
 use runtime_cloud_models::policy::{PolicyEnvironment, PolicyRun};
 use runtime_cloud_models::{
-    ApplyReceipt, ApplyResult, PlanReceipt, ProvisioningState, RunInput, WindowWait,
+    ApplyReceipt, ApplyResult, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput,
+    WindowWait,
 };
 use std::time::Duration;
 use temporalio_sdk::{ActivityExecutionError, TimeoutType, WorkflowContext, WorkflowResult};
@@ -50,6 +51,7 @@ impl ProvisioningRun {
             environment_id: input.environment_id.clone(),
             specification: input.specification.clone(),
             limits: ctx.state(|s| s.limits),
+            destroy: input.kind == ProvisioningKind::Decommission,
         };
         let mut opts = crate::options::plan();
         opts.task_queue = ctx.state(|s| s.pool_queue.clone());
@@ -223,6 +225,7 @@ impl ProvisioningRun {
             specification: input.specification.clone(),
             plan,
             limits: ctx.state(|s| s.limits),
+            destroy: input.kind == ProvisioningKind::Decommission,
         };
         let mut opts = crate::options::apply(input.apply_timeout_secs);
         opts.task_queue = ctx.state(|s| s.pool_queue.clone());
