@@ -45,9 +45,13 @@ function header(env, refresh) {
   return h(
     'div',
     null,
-    h('h1', null, env.environmentId, ' ', h('span', { class: `class-${env.class}` }, env.class)),
+    h('h1', null, env.environmentId, ' ', h('span', { class: `class-${env.class}` }, env.class),
+      env.state === 'retired' ? [' ', h('span', { class: 'badge retired', id: 'env-state' }, 'retired')] : null),
     facts([
       ['Project', env.projectId],
+      ['State', h('span', { id: 'state' }, env.state)],
+      ['Expires', env.expiresAt ? h('span', { id: 'expires-at' }, time(env.expiresAt)) : null],
+      ['Retired', env.retiredAt ? time(env.retiredAt) : null],
       ['Mode', env.mode],
       ['Target', h('span', { title: JSON.stringify(env.target) }, targetText(env.target))],
       ['Labels', Object.keys(env.labels || {}).length ? refs(env.labels) : null],
@@ -55,8 +59,30 @@ function header(env, refresh) {
       ['Registered', time(env.createdAt)],
       ['Runs', link(withQuery('/runs', { environmentId: env.environmentId }), 'every run of this environment')],
     ]),
-    h('div', { class: 'actions' }, observe, ' ', kind, ' ', plan),
+    env.state === 'retired' ? null : h('div', { class: 'actions' }, observe, ' ', kind, ' ', plan),
+    env.state === 'retired' ? null : lifetime(env, refresh),
   );
+}
+
+/** Extend an ephemeral environment's expiry; decommission any environment now (Operator). */
+function lifetime(env, refresh) {
+  const id = seg(env.environmentId);
+  const parts = [];
+  if (env.expiresAt) {
+    const ttl = h('input', { id: 'extend-ttl', class: 'reason-input', 'aria-label': 'New time to live', placeholder: 'New time to live from now (2h, 7d)' });
+    parts.push(ttl, action('Extend', { scope: 'factory.provisioning.apply' }, (e) =>
+      perform(e.currentTarget, async () => {
+        await post(`/factory/environments/${id}/extend`, { ttl: ttl.value });
+        refresh();
+      }), { id: 'extend' }), ' ');
+  }
+  const reason = h('input', { id: 'decommission-reason', class: 'reason-input', 'aria-label': 'Decommission reason', placeholder: 'Why it is decommissioned' });
+  parts.push(reason, action('Decommission now', { scope: 'factory.provisioning.apply', roles: DECIDERS }, (e) =>
+    perform(e.currentTarget, async () => {
+      await post(`/factory/environments/${id}/decommission`, { reason: reason.value });
+      refresh();
+    }), { id: 'decommission' }));
+  return h('div', { class: 'actions' }, parts);
 }
 
 function inventory(inv) {

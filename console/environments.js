@@ -100,6 +100,7 @@ export async function render(root, _params, query) {
           ['Observed', freshness],
           ['Open drift', drift],
           ['Mode', (r) => r.env.mode],
+          ['Life', (r) => (r.env.state === 'retired' ? h('span', { class: 'badge' }, 'retired') : r.env.expiresAt ? ['expires ', time(r.env.expiresAt)] : '—')],
           ['Last run', lastRun],
         ],
         shown,

@@ -265,6 +265,10 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("GET", "/factory/capacity/quotas/{projectId}"),
         ("PUT", "/factory/capacity/quotas/{projectId}"),
         ("GET", "/factory/capacity/leases"),
+        ("POST", "/factory/environments/{environmentId}/extend"),
+        ("POST", "/factory/environments/{environmentId}/decommission"),
+        ("GET", "/factory/capacity/environment-lifetime"),
+        ("PUT", "/factory/capacity/environment-lifetime"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -278,7 +282,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 65, "documented: {documented:?}");
+    assert_eq!(documented.len(), 69, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

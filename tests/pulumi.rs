@@ -1035,3 +1035,54 @@ async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
         "adopted, not deleted"
     );
 }
+
+/// A decommission of a Pulumi environment previews the destroy as its plan (every resource
+/// deleted), runs `pulumi destroy` tagged with the run, and retires the environment: the
+/// stack holds nothing and its history shows the destroy.
+#[tokio::test]
+async fn a_decommission_destroys_the_stack_and_retires_the_environment() {
+    let (stack, state, api, _repo, _commit) =
+        declared("preview", "non-production", program(json!({}))).await;
+    let id = api.plan_run("preview", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+    api.wait_observed_after(&stack, &id).await;
+    assert_eq!(
+        saved(&state, "preview")["resources"]
+            .as_object()
+            .map(|r| r.len()),
+        Some(1)
+    );
+
+    api.post(
+        "/factory/environments/preview/decommission",
+        json!({ "reason": "done" }),
+    )
+    .await
+    .expect(202);
+    let env = crate::common::eventually(120, "the environment to be retired", || async {
+        let e = api.get("/factory/environments/preview").await.expect(200);
+        (e["state"] == "retired").then_some(e)
+    })
+    .await;
+    assert!(env["retiredAt"].is_string(), "{env}");
+    let runs = api
+        .list_runs("?environmentId=preview&kind=decommission")
+        .await;
+    let run = &runs["items"][0];
+    assert_eq!(run["state"], "Applied", "{run}");
+    assert_eq!(
+        run["planReceipt"]["deletes"].as_array().map(Vec::len),
+        Some(1),
+        "{run}"
+    );
+    let after = saved(&state, "preview");
+    assert_eq!(after["resources"], json!({}), "{after}");
+    let destroy = &after["history"][0];
+    assert_eq!(destroy["kind"], "destroy", "{after}");
+    assert_eq!(destroy["result"], "succeeded", "{after}");
+    let tag = format!(
+        "runtime-cloud run {}",
+        run["provisioningRunId"].as_str().unwrap()
+    );
+    assert_eq!(destroy["message"], tag.as_str(), "{after}");
+}

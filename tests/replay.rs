@@ -10,8 +10,8 @@
 
 use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
-    FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment, ProvisioningRun,
-    ReconciliationProposal,
+    EnvironmentLifetime, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
+    ProvisioningRun, ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::{UntypedWorkflow, WorkflowHistory};
@@ -39,6 +39,10 @@ const FIXTURES: &[&str] = &[
     "gitops_reconciler.json",
     // A fleet rollout over two instances: a canary wave, then the other.
     "fleet_rollout.json",
+    // An ephemeral environment's lifetime: warned, decommissioned at its expiry, retired; and
+    // its decommission run, a child of it.
+    "environment_lifetime.json",
+    "provisioning_run_decommission.json",
 ];
 
 /// Saves workflow `workflow_id`'s history as the fixture `name`.
@@ -74,6 +78,9 @@ async fn recorded_histories_replay_on_current_code() {
     options
         .register_workflow::<FleetRollout>()
         .expect("register rollout");
+    options
+        .register_workflow::<EnvironmentLifetime>()
+        .expect("register lifetime");
     let replayer = WorkflowReplayer::new(options).expect("replayer");
     for name in FIXTURES {
         let bytes =
@@ -189,6 +196,42 @@ async fn record_replay_fixtures() {
         &client,
         format!("fleet-rollout/{rollout}"),
         "fleet_rollout.json",
+    )
+    .await;
+
+    // An ephemeral environment, provisioned, warned, decommissioned at its expiry, retired.
+    api.post(
+        "/factory/environments",
+        serde_json::json!({ "environmentId": "preview", "projectId": "shop",
+                            "class": "non-production", "ttl": "20s" }),
+    )
+    .await
+    .expect(201);
+    api.declare("preview", &[("api", "1.0.0", 1)]).await;
+    let baseline = api.plan_run("preview", "baseline").await;
+    api.wait_state(&baseline, "Applied").await;
+    crate::common::eventually(120, "the ephemeral environment to be retired", || async {
+        let e = api.get("/factory/environments/preview").await.expect(200);
+        (e["state"] == "retired").then_some(())
+    })
+    .await;
+    let runs = api
+        .list_runs("?environmentId=preview&kind=decommission")
+        .await;
+    let decommission = text(&runs["items"][0]["provisioningRunId"]);
+    let lifetime = format!("environment-lifetime/{}/preview", stack.tenant("acme"));
+    crate::common::eventually(60, "the lifetime to complete", || async {
+        let done = stack
+            .first_workflow("EnvironmentLifetime", "ExecutionStatus='Completed'")
+            .await;
+        done.is_some().then_some(())
+    })
+    .await;
+    save_fixture(&client, lifetime, "environment_lifetime.json").await;
+    save_fixture(
+        &client,
+        run(&decommission),
+        "provisioning_run_decommission.json",
     )
     .await;
 }

@@ -411,7 +411,7 @@ impl Pulumi {
             .history(stack, dir)
             .await?
             .into_iter()
-            .find(|u| u.kind == "update" && u.message == tag))
+            .find(|u| matches!(u.kind.as_str(), "update" | "destroy") && u.message == tag))
     }
 
     /// `pulumi stack history --json`: the stack's updates, newest first.
@@ -654,6 +654,143 @@ impl Runner for Pulumi {
         let scratch = self.scratch().await?;
         self.run(&stack, scratch, &["cancel", "--yes"]).await?;
         Ok(())
+    }
+
+    /// `pulumi destroy --preview-only`: every resource of the stack deleted.
+    async fn plan_destroy(
+        &self,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        log: &StepLog,
+    ) -> Result<PlanReceipt, Error> {
+        let stack = self.stack(target, log).await?;
+        self.version().await?;
+        let checkout = self.program(&stack, target, spec, "plan").await?;
+        let receipt = self
+            .destroy_preview(&stack, &checkout.program_dir, spec)
+            .await;
+        checkout.remove().await;
+        receipt
+    }
+
+    /// `pulumi destroy`. It takes no saved plan, so the destruction is previewed again first
+    /// and refused when that preview's inputs hash is not the plan's (the stack, its program,
+    /// its config or its cloud moved since); a retry after a lost worker finds its destroy in
+    /// the stack's history by its tag, as an apply does.
+    async fn destroy(
+        &self,
+        run_id: &str,
+        target: &Target,
+        spec: &SpecificationSnapshot,
+        plan: &PlanReceipt,
+        log: &StepLog,
+    ) -> Result<ApplyReceipt, Error> {
+        let started = std::time::Instant::now();
+        let stack = self.stack(target, log).await?;
+        let version = self
+            .version()
+            .await
+            .map_err(|e| Error::ApplyFailed(e.to_string()))?;
+        let runner_version = format!("pulumi/{}", version.trim_start_matches('v'));
+        let checkout = self.program(&stack, target, spec, "apply").await?;
+        let dir = checkout.program_dir.clone();
+        let tag = update_tag(run_id);
+        let receipt = async {
+            if let Some(done) = self.tagged_update(&stack, &dir, &tag).await? {
+                match done.result.as_str() {
+                    "succeeded" => {
+                        return Ok(receipt(
+                            serde_json::json!({}),
+                            started,
+                            &runner_version,
+                            None,
+                        ));
+                    }
+                    "failed" => {
+                        let why = "the destroy of this run failed before (see the stack's history)";
+                        return Ok(receipt(
+                            serde_json::Value::Null,
+                            started,
+                            &runner_version,
+                            Some(why.into()),
+                        ));
+                    }
+                    // Its process is gone: unlock the stack and destroy what is left.
+                    _ => {
+                        self.run(&stack, &dir, &["cancel", "--yes"]).await?;
+                    }
+                }
+            }
+            let now = self.destroy_preview(&stack, &dir, spec).await?;
+            if now.inputs_hash != plan.inputs_hash {
+                let why = "the stack changed since the decommission was planned; plan again";
+                return Ok(receipt(
+                    serde_json::Value::Null,
+                    started,
+                    &runner_version,
+                    Some(why.into()),
+                ));
+            }
+            let args = [
+                "destroy",
+                "--yes",
+                "--skip-preview",
+                "--refresh",
+                "--json",
+                "--message",
+                &tag,
+            ];
+            let destroyed = self
+                .exec_events(&stack, &dir, &args, plan.changes.count() as u64)
+                .await?;
+            let events = EngineEvents::read(&destroyed.stdout);
+            let failure = match (destroyed.ok, events.failure()) {
+                (true, None) => None,
+                (_, Some(why)) => Some(why),
+                (false, None) => Some(format!("pulumi destroy failed: {}", destroyed.stderr)),
+            };
+            let outputs = if failure.is_none() {
+                serde_json::json!({})
+            } else {
+                serde_json::Value::Null
+            };
+            Ok(receipt(outputs, started, &runner_version, failure))
+        }
+        .await;
+        checkout.remove().await;
+        receipt
+    }
+}
+
+impl Pulumi {
+    /// `pulumi destroy --preview-only --refresh --json` in `dir`, as a receipt hashed like a
+    /// plan's (program, config, last update, steps).
+    async fn destroy_preview(
+        &self,
+        stack: &CliStack<'_>,
+        dir: &Path,
+        spec: &SpecificationSnapshot,
+    ) -> Result<PlanReceipt, Error> {
+        self.run(stack, dir, &["stack", "select", "--create"])
+            .await?;
+        let fingerprint = self.configure(stack, dir, spec).await?;
+        let last_update = self
+            .history(stack, dir)
+            .await?
+            .first()
+            .map(UpdateInfo::identity)
+            .unwrap_or_default();
+        let preview = self
+            .run(
+                stack,
+                dir,
+                &["destroy", "--preview-only", "--refresh", "--json"],
+            )
+            .await?;
+        let digest: PreviewDigest = serde_json::from_str(&preview).map_err(|e| {
+            Error::Unreachable(format!("reading pulumi destroy --preview-only --json: {e}"))
+        })?;
+        Ok(digest.receipt(spec, &fingerprint, &last_update))
     }
 }
 

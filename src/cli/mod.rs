@@ -125,6 +125,24 @@ pub enum Envs {
         #[command(flatten)]
         paging: Paging,
     },
+    /// Move an ephemeral environment's expiry: `--ttl 2h` from now, or `--until` a time.
+    Extend {
+        id: String,
+        /// The new time to live, from now (`20s`, `90m`, `72h`, `7d`).
+        #[arg(long, conflicts_with = "until", required_unless_present = "until")]
+        ttl: Option<String>,
+        /// The new expiry (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// Decommission it now: a `decommission` run destroys what it runs, then it is retired
+    /// (an Operator's call; in production the run waits for an approval).
+    Decommission {
+        id: String,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
 }
 
 /// `runtime-cloud proposals …`.
@@ -245,6 +263,8 @@ const ENV_COLUMNS: &[Column] = &[
     ("TARGET", "/target/kind"),
     ("MODE", "/mode"),
     ("POOL", "/poolId"),
+    ("STATE", "/state"),
+    ("EXPIRES", "/expiresAt"),
 ];
 const WORKLOAD_COLUMNS: &[Column] = &[
     ("WORKLOAD", "/name"),
@@ -575,6 +595,24 @@ async fn envs(api: &Client, format: Format, command: Envs) -> Outcome {
             let path = with_query(&format!("{}/drift", one(&id)), &params);
             print_page(format, &api.get(&path).await?, FINDING_COLUMNS);
         }
+        Envs::Extend { id, ttl, until } => {
+            let body = match ttl {
+                Some(ttl) => json!({ "ttl": ttl }),
+                None => json!({ "expiresAt": until }),
+            };
+            print_one(
+                format,
+                &api.post(&format!("{}/extend", one(&id)), body).await?,
+            );
+        }
+        Envs::Decommission { id, reason } => print_one(
+            format,
+            &api.post(
+                &format!("{}/decommission", one(&id)),
+                json!({ "reason": reason }),
+            )
+            .await?,
+        ),
     }
     Ok(())
 }

@@ -419,10 +419,10 @@ pub async fn keys(db: &impl ConnectionTrait) -> Result<Vec<(String, String)>, Er
 /// What [`extend`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Extended {
-    /// The expiry moved: the environment before and after.
-    Moved(Box<Environment>, Box<Environment>),
+    /// The expiry moved: the environment with its new expiry.
+    Moved(Box<Environment>),
     /// It is retired, or not ephemeral: nothing changed.
-    Refused(Environment),
+    Refused(Box<Environment>),
 }
 
 /// Moves the tenant's ephemeral environment's expiry to `expires_at`, with the
@@ -439,7 +439,7 @@ pub async fn extend(
     let row = one(&txn, tenant_id, environment_id).await?;
     let before = Environment::read(row.clone())?;
     let Some(was) = before.expires_at.filter(|_| !before.retired()) else {
-        return Ok(Extended::Refused(before));
+        return Ok(Extended::Refused(Box::new(before)));
     };
     let mut active: rows::ActiveModel = row.into();
     active.expires_at = Set(Some(expires_at));
@@ -458,7 +458,7 @@ pub async fn extend(
     );
     crate::outbox::append(&txn, tenant_id, event.into(), id).await?;
     txn.commit().await?;
-    Ok(Extended::Moved(Box::new(before), Box::new(after)))
+    Ok(Extended::Moved(Box::new(after)))
 }
 
 /// Records that the environment was warned of its expiry `expires_at`, with the

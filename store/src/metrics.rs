@@ -241,6 +241,8 @@ async fn observed_before(
             Expr::col((env_rows::Entity, env_rows::Column::EnvironmentId))
                 .equals((inv_rows::Entity, inv_rows::Column::EnvironmentId)),
         )
+        // A retired environment is never stale: nothing observes it any more.
+        .and_where(Expr::col((env_rows::Entity, env_rows::Column::State)).eq("active"))
         .to_owned();
     let mut rows = inv_rows::Entity::find();
     if let Some(tenant) = tenant {
@@ -805,6 +807,14 @@ mod tests {
         // Time passes: what was fresh is stale, with no write at all.
         let later = now + Duration::minutes(30);
         assert_eq!(exact(&db, later).await.stale_environments[&key("acme")], 5);
+        // A retired environment leaves the counts: never stale, observed or not.
+        let txn = crate::begin_write(&db).await.unwrap();
+        crate::environments::retire_in(&txn, "acme", "prod", Some("run-1"))
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        assert_eq!(exact(&db, later).await.stale_environments[&key("acme")], 4);
+        assert_eq!(exact(&db, now).await.stale_environments[&key("acme")], 2);
 
         // Findings: open, suppressed, resolved, moved to another kind, deleted.
         for (id, kind) in [

@@ -574,6 +574,7 @@ mod tests {
             settling.changed("busy".into(), start + ms(100 * i), SETTLE);
         }
         assert_eq!(settling.next_due(), Some(start + HOLD_AT_MOST));
+        assert_eq!(settling.settled(start + HOLD_AT_MOST), ["busy"]);
         // A relist waits longer, and a change meanwhile does not bring it forward.
         settling.changed("shop".into(), start, RELIST_SETTLE);
         settling.changed("shop".into(), start + ms(10), SETTLE);

@@ -116,7 +116,7 @@ async fn extend(
     )
     .await?;
     let after = match extended {
-        Extended::Moved(_, after) => *after,
+        Extended::Moved(after) => *after,
         Extended::Refused(env) if env.retired() => {
             return Err(Error::Conflict(format!(
                 "environment `{environment_id}` is retired"

@@ -196,10 +196,11 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
         Counted {
             metric: "environments",
             table: "environments",
-            when: "1 = 1".into(),
+            // A retired environment is out of the fleet's counts (and never stale).
+            when: "{r}.state = 'active'".into(),
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
-            columns: &["tenant_id"],
+            columns: &["tenant_id", "state"],
         },
         // An environment counts as observed when both rows are there: from the inventory's
         // side (its environment exists) and from the environment's (its inventory qualifies).
@@ -211,7 +212,8 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             table: "runtime_inventories",
             when: format!(
                 "{observed} AND EXISTS (SELECT 1 FROM environments e \
-                 WHERE e.tenant_id = {{r}}.tenant_id AND e.environment_id = {{r}}.environment_id)"
+                 WHERE e.tenant_id = {{r}}.tenant_id AND e.environment_id = {{r}}.environment_id \
+                 AND e.state = 'active')"
             ),
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
@@ -221,14 +223,14 @@ fn counted(backend: DbBackend) -> Vec<Counted> {
             metric: "observed_environments",
             table: "environments",
             when: format!(
-                "EXISTS (SELECT 1 FROM runtime_inventories i \
+                "{{r}}.state = 'active' AND EXISTS (SELECT 1 FROM runtime_inventories i \
                  WHERE i.tenant_id = {{r}}.tenant_id AND i.environment_id = {{r}}.environment_id \
                  AND {})",
                 observed.replace("{r}", "i")
             ),
             keys: [col("tenant_id"), none(), none(), none()],
             total: "0".into(),
-            columns: &["tenant_id", "environment_id"],
+            columns: &["tenant_id", "environment_id", "state"],
         },
         Counted {
             metric: "held_leases",
