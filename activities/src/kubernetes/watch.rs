@@ -64,6 +64,8 @@ const REREAD: Duration = Duration::from_secs(30);
 const STRANGER_REREAD: Duration = Duration::from_secs(2);
 /// Observations signalled at once when many namespaces settle together (a relist, a storm).
 const TOLD_AT_ONCE: usize = 16;
+/// Watched changes recorded in one statement (well within the databases' bound parameters).
+const RECORDED_AT_ONCE: usize = 1000;
 /// How long one activity watches before it returns, for the workflow to start again in a fresh
 /// history (the watches resume from where they were, in the next activity).
 pub const WATCH_FOR: Duration = Duration::from_secs(60 * 60);
@@ -282,16 +284,6 @@ impl WatchActivitiesImpl {
             .collect())
     }
 
-    /// Records that `environments` changed at once, so the sweep no longer trusts the watch for
-    /// them while their observation is under way.
-    async fn record_changed(&self, cluster_id: &str, environments: &[EnvironmentKey]) {
-        if let Err(e) =
-            cluster_watches::changed(&self.db, cluster_id, environments, Utc::now()).await
-        {
-            tracing::warn!(error = %e, "cannot record a watched change; the sweep reads the environment");
-        }
-    }
-
     /// Watches `cluster` until [`WATCH_FOR`] has passed, the activity is cancelled, or nothing
     /// is observed there any more.
     async fn watch(
@@ -307,7 +299,12 @@ impl WatchActivitiesImpl {
         let client = kube::Client::try_from(config)
             .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
         let cluster_id = cluster.id();
-        let teller = Teller::start(self.client.clone(), self.task_queue.clone());
+        let teller = Teller::start(
+            self.db.clone(),
+            cluster_id.clone(),
+            self.client.clone(),
+            self.task_queue.clone(),
+        );
         let mut watched = self.watched(cluster).await?;
         loop {
             if watched.is_empty() {
@@ -362,8 +359,7 @@ impl WatchActivitiesImpl {
                                 .collect(),
                             _ => Vec::new(),
                         };
-                        let newly = pending(&mut settling, &by_namespace, changed);
-                        self.record_changed(&cluster_id, &newly).await;
+                        pending(&mut settling, &by_namespace, changed);
                     }
                     _ = tokio::time::sleep_until(due) => {}
                     _ = beat.tick() => {
@@ -402,30 +398,25 @@ impl WatchActivitiesImpl {
                         .read(Instant::now(), |ns| by_namespace.contains_key(ns))
                         .into_iter()
                         .map(|(ns, at)| (ns, at, SETTLE));
-                    let newly = pending(&mut settling, &by_namespace, found);
-                    self.record_changed(&cluster_id, &newly).await;
+                    pending(&mut settling, &by_namespace, found);
                 }
             }
         }
     }
 }
 
-/// Puts each changed namespace (with when, and how long it settles) in `settling`; returns the
-/// environments of those that were not pending yet.
+/// Puts each changed namespace of an environment (with when, and how long it settles) in
+/// `settling`.
 fn pending(
     settling: &mut Settling,
     by_namespace: &BTreeMap<String, Vec<EnvironmentKey>>,
     changed: impl IntoIterator<Item = (String, Instant, Duration)>,
-) -> Vec<EnvironmentKey> {
-    let mut newly = Vec::new();
+) {
     for (ns, at, wait) in changed {
-        if let Some(environments) = by_namespace.get(&ns)
-            && settling.changed(ns, at, wait)
-        {
-            newly.extend(environments.iter().cloned());
+        if by_namespace.contains_key(&ns) {
+            settling.changed(ns, at, wait);
         }
     }
-    newly
 }
 
 /// `environments` reordered so the tenants take turns: each tenant's first, then each one's
@@ -461,7 +452,12 @@ struct Teller {
 }
 
 impl Teller {
-    fn start(client: temporalio_client::Client, task_queue: String) -> Self {
+    fn start(
+        db: sea_orm::DatabaseConnection,
+        cluster_id: String,
+        client: temporalio_client::Client,
+        task_queue: String,
+    ) -> Self {
         let (to_tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Vec<EnvironmentKey>>();
         let task = tokio::spawn(async move {
             while let Some(mut batch) = told.recv().await {
@@ -470,6 +466,15 @@ impl Teller {
                 }
                 let mut seen = std::collections::HashSet::new();
                 batch.retain(|key| seen.insert(key.clone()));
+                // Recorded before they are told, in one write: the sweep no longer trusts the
+                // watch for them until an observation after this records them again (should
+                // one fail, the sweep reads them).
+                let at = Utc::now();
+                for chunk in batch.chunks(RECORDED_AT_ONCE) {
+                    if let Err(e) = cluster_watches::changed(&db, &cluster_id, chunk, at).await {
+                        tracing::warn!(error = %e, "cannot record watched changes; the sweep reads those environments");
+                    }
+                }
                 futures::stream::iter(tenants_in_turn(batch))
                     .for_each_concurrent(TOLD_AT_ONCE, |key| tell(&client, &task_queue, key))
                     .await;
