@@ -7,9 +7,10 @@
 //! declared. Once the watches are open and every environment was observed (one sweep), the
 //! steady state is measured: a second sweep over a cluster where nothing changed, counting the
 //! list calls the stand-in served, and the worker's resident memory. Then `kubectl edit` scales
-//! a namespace's first Deployment, `--rate` changes a second over the namespaces in turn; a
-//! change is detected when the environment's recorded inventory shows its replicas (the
-//! observation's record, findings included; read from the read DB every 20 ms).
+//! a namespace's first Deployment, `--rate` changes a second over the namespaces in turn, while
+//! their detection is measured: a change is detected when the environment's recorded inventory
+//! shows its replicas (the observation's record, findings included; read from the read DB every
+//! 20 ms).
 //!
 //! **Baseline**: the same cluster and changes with the watches off
 //! (`RUNTIME_CLOUD_KUBERNETES_WATCH=false`): the sweep finds them. Its schedule ticks every five
@@ -299,17 +300,29 @@ async fn detect(args: &Args, watch: bool) -> anyhow::Result<Measured> {
     );
     let watches_open = cluster.watching();
     // The changes, at the rate: (environment, replicas, when).
-    let every = Duration::from_secs_f64(1.0 / args.rate.max(0.001));
-    let started = tokio::time::Instant::now();
-    let mut made: Vec<(String, i64, Instant)> = Vec::new();
-    for i in 0..args.changes {
-        tokio::time::sleep_until(started + every.mul_f64(i as f64)).await;
-        let env = &envs[i % envs.len()];
-        let replicas = declared + 1 + i as i64;
-        kubectl_scale(&cluster, env, &name, replicas);
-        made.push((env.clone(), replicas, Instant::now()));
-    }
+    // The changes are made at the rate while their detection is measured: (environment,
+    // replicas, when) of each, as it is made.
+    let (made_tx, mut made) = tokio::sync::mpsc::unbounded_channel::<(String, i64, Instant)>();
+    let maker = {
+        let (cluster, envs, name) = (cluster.clone(), envs.clone(), name.clone());
+        let (changes, every) = (
+            args.changes,
+            Duration::from_secs_f64(1.0 / args.rate.max(0.001)),
+        );
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            for i in 0..changes {
+                tokio::time::sleep_until(started + every.mul_f64(i as f64)).await;
+                let env = &envs[i % envs.len()];
+                let replicas = declared + 1 + i as i64;
+                kubectl_scale(&cluster, env, &name, replicas);
+                let _ = made_tx.send((env.clone(), replicas, Instant::now()));
+            }
+        })
+    };
     if !watch {
+        // The sweep alone: triggered once every change is made.
+        maker.await?;
         client
             .get_schedule_handle(format!("{}/observation-sweep", stack.task_queue))
             .trigger(ScheduleOverlapPolicy::AllowAll, Default::default())
@@ -317,14 +330,17 @@ async fn detect(args: &Args, watch: bool) -> anyhow::Result<Measured> {
             .context("triggering the sweep")?;
     }
     let mut latencies = Vec::new();
-    let mut waiting = made;
+    let mut waiting: Vec<(String, i64, Instant)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(600);
-    while !waiting.is_empty() {
+    while latencies.len() < args.changes {
         anyhow::ensure!(
             Instant::now() < deadline,
             "{} change(s) not observed within 10 minutes",
-            waiting.len()
+            args.changes - latencies.len()
         );
+        while let Ok(change) = made.try_recv() {
+            waiting.push(change);
+        }
         let mut seen: BTreeMap<String, i64> = BTreeMap::new();
         let outstanding: std::collections::BTreeSet<&String> =
             waiting.iter().map(|(e, _, _)| e).collect();
