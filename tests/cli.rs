@@ -500,3 +500,60 @@ async fn login_saves_the_server_and_token_for_the_other_commands() {
     let envs: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(envs["items"][0]["environmentId"], "prod");
 }
+
+/// An ephemeral environment's expiry is moved and an environment decommissioned from the CLI,
+/// with the exit codes of a usage error and of a refusal.
+#[tokio::test]
+async fn environments_are_extended_and_decommissioned_from_the_cli() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    let registered = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "preview", "projectId": "shop",
+                    "class": "non-production", "ttl": "1h" }),
+        )
+        .await
+        .expect(201);
+    let at = |v: &Value| -> chrono::DateTime<chrono::Utc> {
+        text(&v["expiresAt"]).parse().expect("expiresAt")
+    };
+    let op = cli(&stack, Some(operator_token(&stack)));
+    let extended = op
+        .run(&["envs", "extend", "preview", "--ttl", "3h", "-o", "json"])
+        .json();
+    assert!(
+        at(&extended) > at(&registered) + chrono::Duration::minutes(100),
+        "{extended}"
+    );
+    let table = op.run(&["envs", "list"]).expect(0).to_owned();
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("STATE") && header.contains("EXPIRES"),
+        "{table}"
+    );
+    assert!(table.contains("active"), "{table}");
+    // Neither --ttl nor --until: a usage error.
+    op.run(&["envs", "extend", "preview"]).expect(2);
+
+    let asked = op
+        .run(&[
+            "envs",
+            "decommission",
+            "preview",
+            "--reason",
+            "PR merged",
+            "-o",
+            "json",
+        ])
+        .json();
+    assert_eq!(asked["decommissionRequested"], true, "{asked}");
+    eventually(60, "the environment to be retired", || async {
+        let e = api.get("/factory/environments/preview").await.expect(200);
+        (e["state"] == "retired").then_some(())
+    })
+    .await;
+    let again = op.run(&["envs", "decommission", "preview"]);
+    again.expect(1);
+    assert!(again.stderr.contains("409"), "{}", again.stderr);
+}

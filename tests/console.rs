@@ -178,6 +178,46 @@ async fn console_an_operator_approves_a_production_run_and_sees_it_applied() {
     assert_eq!(run["refusedApprovals"], json!([]), "{run}");
 }
 
+/// An operator extends an ephemeral environment's expiry on its page and decommissions it
+/// there; the API shows the new expiry, who extended it, and the environment retired.
+#[tokio::test]
+async fn console_an_operator_extends_and_decommissions_an_ephemeral_environment() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    let registered = api
+        .post(
+            "/factory/environments",
+            json!({ "environmentId": "preview", "projectId": "shop",
+                    "class": "non-production", "ttl": "1h" }),
+        )
+        .await
+        .expect(201);
+
+    let token = stack.token("acme", OPERATOR_SCOPES);
+    scenario(
+        "lifetime",
+        &stack.base_url,
+        &[("RC_TOKEN", &token), ("RC_ENV", "preview")],
+    )
+    .await;
+
+    let env = api.get("/factory/environments/preview").await.expect(200);
+    assert_eq!(env["state"], "retired", "{env}");
+    let at = |v: &Value| -> chrono::DateTime<chrono::Utc> {
+        text(&v["expiresAt"]).parse().expect("expiresAt")
+    };
+    assert!(
+        at(&env) > at(&registered) + chrono::Duration::minutes(100),
+        "{env}"
+    );
+    let extended = stack.events("EnvironmentExpiryExtended").await;
+    assert_eq!(extended.len(), 1, "{extended:?}");
+    assert_eq!(
+        extended[0]["payload"]["extendedBy"], "tester",
+        "{extended:?}"
+    );
+}
+
 /// An environment applied, then drifted out of band (api scaled to 7) and observed, with a
 /// proposal waiting for a decision; returns the operator and the proposal's id.
 async fn drifted(stack: &Stack, env: &str) -> (Api, String) {
