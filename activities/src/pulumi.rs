@@ -565,33 +565,23 @@ impl Runner for Pulumi {
     ) -> Result<ApplyReceipt, Error> {
         let started = std::time::Instant::now();
         let stack = self.stack(target, log).await?;
-        let version = self
-            .version()
-            .await
-            .map_err(|e| Error::ApplyFailed(e.to_string()))?;
-        let runner_version = format!("pulumi/{}", version.trim_start_matches('v'));
+        let runner_version = self.runner_version().await?;
         let checkout = self.program(&stack, target, spec, "apply").await?;
         let dir = checkout.program_dir.clone();
         let tag = update_tag(run_id);
         let receipt = async {
-            // A retry after a lost worker: this run's update already ran.
-            if let Some(done) = self.tagged_update(&stack, &dir, &tag).await? {
-                if done.result == "succeeded" {
+            // A retry after a lost worker: this run's update already ran (one in progress
+            // was cancelled, and the plan is applied again, which refuses whatever the plan
+            // no longer allows).
+            match self.earlier(&stack, &dir, &tag).await? {
+                Some(Earlier::Succeeded) => {
                     let outputs = self.outputs(&stack, &dir).await?;
                     return Ok(receipt(outputs, started, &runner_version, None));
                 }
-                if done.result == "failed" {
-                    let why = "the update of this run failed before (see the stack's history)";
-                    return Ok(receipt(
-                        serde_json::Value::Null,
-                        started,
-                        &runner_version,
-                        Some(why.into()),
-                    ));
+                Some(Earlier::Failed(why)) => {
+                    return Ok(receipt(serde_json::Value::Null, started, &runner_version, Some(why)));
                 }
-                // In progress: its process is gone (the worker died); unlock the stack, then
-                // apply the plan again, which refuses whatever the plan no longer allows.
-                self.run(&stack, &dir, &["cancel", "--yes"]).await?;
+                None => {}
             }
             self.configure(&stack, &dir, spec).await?;
             let key = Self::plan_key(target, &plan.inputs_hash);
@@ -687,39 +677,30 @@ impl Runner for Pulumi {
     ) -> Result<ApplyReceipt, Error> {
         let started = std::time::Instant::now();
         let stack = self.stack(target, log).await?;
-        let version = self
-            .version()
-            .await
-            .map_err(|e| Error::ApplyFailed(e.to_string()))?;
-        let runner_version = format!("pulumi/{}", version.trim_start_matches('v'));
+        let runner_version = self.runner_version().await?;
         let checkout = self.program(&stack, target, spec, "apply").await?;
         let dir = checkout.program_dir.clone();
         let tag = update_tag(run_id);
         let receipt = async {
-            if let Some(done) = self.tagged_update(&stack, &dir, &tag).await? {
-                match done.result.as_str() {
-                    "succeeded" => {
-                        return Ok(receipt(
-                            serde_json::json!({}),
-                            started,
-                            &runner_version,
-                            None,
-                        ));
-                    }
-                    "failed" => {
-                        let why = "the destroy of this run failed before (see the stack's history)";
-                        return Ok(receipt(
-                            serde_json::Value::Null,
-                            started,
-                            &runner_version,
-                            Some(why.into()),
-                        ));
-                    }
-                    // Its process is gone: unlock the stack and destroy what is left.
-                    _ => {
-                        self.run(&stack, &dir, &["cancel", "--yes"]).await?;
-                    }
+            // A retry after a lost worker, as the apply's: what is left is destroyed.
+            match self.earlier(&stack, &dir, &tag).await? {
+                Some(Earlier::Succeeded) => {
+                    return Ok(receipt(
+                        serde_json::json!({}),
+                        started,
+                        &runner_version,
+                        None,
+                    ));
                 }
+                Some(Earlier::Failed(why)) => {
+                    return Ok(receipt(
+                        serde_json::Value::Null,
+                        started,
+                        &runner_version,
+                        Some(why),
+                    ));
+                }
+                None => {}
             }
             let now = self.destroy_preview(&stack, &dir, spec).await?;
             if now.inputs_hash != plan.inputs_hash {
@@ -762,7 +743,48 @@ impl Runner for Pulumi {
     }
 }
 
+/// How this run's update (or destroy) ended before, found in the stack's history by its tag.
+enum Earlier {
+    Succeeded,
+    /// Why, for the receipt.
+    Failed(String),
+}
+
 impl Pulumi {
+    /// `pulumi/<version>`, for the apply receipt; a CLI that does not answer fails the apply.
+    async fn runner_version(&self) -> Result<String, Error> {
+        let version = self
+            .version()
+            .await
+            .map_err(|e| Error::ApplyFailed(e.to_string()))?;
+        Ok(format!("pulumi/{}", version.trim_start_matches('v')))
+    }
+
+    /// A retry after a lost worker: how this run's update or destroy (tagged `tag`) ended, if
+    /// it ran. One still `in-progress` lost its process with the worker: the stack is
+    /// unlocked (`pulumi cancel`) and none is answered, so the caller runs it again.
+    async fn earlier(
+        &self,
+        stack: &CliStack<'_>,
+        dir: &Path,
+        tag: &str,
+    ) -> Result<Option<Earlier>, Error> {
+        let Some(done) = self.tagged_update(stack, dir, tag).await? else {
+            return Ok(None);
+        };
+        Ok(match done.result.as_str() {
+            "succeeded" => Some(Earlier::Succeeded),
+            "failed" => Some(Earlier::Failed(format!(
+                "the {} of this run failed before (see the stack's history)",
+                done.kind
+            ))),
+            _ => {
+                self.run(stack, dir, &["cancel", "--yes"]).await?;
+                None
+            }
+        })
+    }
+
     /// `pulumi destroy --preview-only --refresh --json` in `dir`, as a receipt hashed like a
     /// plan's (program, config, last update, steps).
     async fn destroy_preview(
