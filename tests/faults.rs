@@ -375,6 +375,7 @@ async fn run_left_unstarted(
         approval_id: None,
         idempotency_key: Some(key.to_owned()),
         request_hash,
+        quarantine_override: None,
     };
     runtime_cloud_transactions::admit_run::accept_run(&db, &new, &Default::default(), None)
         .await

@@ -149,24 +149,24 @@ async fn publish(nats: &Nats, event_id: &str, event_type: &str, data: Value, msg
 async fn publish_raw(nats: &Nats, subject: &str, body: Vec<u8>, msg_id: &str) {
     let client = async_nats::connect(nats.url()).await.expect("connect NATS");
     let js = async_nats::jetstream::new(client);
-    // The consumer creates the stream; wait for it, as a producer's deployment would.
-    eventually(30, "the inbound stream", || {
-        let js = js.clone();
+    // The consumer creates the stream; a producer's deployment retries until the stream takes the
+    // message. Right after the stream is created its subjects can still answer "no responders",
+    // so the acknowledged publish (not the stream's info) is what says it is ready. The same
+    // `Nats-Msg-Id` makes a retry after a lost acknowledgement one message.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", msg_id);
+    eventually(30, "the inbound stream to take the message", || {
+        let (js, headers, body) = (js.clone(), headers.clone(), body.clone());
         async move {
-            js.get_stream("RUNTIME_CLOUD_INBOUND")
+            js.publish_with_headers(subject.to_owned(), headers, body.into())
+                .await
+                .ok()?
                 .await
                 .ok()
                 .map(|_| ())
         }
     })
     .await;
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Nats-Msg-Id", msg_id);
-    js.publish_with_headers(subject.to_owned(), headers, body.into())
-        .await
-        .expect("publish")
-        .await
-        .expect("ack");
 }
 
 fn desired(version: &str) -> Value {

@@ -33,6 +33,7 @@ mod policy;
 mod postgres_tls;
 mod provisioning;
 mod pulumi;
+mod quarantines;
 mod replay;
 mod rollouts;
 mod schedules;

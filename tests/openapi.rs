@@ -269,6 +269,10 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/factory/environments/{environmentId}/decommission"),
         ("GET", "/factory/capacity/environment-lifetime"),
         ("PUT", "/factory/capacity/environment-lifetime"),
+        ("GET", "/factory/quarantines"),
+        ("POST", "/factory/quarantines"),
+        ("GET", "/factory/quarantines/{quarantineId}"),
+        ("POST", "/factory/quarantines/{quarantineId}/lift"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
@@ -282,7 +286,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 69, "documented: {documented:?}");
+    assert_eq!(documented.len(), 73, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [

@@ -1,15 +1,17 @@
 //! The fleet activities the FleetRollout workflow calls: record and start an instance's
-//! promotion run (or its run back), read a wave's progress (runs and observations), read the
-//! SLO, open a halt's incident, project the rollout. Each is idempotent by the ids the workflow
-//! chose.
+//! promotion run (or its run back), quarantine a rolled-back release, read a wave's progress
+//! (runs and observations), read the SLO, open a halt's incident, project the rollout. Each is
+//! idempotent by the ids the workflow chose.
 
 use crate::error::{activity_error, store_failed};
 use runtime_cloud_models::RunInput;
 use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::quarantine::QuarantineSource;
+use runtime_cloud_store::quarantines::{self, NewQuarantine};
 use runtime_cloud_store::{incidents, rollouts};
 use runtime_cloud_workflows::contracts::{
-    HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutProjection, SloCheck,
-    SloReading, Standing, fleet_markers as markers,
+    HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, QuarantineRelease,
+    RolloutProjection, SloCheck, SloReading, Standing, fleet_markers as markers,
 };
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
@@ -86,6 +88,41 @@ impl FleetActivitiesImpl {
         .await
         .map_err(store_failed)?;
         self.start_run(run).await
+    }
+
+    /// Quarantines the versions of a rolled-back rollout for its tenant (a retry finds them in
+    /// quarantine and places nothing twice).
+    #[activity(definition = markers::QuarantineRelease)]
+    pub async fn quarantine_release(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        req: QuarantineRelease,
+    ) -> Result<(), ActivityError> {
+        let rollout = rollouts::input(&self.db, &req.rollout_id)
+            .await
+            .map_err(store_failed)?;
+        let reason = match req.halted_because.as_str() {
+            "" => format!("rollout {} was rolled back", rollout.rollout_id),
+            why => format!("rollout {} was rolled back ({why})", rollout.rollout_id),
+        };
+        let new: Vec<NewQuarantine> = rollout
+            .versions
+            .iter()
+            .map(|(workload, version)| NewQuarantine {
+                tenant_id: rollout.tenant_id.clone(),
+                workload: workload.clone(),
+                version: version.clone(),
+                source: QuarantineSource::Rollback,
+                reason: reason.clone(),
+                rollout_id: Some(rollout.rollout_id.clone()),
+                by: format!("fleet-rollout/{}", rollout.rollout_id),
+            })
+            .collect();
+        let placed = quarantines::place(&self.db, &new)
+            .await
+            .map_err(store_failed)?;
+        tracing::warn!(rollout_id = %rollout.rollout_id, quarantined = placed.len(), "the rolled-back release is quarantined");
+        Ok(())
     }
 
     /// Where the wave's instances stand: their runs, and whether the last observations show

@@ -4,11 +4,12 @@ use crate::Error;
 use crate::error::{activity_error, store_failed};
 use crate::ports::{Observer, Policy, Target};
 use runtime_cloud_models::RunInput;
-use runtime_cloud_models::drift::ProposalState;
+use runtime_cloud_models::drift::{Direction, ProposalState};
 use runtime_cloud_models::environments::EnvironmentKey;
 use runtime_cloud_models::observation::Observation;
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
-use runtime_cloud_store::proposals;
+use runtime_cloud_models::quarantine;
+use runtime_cloud_store::{proposals, specifications};
 use runtime_cloud_workflows::contracts::inventory_markers as markers;
 use runtime_cloud_workflows::contracts::{
     ObservePageRequest, ObserveRequest, PageOutcome, PrepareRunRequest, ProposalProjection,
@@ -378,7 +379,34 @@ impl InventoryActivitiesImpl {
             proposal: serde_json::to_value(&proposal).unwrap_or_default(),
             observed,
         };
-        let decision = self.policy.evaluate_auto_accept(&input).await?;
+        let mut decision = self.policy.evaluate_auto_accept(&input).await?;
+        // What the proposal's run would apply: the declared workloads, or those it adopts.
+        let applies: Vec<(String, String)> = match proposal.direction {
+            Direction::ApplyDeclared => specifications::latest(&self.db, tenant, env_id)
+                .await?
+                .map(|s| s.snapshot().workloads)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| (w.name, w.version))
+                .collect(),
+            Direction::AdoptObserved => input
+                .observed
+                .iter()
+                .map(|w| (w.name.clone(), w.version.clone()))
+                .collect(),
+        };
+        let in_force = runtime_cloud_store::quarantines::in_force(&self.db, tenant).await?;
+        let held = quarantine::among(
+            applies.iter().map(|(w, v)| (w.as_str(), v.as_str())),
+            &in_force,
+        );
+        if !held.is_empty() {
+            decision.allow = false;
+            decision.deny.push(format!(
+                "not accepted on its own: {}",
+                quarantine::refusal(&held)
+            ));
+        }
         if !decision.allow {
             tracing::info!(%proposal_id, reasons = ?decision.deny, "the policies keep the proposal for an operator");
         }

@@ -420,7 +420,21 @@ impl ProvisioningActivitiesImpl {
             .await
             .map_err(store_failed)?;
             input.observed = observed.map(|i| i.workloads).unwrap_or_default();
-            let decision = self.policy.evaluate(&input).await.map_err(activity_error)?;
+            let mut decision = self.policy.evaluate(&input).await.map_err(activity_error)?;
+            // Quarantined versions are refused with the policies' denials: one decision, on
+            // every path a run takes (API, event, schedule, proposal, rollout).
+            let quarantined =
+                runtime_cloud_store::quarantines::in_force(&self.db, &input.tenant_id)
+                    .await
+                    .map_err(store_failed)?;
+            if let Some(why) = runtime_cloud_models::quarantine::gate(
+                input.run.kind,
+                &input.specification,
+                &quarantined,
+                input.run.quarantine_override.as_ref(),
+            ) {
+                decision.deny.push(why);
+            }
             if !decision.deny.is_empty() {
                 tracing::warn!(deny = ?decision.deny, "the policies deny the plan");
             }

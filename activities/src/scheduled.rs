@@ -1,4 +1,5 @@
-//! The scheduled activities: page through environments, mark stale ones, re-plan one.
+//! The scheduled activities: page through environments, mark stale ones, re-plan one (held
+//! back when its specification carries a quarantined version).
 
 use crate::Error;
 use crate::error::activity_error;
@@ -6,9 +7,10 @@ use crate::ports::{Runner, Target};
 use chrono::Utc;
 use runtime_cloud_models::drift::{Direction, ProposalPlan};
 use runtime_cloud_models::options::{InventoryOptions, ProvisioningOptions};
+use runtime_cloud_models::quarantine::{carried, refusal};
 use runtime_cloud_models::{ProvisioningKind, rules};
 use runtime_cloud_store::runs::NewRun;
-use runtime_cloud_store::{environments, inventory, runs, specifications};
+use runtime_cloud_store::{environments, inventory, quarantines, runs, specifications};
 use runtime_cloud_workflows::contracts::scheduled_markers as markers;
 use runtime_cloud_workflows::contracts::{
     EnvironmentPage, EnvironmentPageRequest, ReplanOutcome, ReplanRequest,
@@ -63,6 +65,25 @@ impl ScheduledActivitiesImpl {
         if plan.changes.is_empty() {
             return Ok(ReplanOutcome::Nothing);
         }
+        // A specification that carries a quarantined version is neither applied nor proposed:
+        // said once per version (`ReconciliationHeld`), until it changes or the quarantine is
+        // lifted.
+        let snapshot = spec.snapshot();
+        let in_force = quarantines::in_force(&self.db, &key.tenant_id).await?;
+        let hits = carried(&snapshot, &in_force);
+        if !hits.is_empty() {
+            quarantines::record_held(
+                &self.db,
+                &key.tenant_id,
+                &key.environment_id,
+                spec.version,
+                &hits,
+            )
+            .await?;
+            let reason = refusal(&hits);
+            tracing::warn!(environment_id = %key.environment_id, %reason, "the reconciler holds a specification with a quarantined version");
+            return Ok(ReplanOutcome::Held { reason });
+        }
         let destructive = plan.changes.is_destructive();
         let auto_apply = rules::auto_apply(
             destructive,
@@ -79,6 +100,7 @@ impl ScheduledActivitiesImpl {
                 approval_id: None,
                 idempotency_key: None,
                 request_hash: None,
+                quarantine_override: None,
             };
             let run = runs::create_once(&self.db, &new, &self.provisioning).await?;
             return Ok(ReplanOutcome::Apply { run: Box::new(run) });

@@ -286,6 +286,86 @@ into_outbox!(
     CHANGE_WINDOW_OVERRIDDEN,
     provisioning_run_id
 );
+/// Topic of `VersionQuarantined`.
+pub const VERSION_QUARANTINED: &str = "provisioning.quarantines.v1.version-quarantined";
+
+/// `VersionQuarantined` (not in the spec): a workload version is refused fleet-wide for the
+/// tenant, because its rollout was rolled back or an Operator said why.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionQuarantined {
+    pub quarantine_id: String,
+    pub tenant_id: String,
+    pub workload: String,
+    pub version: String,
+    /// `rollback` or `operator`.
+    pub source: String,
+    pub reason: String,
+    /// The rollout rolled back, for a rollback's quarantine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_id: Option<String>,
+    pub quarantined_by: String,
+}
+
+into_outbox!(VersionQuarantined, VERSION_QUARANTINED, quarantine_id);
+
+/// Topic of `QuarantineLifted`.
+pub const QUARANTINE_LIFTED: &str = "provisioning.quarantines.v1.quarantine-lifted";
+
+/// `QuarantineLifted` (not in the spec): an Operator let a quarantined version run again.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineLifted {
+    pub quarantine_id: String,
+    pub tenant_id: String,
+    pub workload: String,
+    pub version: String,
+    pub lifted_by: String,
+    pub reason: String,
+}
+
+into_outbox!(QuarantineLifted, QUARANTINE_LIFTED, quarantine_id);
+
+/// Topic of `QuarantineOverridden`.
+pub const QUARANTINE_OVERRIDDEN: &str = "provisioning.runs.v1.quarantine-overridden";
+
+/// `QuarantineOverridden` (not in the spec: the audit of an override): a person's explicit run
+/// was let through quarantined versions, with the reason they gave.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineOverridden {
+    pub provisioning_run_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    /// The quarantines it went through: `{quarantineId, workload, version}`.
+    pub quarantines: Vec<crate::quarantine::QuarantinedVersion>,
+    pub by: String,
+    pub reason: String,
+}
+
+into_outbox!(
+    QuarantineOverridden,
+    QUARANTINE_OVERRIDDEN,
+    provisioning_run_id
+);
+/// Topic of `ReconciliationHeld`.
+pub const RECONCILIATION_HELD: &str = "provisioning.inventory.v1.reconciliation-held";
+
+/// `ReconciliationHeld` (not in the spec): the GitOps reconciler found an environment's latest
+/// specification different from what runs, and did not apply or propose it because it carries
+/// quarantined versions. Once per specification version and set of quarantines.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconciliationHeld {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub specification_version: i32,
+    /// The quarantines that hold it: `{quarantineId, workload, version}`.
+    pub quarantines: Vec<crate::quarantine::QuarantinedVersion>,
+    pub reason: String,
+}
+
+into_outbox!(ReconciliationHeld, RECONCILIATION_HELD, environment_id);
 into_outbox!(
     EnvironmentTargetChanged,
     ENVIRONMENT_TARGET_CHANGED,

@@ -25,6 +25,7 @@
 //! - [`lifetime`]: an environment's state and expiry: ephemeral environments, retirement.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rollouts`]: fleet rollouts: waves, convergence as observed, guards.
+//! - [`quarantine`]: workload versions refused fleet-wide for a tenant, and the gate they make.
 //! - [`rules`]: auto-accept of proposals and auto-apply of the GitOps reconciler.
 //! - [`validation`]: what a valid specification declaration is.
 //! - [`windows`]: change windows and the gate they make.
@@ -48,6 +49,7 @@ pub mod pacing;
 pub mod plan;
 pub mod policy;
 pub mod provisioning;
+pub mod quarantine;
 pub mod rollouts;
 pub mod rules;
 pub mod specification;

@@ -42,6 +42,9 @@ pub struct PolicyEnvironment {
 pub struct PolicyRun {
     pub run_id: String,
     pub kind: ProvisioningKind,
+    /// The quarantined versions a person's explicit run goes through, with who and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_override: Option<crate::quarantine::QuarantineOverride>,
 }
 
 impl PolicyInput {

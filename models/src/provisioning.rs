@@ -485,6 +485,9 @@ pub struct RunInput {
     /// runs were all in flight); the run asks for that lease instead of a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
+    /// The quarantined versions a person's explicit run goes through (`models::quarantine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_override: Option<crate::quarantine::QuarantineOverride>,
 }
 
 impl RunInput {

@@ -52,6 +52,7 @@ pub fn new_run<'a>(
         approval_id: None,
         idempotency_key: None,
         request_hash: None,
+        quarantine_override: None,
     }
 }
 

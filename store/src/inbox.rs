@@ -305,6 +305,7 @@ async fn plan(
         approval_id,
         idempotency_key: Some(format!("event:{event_id}")),
         request_hash: None,
+        quarantine_override: None,
     };
     let run = runs::create(txn, &new, options).await?;
     Ok(Effect::Start { run: Box::new(run) })

@@ -33,6 +33,7 @@
 //! - [`drift_rules`]: expected differences per environment and tenant defaults.
 //! - [`windows`]: change windows per environment and tenant defaults.
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
+//! - [`quarantines`]: workload versions refused fleet-wide for a tenant: placed, lifted, read.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
 //! - [`statistics`]: the planner's statistics, refreshed by the writers that grow tables fast.
@@ -64,6 +65,7 @@ pub mod migration;
 pub mod outbox;
 pub mod page;
 pub mod proposals;
+pub mod quarantines;
 pub mod rollouts;
 pub mod run_starts;
 pub mod runs;

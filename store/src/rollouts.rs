@@ -315,6 +315,7 @@ async fn record_run(
         approval_id: None,
         idempotency_key: None,
         request_hash: None,
+        quarantine_override: None,
     };
     if new {
         crate::runs::insert(txn, &run, None).await?;

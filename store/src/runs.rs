@@ -13,9 +13,10 @@ use chrono::{DateTime, Utc};
 use runtime_cloud_models::capacity::apply_minutes;
 use runtime_cloud_models::events::{
     ChangeWindowOverridden, OutboxEvent, ProvisioningApplied, ProvisioningFailed,
-    ProvisioningPlanned,
+    ProvisioningPlanned, QuarantineOverridden,
 };
 use runtime_cloud_models::options::ProvisioningOptions;
+use runtime_cloud_models::quarantine::QuarantineOverride;
 use runtime_cloud_models::{
     ApplyReceipt, PlanReceipt, ProvisioningKind, ProvisioningState, RunInput, RunStatus, can_move,
     leads_to,
@@ -51,6 +52,8 @@ pub struct NewRun<'a> {
     pub idempotency_key: Option<String>,
     /// Hash of the request body, to refuse the same key with another body.
     pub request_hash: Option<String>,
+    /// A person's explicit run through quarantined versions: who, why, which.
+    pub quarantine_override: Option<QuarantineOverride>,
 }
 
 impl NewRun<'_> {
@@ -69,6 +72,7 @@ impl NewRun<'_> {
             approval_timeout_secs: options.approval_timeout_secs(),
             apply_timeout_secs: options.apply_timeout_secs(),
             lease_id: None,
+            quarantine_override: self.quarantine_override.clone(),
         }
     }
 }
@@ -127,6 +131,7 @@ pub async fn insert(
         apply_minutes: Set(None),
         break_glass: Set(None),
         policy: Set(None),
+        quarantine_override: Set(new.quarantine_override.as_ref().map(to_json).transpose()?),
         state: Set(None),
         reason: Set(None),
         logs_ref: Set(Some(logs_ref(new.run_id))),
@@ -140,6 +145,18 @@ pub async fn insert(
     .insert(db)
     .await
     .map_err(Error::on_insert(TABLE))?;
+    if let Some(o) = &new.quarantine_override {
+        let event = QuarantineOverridden {
+            provisioning_run_id: new.run_id.to_owned(),
+            tenant_id: new.environment.tenant_id.clone(),
+            environment_id: new.environment.environment_id.clone(),
+            quarantines: o.quarantines.clone(),
+            by: o.by.clone(),
+            reason: o.reason.clone(),
+        };
+        let id = outbox::event_id(new.run_id, "QuarantineOverridden");
+        outbox::append(db, &new.environment.tenant_id, event.into(), id).await?;
+    }
     Ok(())
 }
 
@@ -421,6 +438,10 @@ pub struct Run {
     /// decidedAt}`.
     #[schema(value_type = Option<runtime_cloud_models::policy::PolicyDecision>)]
     pub policy: Option<Box<RawValue>>,
+    /// The quarantined versions a person's explicit run was let through: `{by, reason,
+    /// quarantines: [{quarantineId, workload, version}], at}`.
+    #[schema(value_type = Option<QuarantineOverride>)]
+    pub quarantine_override: Option<Box<RawValue>>,
     /// The immutable apply receipt, once applied or failed.
     #[schema(value_type = Option<ApplyReceipt>)]
     pub apply_receipt: Option<Box<RawValue>>,
@@ -472,6 +493,7 @@ struct RunRow {
     waiting_for_capacity: Option<String>,
     break_glass: Option<String>,
     policy: Option<String>,
+    quarantine_override: Option<String>,
     reason: Option<String>,
     logs_ref: Option<String>,
     request_hash: Option<String>,
@@ -511,6 +533,7 @@ impl RunRow {
             .column_as(text(C::WaitingForCapacity), "waiting_for_capacity")
             .column_as(text(C::BreakGlass), "break_glass")
             .column_as(text(C::Policy), "policy")
+            .column_as(text(C::QuarantineOverride), "quarantine_override")
             .into_model::<Self>()
     }
 
@@ -534,6 +557,7 @@ impl RunRow {
             waiting_for_capacity: at.raw("waiting_for_capacity", self.waiting_for_capacity)?,
             break_glass: at.raw("break_glass", self.break_glass)?,
             policy: at.raw("policy", self.policy)?,
+            quarantine_override: at.raw("quarantine_override", self.quarantine_override)?,
             provisioning_run_id: self.provisioning_run_id,
             tenant_id: self.tenant_id,
             project_id: self.project_id,

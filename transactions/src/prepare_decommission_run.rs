@@ -49,6 +49,7 @@ pub async fn prepare_decommission_run(
         approval_id: None,
         idempotency_key: None,
         request_hash: None,
+        quarantine_override: None,
     };
     if prepared.is_none() {
         runs::insert(&txn, &new, None).await?;

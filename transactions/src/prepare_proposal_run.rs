@@ -102,6 +102,7 @@ pub async fn prepare_proposal_run(
         approval_id,
         idempotency_key: None,
         request_hash: None,
+        quarantine_override: None,
     };
     if prepared.is_none() {
         runs::insert(&txn, &new, None).await?;

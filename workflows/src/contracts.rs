@@ -506,6 +506,9 @@ pub enum ReplanOutcome {
         proposal: ProposalInput,
         superseded: Vec<String>,
     },
+    /// A difference, but the specification carries a quarantined version: neither applied nor
+    /// proposed (`ReconciliationHeld`), for this reason.
+    Held { reason: String },
 }
 
 /// Re-plan one environment (GitOps reconciler).
@@ -571,6 +574,17 @@ pub struct PrepareRollback {
     pub environment_id: String,
     pub rolled_out: String,
     pub run_id: String,
+}
+
+/// A rolled-back rollout quarantines the versions it moved to, for its tenant
+/// (`models::quarantine`), before it runs any instance back: from then on nothing automatic
+/// applies them. The versions are read from `fleet_rollouts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineRelease {
+    pub rollout_id: String,
+    /// Why the rollout was halted, for the quarantine's reason.
+    pub halted_because: String,
 }
 
 /// Where a wave's instances stand: `(environmentId, runId)` pairs, read against the rollout's
@@ -646,6 +660,12 @@ impl FleetActivities {
         unimplemented!()
     }
 
+    /// See [`QuarantineRelease`].
+    #[activity(name = "fleet.quarantine-release")]
+    pub fn quarantine_release(req: QuarantineRelease) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`ProgressRequest`].
     #[activity(name = "fleet.progress")]
     pub fn progress(req: ProgressRequest) -> Result<Vec<Standing>, ActivityError> {
@@ -675,7 +695,8 @@ impl FleetActivities {
 /// Marker types of the fleet activities.
 pub mod fleet_markers {
     pub use super::fleet_activities::{
-        CheckSlo, OpenIncident, Progress, Project, StartInstanceRun, StartRollbackRun,
+        CheckSlo, OpenIncident, Progress, Project, QuarantineRelease, StartInstanceRun,
+        StartRollbackRun,
     };
 }
 

@@ -6,7 +6,8 @@
 //!           the apply) ─ bake ─ next wave … ─▶ Completed
 //!    │  a guard trips (failure budget, deadline, SLO breach) ─▶ Halted (incident opened)
 //!    │                               resume ─▶ the wave again │ skip <instance> │ abort ─▶ Aborted
-//!    │                               roll back ─▶ RollingBack: every started instance run back
+//!    │                               roll back ─▶ RollingBack: the release's versions
+//!    │                                            quarantined, every started instance run back
 //!    │                                            to its previous specification ─▶ RolledBack
 //! ```
 //!
@@ -18,8 +19,8 @@
 //! converges and bakes.
 
 use crate::contracts::{
-    FleetActivities, HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest, RolloutInput,
-    RolloutProjection, RolloutStatus, SloCheck, SloReading,
+    FleetActivities, HaltIncident, PrepareInstance, PrepareRollback, ProgressRequest,
+    QuarantineRelease, RolloutInput, RolloutProjection, RolloutStatus, SloCheck, SloReading,
 };
 use crate::search_attributes::{ROLLOUT_STATE, TENANT_ID};
 use runtime_cloud_models::fleet::IncidentSource;
@@ -276,7 +277,14 @@ impl FleetRollout {
         match command {
             Command::Abort => return Ok(Some(RolloutState::Aborted)),
             Command::RollBack => {
-                Self::roll_back(ctx, input).await?;
+                let halted_because = ctx.state(|s| {
+                    s.status
+                        .halt
+                        .as_ref()
+                        .map(|h| h.reason.clone())
+                        .unwrap_or_default()
+                });
+                Self::roll_back(ctx, input, halted_because).await?;
                 return Ok(Some(RolloutState::RolledBack));
             }
             Command::Resume | Command::Skip { .. } => {}
@@ -301,12 +309,24 @@ impl FleetRollout {
         Ok(None)
     }
 
-    /// Runs every instance the rollout started (and did not skip) back to the specification it
-    /// ran before, and waits until those runs have ended.
+    /// Quarantines the release's versions, then runs every instance the rollout started (and
+    /// did not skip) back to the specification it ran before, and waits until those runs have
+    /// ended.
     async fn roll_back(
         ctx: &mut WorkflowContext<Self>,
         input: &RolloutInput,
+        halted_because: String,
     ) -> WorkflowResult<()> {
+        let release = QuarantineRelease {
+            rollout_id: input.rollout_id.clone(),
+            halted_because,
+        };
+        ctx.execute_activity(
+            FleetActivities::quarantine_release,
+            release,
+            crate::options::must_succeed(STEP_TIMEOUT),
+        )
+        .await?;
         ctx.state_mut(|s| {
             s.status.state = RolloutState::RollingBack;
             s.status.halt = None;

@@ -1,7 +1,8 @@
 //! GitOpsReconciler (schedule `0 */4 * * *`): re-plan every environment's current
 //! specification. A non-destructive difference outside production is applied through a
 //! provisioning run when `AutoApplyNonDestructive`; anything destructive or in production
-//! becomes a proposal. A plan with deletes in production is never applied automatically.
+//! becomes a proposal. A plan with deletes in production is never applied automatically. A
+//! specification that carries a quarantined version is neither applied nor proposed: held.
 
 use crate::contracts::{EnvironmentPageRequest, ReplanOutcome, ReplanRequest, ScheduledActivities};
 use crate::handover::hand_over;
@@ -28,6 +29,9 @@ pub struct ReconcileInput {
     pub after: Option<String>,
     pub applied: u64,
     pub proposed: u64,
+    /// Held back: their specification carries a quarantined version.
+    #[serde(default)]
+    pub held: u64,
 }
 
 /// The GitOpsReconciler workflow.
@@ -90,6 +94,7 @@ impl GitOpsReconciler {
                     hand_over(ctx, &superseded, Some(proposal), mark).await?;
                     totals.proposed += 1;
                 }
+                Ok(ReplanOutcome::Held { .. }) => totals.held += 1,
                 Ok(ReplanOutcome::Nothing) | Err(_) => {}
             }
         }

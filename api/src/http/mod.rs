@@ -19,6 +19,7 @@ mod lifetimes;
 pub mod metrics;
 mod pagination;
 mod proposals;
+mod quarantines;
 mod rollouts;
 mod run_logs;
 mod runs;
@@ -59,6 +60,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(rollouts::router())
         .merge(capacity::router())
         .merge(proposals::router())
+        .merge(quarantines::router())
         .merge(metrics::router())
         .merge(codec::router())
         .routes(routes!(openapi::openapi_json))

@@ -72,14 +72,14 @@ struct StartRollout {
 
 /// Starts a rollout over the selected instances: non-production waves first (a canary, then
 /// the steps), production waves last (each production run waits for its approval, verified
-/// like any production apply).
+/// like any production apply). A release with a quarantined version is refused (409).
 #[utoipa::path(operation_id = "startRollout", post, path = "/fleet/rollouts", tag = "fleet",
     security(("bearer" = ["factory.fleet.operate"])),
     request_body = StartRollout,
     responses(
         (status = 202, description = "Started; `Location` names it", body = Rollout,
             headers(("Location" = String, description = "The rollout's URL"))),
-        Problems<400>, Problems<401>, Problems<403>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
+        Problems<400>, Problems<401>, Problems<403>, Problems<409>, Problems<413>, Problems<415>, Problems<422>, Problems<500>, Problems<503>,
     ))]
 #[tracing::instrument(skip_all, fields(tenant_id = %auth.tenant()))]
 async fn start(
@@ -122,6 +122,17 @@ async fn start(
         return Err(Error::Unprocessable(
             "the selection names no instance of the tenant".into(),
         ));
+    }
+    // Each instance's run would be refused by its gate: refuse the rollout instead, and say
+    // why.
+    let in_force = runtime_cloud_store::quarantines::in_force(&state.db, auth.tenant()).await?;
+    let hits = runtime_cloud_models::quarantine::in_release(&body.versions, &in_force);
+    if !hits.is_empty() {
+        return Err(Error::Conflict(format!(
+            "{}; lift the quarantine (POST /factory/quarantines/{{quarantineId}}/lift) to roll \
+             it out",
+            runtime_cloud_models::quarantine::refusal(&hits)
+        )));
     }
     let input = RolloutInput {
         rollout_id: uuid::Uuid::now_v7().to_string(),

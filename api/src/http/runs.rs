@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::approvals::{ApprovalClaim, ApprovalSource};
 use runtime_cloud_models::options::{RUN_START_IN_FLIGHT, RUN_START_TIMEOUT};
+use runtime_cloud_models::quarantine::QuarantineOverride;
 use runtime_cloud_models::{
     Approval, ApprovalDecision, ProvisioningKind, ProvisioningState, RunInput,
 };
@@ -60,6 +61,20 @@ pub struct PlanProvisioning {
     /// refused with 422 and the reason. The run verifies it again and spends it before it
     /// applies.
     pub approval_id: Option<uuid::Uuid>,
+    /// Run through quarantined versions (`GET /factory/quarantines`): `{"reason": "…"}`.
+    /// Needs the `Operator` (or `PlatformAdmin`) role; recorded on the run
+    /// (`quarantineOverride`) and as `QuarantineOverridden`. Without it a specification that
+    /// carries a quarantined version is refused with 409 and the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_override: Option<OverrideAsked>,
+}
+
+/// `quarantineOverride` of a run's request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OverrideAsked {
+    /// Mandatory: why the quarantined version must run anyway.
+    pub reason: String,
 }
 
 /// A run as the API shows it: the stored run (every read shows it the same way, the
@@ -195,6 +210,14 @@ async fn plan(
         )),
     })?;
 
+    let quarantine_override = quarantine_override(
+        &state,
+        &auth,
+        &spec,
+        body.kind,
+        body.quarantine_override.as_ref(),
+    )
+    .await?;
     let run_id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("run_id", &run_id);
     if let Some(approval_id) = body.approval_id
@@ -220,6 +243,7 @@ async fn plan(
         approval_id: body.approval_id.map(|u| u.to_string()),
         idempotency_key: key.clone(),
         request_hash: Some(hash.clone()),
+        quarantine_override,
     };
     let admission = admission(&env, &run_id, quota);
     let input = match runtime_cloud_transactions::admit_run::accept_run(
@@ -271,6 +295,55 @@ async fn plan(
     tracing::info!(run_id = %run_id, environment_id = %body.environment_id, "provisioning run started");
     let view = find_view(&state, auth.tenant(), &run_id).await?;
     Ok(accepted_response(view, StatusCode::ACCEPTED))
+}
+
+/// The override a run asks for, when `spec` carries quarantined versions of the tenant: 409
+/// with the reason when it does and none is asked for, 422 when one is asked for and there is
+/// nothing to override (or no reason), 403 without an Operator. The run's gate weighs the
+/// quarantines again before it applies: one placed after this is not overridden.
+async fn quarantine_override(
+    state: &AppState,
+    auth: &Scoped<ProvisioningApply>,
+    spec: &specifications::Specification,
+    kind: ProvisioningKind,
+    asked: Option<&OverrideAsked>,
+) -> Result<Option<QuarantineOverride>, Error> {
+    use runtime_cloud_models::quarantine::{carried, refusal};
+    // A decommission applies no version (`models::quarantine::gate`).
+    if kind == ProvisioningKind::Decommission && asked.is_none() {
+        return Ok(None);
+    }
+    let in_force = runtime_cloud_store::quarantines::in_force(&state.db, auth.tenant()).await?;
+    let snapshot = spec.snapshot();
+    let hits = carried(&snapshot, &in_force);
+    match asked {
+        None if hits.is_empty() => Ok(None),
+        None => Err(Error::Conflict(format!(
+            "{}; an Operator may run it anyway with quarantineOverride.reason",
+            refusal(&hits)
+        ))),
+        Some(_) if hits.is_empty() || kind == ProvisioningKind::Decommission => {
+            Err(Error::Unprocessable(format!(
+                "quarantineOverride: specification version {} carries no quarantined version",
+                spec.version
+            )))
+        }
+        Some(asked) => {
+            auth.require_role(PRODUCTION_DECIDERS)?;
+            if asked.reason.trim().is_empty() {
+                return Err(Error::Unprocessable(
+                    "quarantineOverride.reason must say why the quarantined version must run"
+                        .into(),
+                ));
+            }
+            Ok(Some(QuarantineOverride::of(
+                &hits,
+                auth.subject(),
+                &asked.reason,
+                chrono::Utc::now(),
+            )))
+        }
+    }
 }
 
 /// What deferring run `run_id` of `env` takes (`transactions::admit_run::accept_run`): its project's

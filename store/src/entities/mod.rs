@@ -16,6 +16,7 @@ pub mod observed_workloads;
 pub mod outbox_events;
 pub mod prelude;
 pub mod provisioning_runs;
+pub mod quarantines;
 pub mod quotas;
 pub mod reconciliation_proposals;
 pub mod run_starts;

@@ -29,6 +29,8 @@ pub struct Model {
     pub break_glass: Option<Json>,
     /// `models::policy::PolicyDecision` on the run's plan.
     pub policy: Option<Json>,
+    /// A person's run through quarantined versions (`models::quarantine::QuarantineOverride`).
+    pub quarantine_override: Option<Json>,
     /// `models::capacity::CapacityWait`, while a quota or a pool without workers holds the run.
     pub waiting_for_capacity: Option<Json>,
     /// The whole minutes the apply counts against `executionMinutesPerDay`, once applied.

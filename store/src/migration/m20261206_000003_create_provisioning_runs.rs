@@ -4,7 +4,8 @@
 //!   each, when, and why it was refused, a JSON list; null before the run's first projection,
 //!   which the API shows as an empty list), the change window it waits for
 //!   (`waiting_for_window`) and the break-glass it applied with (`break_glass`), what the
-//!   policies answered about its plan (`policy`, `models::policy::PolicyDecision`), what holds
+//!   policies answered about its plan (`policy`, `models::policy::PolicyDecision`), the
+//!   quarantined versions a person's run was let through (`quarantine_override`), what holds
 //!   it back (`waiting_for_capacity`) and the whole minutes its apply counts against the
 //!   project's `executionMinutesPerDay` (`apply_minutes`), all JSON but the minutes.
 //! - `run_starts`: runs the API wrote whose workflow may not have started yet
@@ -49,6 +50,7 @@ enum ProvisioningRuns {
     WaitingForWindow,
     BreakGlass,
     Policy,
+    QuarantineOverride,
     WaitingForCapacity,
     ApplyMinutes,
 }
@@ -116,6 +118,7 @@ impl MigrationTrait for Migration {
                     .col(json_null(ProvisioningRuns::WaitingForWindow))
                     .col(json_null(ProvisioningRuns::BreakGlass))
                     .col(json_null(ProvisioningRuns::Policy))
+                    .col(json_null(ProvisioningRuns::QuarantineOverride))
                     .col(json_null(ProvisioningRuns::WaitingForCapacity))
                     .col(integer_null(ProvisioningRuns::ApplyMinutes))
                     .to_owned(),

@@ -1,8 +1,8 @@
 //! Read-table migrations: one migration per aggregate, in an order in which whatever one
 //! refers to is already there (the metric counts' triggers, over several aggregates' tables,
-//! come last). Before the first release they are squashed: a change to the schema edits the
-//! aggregate's migration. From the first release on, a landed migration is never edited: add
-//! one.
+//! come after the aggregates they count). Before the first release they are squashed: a change
+//! to the schema edits the aggregate's migration. From the first release on, a landed
+//! migration is never edited: add one.
 
 use sea_orm_migration::prelude::*;
 
@@ -18,6 +18,7 @@ mod m20261206_000009_create_incidents;
 mod m20261206_000010_create_fleet_rollouts;
 mod m20261206_000011_create_capacity;
 pub(crate) mod m20261206_000012_create_metric_counts;
+mod m20261206_000013_create_quarantines;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000010_create_fleet_rollouts::Migration),
             Box::new(m20261206_000011_create_capacity::Migration),
             Box::new(m20261206_000012_create_metric_counts::Migration),
+            Box::new(m20261206_000013_create_quarantines::Migration),
         ]
     }
 }

@@ -91,6 +91,7 @@ impl ProvisioningRun {
             run: PolicyRun {
                 run_id: input.run_id.clone(),
                 kind: input.kind,
+                quarantine_override: input.quarantine_override.clone(),
             },
             specification: input.specification.clone(),
             plan: plan.clone(),
