@@ -16,6 +16,7 @@ import * as runs from './runs.js';
 import * as run from './run.js';
 import * as rollouts from './rollouts.js';
 import * as rollout from './rollout.js';
+import * as quarantines from './quarantines.js';
 
 /** `[pattern, page, nav item]`: the captures of the pattern are the page's params. */
 const ROUTES = [
@@ -26,6 +27,7 @@ const ROUTES = [
   [/^\/runs\/([^/]+)$/, run, 'runs'],
   [/^\/rollouts$/, rollouts, 'rollouts'],
   [/^\/rollouts\/([^/]+)$/, rollout, 'rollouts'],
+  [/^\/quarantines$/, quarantines, 'quarantines'],
 ];
 
 function current() {

@@ -108,6 +108,9 @@ function summary(run) {
         : run.waitingForWindow ? h('span', { class: 'warn' }, `change window ${run.waitingForWindow.windowId}, opens `, time(run.waitingForWindow.opensAt))
           : run.state ? null : 'its turn on the environment, or its plan'],
       ['Break-glass', run.breakGlass ? `${run.breakGlass.by}: ${run.breakGlass.reason}` : null],
+      ['Quarantine overridden', run.quarantineOverride
+        ? h('span', { id: 'quarantine-override', class: 'warn' }, `${run.quarantineOverride.quarantines.map((q) => `${q.workload} ${q.version}`).join(', ')} by ${run.quarantineOverride.by}: ${run.quarantineOverride.reason}`)
+        : null],
       ['Promotion', run.promotionId || null],
       ['Workflow', h('code', null, run.workflowId)],
     ]),

@@ -119,12 +119,19 @@ enum Command {
         #[command(subcommand)]
         command: cli::Specs,
     },
-    /// Fleet rollouts: list, get, start, resume, abort.
+    /// Fleet rollouts: list, get, start, resume, abort, roll back.
     Rollouts {
         #[command(flatten)]
         remote: cli::Remote,
         #[command(subcommand)]
         command: cli::Rollouts,
+    },
+    /// Quarantined workload versions: list, place, lift.
+    Quarantines {
+        #[command(flatten)]
+        remote: cli::Remote,
+        #[command(subcommand)]
+        command: cli::Quarantines,
     },
     /// The fleet: summary, instances.
     Fleet {
@@ -215,6 +222,7 @@ fn operator(command: Command) -> Result<(cli::Remote, cli::Operator), Box<Comman
         Command::Proposals { remote, command } => (remote, cli::Operator::Proposals(command)),
         Command::Specs { remote, command } => (remote, cli::Operator::Specs(command)),
         Command::Rollouts { remote, command } => (remote, cli::Operator::Rollouts(command)),
+        Command::Quarantines { remote, command } => (remote, cli::Operator::Quarantines(command)),
         Command::Fleet { remote, command } => (remote, cli::Operator::Fleet(command)),
         other => return Err(Box::new(other)),
     })
@@ -268,6 +276,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         | Command::Proposals { .. }
         | Command::Specs { .. }
         | Command::Rollouts { .. }
+        | Command::Quarantines { .. }
         | Command::Fleet { .. } => unreachable!("operator commands run before the configuration"),
     }
 }

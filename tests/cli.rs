@@ -557,3 +557,83 @@ async fn environments_are_extended_and_decommissioned_from_the_cli() {
     again.expect(1);
     assert!(again.stderr.contains("409"), "{}", again.stderr);
 }
+
+/// `quarantines place|list|lift` and `runs plan --override-quarantine`: a quarantined version
+/// is refused with the reason (exit 1), run by an Operator who says why, and lifted.
+#[tokio::test]
+async fn versions_are_quarantined_overridden_and_lifted_from_the_cli() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.applied(&stack, "dev", &[("api", "1.0.0", 1)]).await;
+    let op = cli(&stack, Some(operator_token(&stack)));
+    let placed = op
+        .run(&[
+            "quarantines",
+            "place",
+            "--workload",
+            "api",
+            "--version",
+            "2.0.0",
+            "--reason",
+            "leaks memory",
+            "-o",
+            "json",
+        ])
+        .json();
+    assert_eq!(placed["state"], "in-force", "{placed}");
+    let table = op
+        .run(&["quarantines", "list", "--state", "in-force"])
+        .expect(0)
+        .to_owned();
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("WORKLOAD") && header.contains("REASON"),
+        "{table}"
+    );
+    assert!(
+        table.contains("2.0.0") && table.contains("leaks memory"),
+        "{table}"
+    );
+
+    api.declare("dev", &[("api", "2.0.0", 1)]).await;
+    let refused = op.run(&["runs", "plan", "--env", "dev", "--kind", "promotion"]);
+    refused.expect(1);
+    assert!(
+        refused.stderr.contains("version 2.0.0 is quarantined"),
+        "{}",
+        refused.stderr
+    );
+    let run = op
+        .run(&[
+            "runs",
+            "plan",
+            "--env",
+            "dev",
+            "--kind",
+            "promotion",
+            "--override-quarantine",
+            "the hotfix is only in 2.0.0",
+            "-o",
+            "json",
+        ])
+        .json();
+    assert_eq!(
+        run["quarantineOverride"]["reason"], "the hotfix is only in 2.0.0",
+        "{run}"
+    );
+    api.wait_state(&text(&run["provisioningRunId"]), "Applied")
+        .await;
+
+    let lifted = op
+        .run(&[
+            "quarantines",
+            "lift",
+            &text(&placed["quarantineId"]),
+            "--reason",
+            "fixed",
+            "-o",
+            "json",
+        ])
+        .json();
+    assert_eq!(lifted["state"], "lifted", "{lifted}");
+}

@@ -218,6 +218,27 @@ async fn console_an_operator_extends_and_decommissions_an_ephemeral_environment(
     );
 }
 
+/// An Operator quarantines a version on the Quarantines page and lifts it there; the API
+/// shows both, by the token's subject, with the reasons typed.
+#[tokio::test]
+async fn console_an_operator_quarantines_a_version_and_lifts_it() {
+    let stack = Stack::start().await;
+    let token = stack.token("acme", OPERATOR_SCOPES);
+    scenario("quarantines", &stack.base_url, &[("RC_TOKEN", &token)]).await;
+
+    let api = stack.operator("acme");
+    let listed = api.get("/factory/quarantines").await.expect(200);
+    let q = &listed["items"][0];
+    assert_eq!(q["workload"], "api", "{listed}");
+    assert_eq!(q["version"], "2.0.0", "{listed}");
+    assert_eq!(q["reason"], "leaks memory, from the console", "{listed}");
+    assert_eq!(q["state"], "lifted", "{listed}");
+    assert_eq!(q["liftReason"], "fixed in 2.0.1", "{listed}");
+    assert_eq!(q["liftedBy"], "tester", "{listed}");
+    assert_eq!(stack.events("VersionQuarantined").await.len(), 1);
+    assert_eq!(stack.events("QuarantineLifted").await.len(), 1);
+}
+
 /// An environment applied, then drifted out of band (api scaled to 7) and observed, with a
 /// proposal waiting for a decision; returns the operator and the proposal's id.
 async fn drifted(stack: &Stack, env: &str) -> (Api, String) {

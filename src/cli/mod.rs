@@ -1,6 +1,6 @@
-//! The operator CLI: `runtime-cloud runs|envs|proposals|specs|rollouts|fleet …` and `login`,
-//! talking to the API with the operator's token, like `argocd` or `tfe`. Every command is one
-//! or two API calls; the API decides (scopes, roles, tenancy), the CLI prints and sets the exit
+//! The operator CLI: `runtime-cloud runs|envs|proposals|specs|rollouts|quarantines|fleet …` and
+//! `login`, talking to the API with the operator's token, like `argocd` or `tfe`. Every command
+//! is one or two API calls; the API decides (scopes, roles, tenancy), the CLI prints and sets the exit
 //! code (`docs/cli.md`).
 
 mod client;
@@ -67,6 +67,10 @@ pub enum Runs {
         /// A specification version other than the newest.
         #[arg(long)]
         version: Option<i32>,
+        /// Run it although it carries a quarantined version, for this reason (an Operator's
+        /// call, recorded on the run).
+        #[arg(long = "override-quarantine", value_name = "REASON")]
+        override_quarantine: Option<String>,
     },
     /// Approve a production run's plan: shows the plan and asks unless `--yes`.
     Approve {
@@ -208,6 +212,42 @@ pub enum Rollouts {
     Resume { id: String },
     /// Abort a rollout.
     Abort { id: String },
+    /// Roll a halted rollout back: its release is quarantined and every instance it moved runs
+    /// back to its previous specification.
+    Rollback { id: String },
+}
+
+/// `runtime-cloud quarantines …`.
+#[derive(Debug, Subcommand)]
+pub enum Quarantines {
+    /// Quarantined versions, newest first.
+    List {
+        /// `in-force` or `lifted`.
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this workload's.
+        #[arg(long)]
+        workload: Option<String>,
+        #[command(flatten)]
+        paging: Paging,
+    },
+    /// Quarantine a workload's version for the tenant: nothing automatic applies it.
+    Place {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        version: String,
+        /// Why it must not run.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lift a quarantine: the version may be applied again.
+    Lift {
+        id: String,
+        /// Why it may run again.
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// `runtime-cloud fleet …`.
@@ -234,6 +274,7 @@ pub enum Operator {
     Proposals(Proposals),
     Specs(Specs),
     Rollouts(Rollouts),
+    Quarantines(Quarantines),
     Fleet(Fleet),
 }
 
@@ -304,6 +345,14 @@ const ROLLOUT_COLUMNS: &[Column] = &[
     ("BY", "/requestedBy"),
     ("CREATED", "/createdAt"),
 ];
+const QUARANTINE_COLUMNS: &[Column] = &[
+    ("QUARANTINE", "/quarantineId"),
+    ("WORKLOAD", "/workload"),
+    ("VERSION", "/version"),
+    ("STATE", "/state"),
+    ("SOURCE", "/source"),
+    ("REASON", "/reason"),
+];
 const INSTANCE_COLUMNS: &[Column] = &[
     ("ENVIRONMENT", "/environmentId"),
     ("PRODUCT", "/productId"),
@@ -335,6 +384,7 @@ async fn dispatch(remote: &Remote, command: Operator) -> Outcome {
         Operator::Proposals(c) => proposals(&api, format, c).await,
         Operator::Specs(c) => specs(&api, format, c).await,
         Operator::Rollouts(c) => rollouts(&api, format, c).await,
+        Operator::Quarantines(c) => quarantines(&api, format, c).await,
         Operator::Fleet(Fleet::Summary) => {
             print_one(format, &api.get("/fleet/meta/summary").await?);
             Ok(())
@@ -413,10 +463,14 @@ async fn runs(api: &Client, format: Format, command: Runs) -> Outcome {
             environment,
             kind,
             version,
+            override_quarantine,
         } => {
             let mut body = json!({ "environmentId": environment, "kind": kind });
             if let Some(v) = version {
                 body["specificationVersion"] = json!(v);
+            }
+            if let Some(reason) = override_quarantine {
+                body["quarantineOverride"] = json!({ "reason": reason });
             }
             print_one(format, &api.post(RUNS, body).await?);
         }
@@ -697,6 +751,40 @@ async fn rollouts(api: &Client, format: Format, command: Rollouts) -> Outcome {
             format,
             &api.post(&format!("{}/abort", one(&id)), json!({})).await?,
         ),
+        Rollouts::Rollback { id } => print_one(
+            format,
+            &api.post(&format!("{}/rollback", one(&id)), json!({}))
+                .await?,
+        ),
+    }
+    Ok(())
+}
+
+async fn quarantines(api: &Client, format: Format, command: Quarantines) -> Outcome {
+    const QUARANTINES: &str = "/factory/quarantines";
+    match command {
+        Quarantines::List {
+            state,
+            workload,
+            paging,
+        } => {
+            let mut params = vec![("state", state), ("workload", workload)];
+            params.extend(paging.params());
+            let page = api.get(&with_query(QUARANTINES, &params)).await?;
+            print_page(format, &page, QUARANTINE_COLUMNS);
+        }
+        Quarantines::Place {
+            workload,
+            version,
+            reason,
+        } => {
+            let body = json!({ "workload": workload, "version": version, "reason": reason });
+            print_one(format, &api.post(QUARANTINES, body).await?);
+        }
+        Quarantines::Lift { id, reason } => {
+            let path = format!("{QUARANTINES}/{}/lift", escape(&id));
+            print_one(format, &api.post(&path, json!({ "reason": reason })).await?);
+        }
     }
     Ok(())
 }

@@ -73,6 +73,7 @@ const ASSETS: &[Asset] = &[
     asset!("runs.js", JS),
     asset!("run.js", JS),
     asset!("rollouts.js", JS),
+    asset!("quarantines.js", JS),
     asset!("rollout.js", JS),
 ];
 
