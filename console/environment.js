@@ -46,7 +46,7 @@ function header(env, refresh) {
     'div',
     null,
     h('h1', null, env.environmentId, ' ', h('span', { class: `class-${env.class}` }, env.class),
-      env.state === 'retired' ? [' ', h('span', { class: 'badge retired', id: 'env-state' }, 'retired')] : null),
+      env.state !== 'active' ? [' ', h('span', { class: 'badge retired', id: 'env-state' }, env.state)] : null),
     facts([
       ['Project', env.projectId],
       ['State', h('span', { id: 'state' }, env.state)],
@@ -59,8 +59,8 @@ function header(env, refresh) {
       ['Registered', time(env.createdAt)],
       ['Runs', link(withQuery('/runs', { environmentId: env.environmentId }), 'every run of this environment')],
     ]),
-    env.state === 'retired' ? null : h('div', { class: 'actions' }, observe, ' ', kind, ' ', plan),
-    env.state === 'retired' ? null : lifetime(env, refresh),
+    env.state !== 'active' ? null : h('div', { class: 'actions' }, observe, ' ', kind, ' ', plan),
+    env.state !== 'active' ? null : lifetime(env, refresh),
   );
 }
 
@@ -195,30 +195,65 @@ function proposals(items, findings, env, refresh) {
   );
 }
 
+/** The instance's off-boarding order (its state, archive, decommission run), or the form that
+ * orders one (`factory.fleet.operate`; Operator). */
+function offboarding(env, order, refresh) {
+  if (lacks('factory.meta.read')) return h('p', { class: 'muted' }, lacks('factory.meta.read'));
+  const form = () => {
+    const reason = h('input', { id: 'offboard-reason', class: 'reason-input', 'aria-label': 'Off-boarding reason', placeholder: 'Why it leaves operation' });
+    return h('div', { class: 'actions' }, reason, ' ', action('Off-board', { scope: 'factory.fleet.operate', roles: DECIDERS }, (e) =>
+      perform(e.currentTarget, async () => {
+        await post('/fleet/offboarding-orders', { environmentId: env.environmentId, reason: reason.value });
+        refresh();
+      }), { id: 'offboard' }));
+  };
+  if (!order) return env.state === 'active' ? form() : h('p', { class: 'muted' }, 'No off-boarding order.');
+  return [
+    facts([
+      ['Order', h('code', null, order.orderId)],
+      ['State', h('span', { id: 'offboarding-state' }, badge(order.state))],
+      ['Why', [`${order.reason} (${order.requestedBy}, `, time(order.createdAt), ')']],
+      ['Archive', order.archiveSha256
+        ? h('span', { id: 'offboarding-archive' }, h('code', null, order.archiveSha256), ` · ${order.archiveBytes} bytes · ${order.manifest.files.length} files, exported `, time(order.exportedAt))
+        : null],
+      ['Decommission', order.provisioningRunId ? link(`/runs/${seg(order.provisioningRunId)}`, h('code', null, order.provisioningRunId)) : null],
+      ['Failed because', order.failure || null],
+    ]),
+    order.state === 'failed' && env.state === 'active' ? form() : null,
+  ];
+}
+
 export async function render(root, [environmentId]) {
   const id = seg(environmentId);
   const head = region('div');
   const inv = region('section', { id: 'inventory' });
   const findings = region('section', { id: 'drift' });
   const props = region('section', { id: 'proposals' });
-  fill(root, head, h('h2', null, 'Inventory'), inv, h('h2', null, 'Drift findings'), findings, h('h2', null, 'Proposals'), props);
+  const leaving = region('section', { id: 'offboarding' });
+  fill(root, head, h('h2', null, 'Inventory'), inv, h('h2', null, 'Drift findings'), findings, h('h2', null, 'Proposals'), props,
+    h('h2', null, 'Off-boarding'), leaving);
 
   let busyUntil = 0;
   const refresh = poll(
     root,
     async () => {
       const runtime = !lacks('factory.runtime.read');
-      const [env, inventoryView, drifts, page] = await Promise.all([
+      const fleet = !lacks('factory.meta.read');
+      const [env, inventoryView, drifts, page, orders] = await Promise.all([
         get(`/factory/environments/${id}`),
         runtime ? get(`/factory/environments/${id}/inventory`) : null,
         runtime ? get(`/factory/environments/${id}/drift?limit=200`) : null,
         runtime ? get(withQuery('/factory/reconciliation/proposals', { environmentId, limit: 10 })) : null,
+        fleet ? get(withQuery('/fleet/offboarding-orders', { environmentId, limit: 1 })) : null,
       ]);
       const items = page ? page.items : null;
       head.update(env, (e) => header(e, wake));
       inv.update(inventoryView, inventory);
       findings.update(drifts && drifts.items, drift);
       props.update({ items, findings: drifts && drifts.items, env }, (d) => proposals(d.items, d.findings, d.env, wake));
+      const order = orders && orders.items[0];
+      leaving.update({ order, state: env.state }, (d) => offboarding(env, d.order, wake));
+      if (order && !['completed', 'failed'].includes(order.state)) busyUntil = Math.max(busyUntil, Date.now() + 5000);
       return items || [];
     },
     // Quickly while an accepted proposal's run moves or just after an action (its observation

@@ -133,7 +133,7 @@ enum Command {
         #[command(subcommand)]
         command: cli::Quarantines,
     },
-    /// The fleet: summary, instances.
+    /// The fleet: summary, instances, off-boarding orders and their archives.
     Fleet {
         #[command(flatten)]
         remote: cli::Remote,

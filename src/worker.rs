@@ -14,7 +14,7 @@ use runtime_cloud_temporal::Error;
 use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
     ClusterWatch, EnvironmentLifetime, FleetRollout, GitOpsReconciler, ObservationSweep,
-    ObserveEnvironment, ProvisioningRun, ReconciliationProposal,
+    ObserveEnvironment, OffboardingOrder, ProvisioningRun, ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -178,6 +178,18 @@ async fn serve(
         ),
         Err(e) => tracing::warn!(error = %e, "cannot read which environments are ephemeral"),
     }
+    let orders =
+        runtime_cloud_temporal::offboarding::start_all(&deps.db, &deps.client, &deps.task_queue)
+            .await;
+    match orders {
+        Ok(n) => tracing::info!(orders = n, "the off-boarding orders under way are started"),
+        Err(e) => tracing::warn!(error = %e, "cannot read which off-boarding orders are under way"),
+    }
+    let offboarding = runtime_cloud_activities::offboarding::OffboardingActivitiesImpl {
+        db: deps.db.clone(),
+        artifacts: deps.artifacts.clone(),
+        provisioning: deps.provisioning.clone(),
+    };
     let lifetime = runtime_cloud_activities::lifetime::LifetimeActivitiesImpl {
         db: deps.db.clone(),
         provisioning: deps.provisioning.clone(),
@@ -190,12 +202,14 @@ async fn serve(
         .register_workflow::<GitOpsReconciler>()?
         .register_workflow::<FleetRollout>()?
         .register_workflow::<EnvironmentLifetime>()?
+        .register_workflow::<OffboardingOrder>()?
         .register_activities(activities)
         .register_activities(inventory_activities(deps))
         .register_activities(scheduled)
         .register_activities(fleet)
         .register_activities(capacity)
-        .register_activities(lifetime);
+        .register_activities(lifetime)
+        .register_activities(offboarding);
     if let Some(kubernetes) = &deps.kubernetes_watch {
         options = options
             .register_workflow::<ClusterWatch>()?

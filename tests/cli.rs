@@ -637,3 +637,59 @@ async fn versions_are_quarantined_overridden_and_lifted_from_the_cli() {
         .json();
     assert_eq!(lifted["state"], "lifted", "{lifted}");
 }
+
+/// `fleet offboard|orders|archive`: an instance ordered off-boarded from the CLI, its order
+/// listed, and its archive written to a file only with the export scope.
+#[tokio::test]
+async fn an_instance_is_offboarded_and_its_archive_downloaded_from_the_cli() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.applied(&stack, "shop-00", &[("api", "1.0.0", 1)]).await;
+    let op = cli(&stack, Some(operator_token(&stack)));
+    let order = op
+        .run(&[
+            "fleet",
+            "offboard",
+            "shop-00",
+            "--reason",
+            "contract ended",
+            "-o",
+            "json",
+        ])
+        .json();
+    let id = text(&order["orderId"]);
+    let done = eventually(120, "the order to complete", || async {
+        let o = api
+            .get(&format!("/fleet/offboarding-orders/{id}"))
+            .await
+            .expect(200);
+        (o["state"] == "completed").then_some(o)
+    })
+    .await;
+    let table = op.run(&["fleet", "orders"]).expect(0).to_owned();
+    assert!(
+        table.contains(&id) && table.contains("completed"),
+        "{table}"
+    );
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("shop-00.tar");
+    let to = file.display().to_string();
+    // The operator's token has no export scope.
+    let refused = op.run(&["fleet", "archive", &id, "--to", &to]);
+    refused.expect(1);
+    assert!(
+        refused.stderr.contains("factory.fleet.export"),
+        "{}",
+        refused.stderr
+    );
+    let exporter = cli(&stack, Some(stack.token("acme", &["factory.fleet.export"])));
+    exporter
+        .run(&["fleet", "archive", &id, "--to", &to])
+        .expect(0);
+    let bytes = std::fs::read(&file).expect("the archive written");
+    assert_eq!(
+        runtime_cloud_models::offboarding::checksum(&bytes),
+        text(&done["archiveSha256"])
+    );
+}

@@ -239,6 +239,33 @@ async fn console_an_operator_quarantines_a_version_and_lifts_it() {
     assert_eq!(stack.events("QuarantineLifted").await.len(), 1);
 }
 
+/// An Operator orders an instance off-boarded on its page; the API shows the order completed
+/// by that operator with the reason typed, and the instance off-boarded.
+#[tokio::test]
+async fn console_an_operator_offboards_an_instance() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    api.applied(&stack, "shop-00", &[("api", "1.0.0", 1)]).await;
+    let token = stack.token("acme", OPERATOR_SCOPES);
+    scenario(
+        "offboard",
+        &stack.base_url,
+        &[("RC_TOKEN", &token), ("RC_ENV", "shop-00")],
+    )
+    .await;
+
+    let orders = api.get("/fleet/offboarding-orders").await.expect(200);
+    let order = &orders["items"][0];
+    assert_eq!(order["state"], "completed", "{orders}");
+    assert_eq!(order["requestedBy"], "tester", "{orders}");
+    assert_eq!(
+        order["reason"], "contract ended, from the console",
+        "{orders}"
+    );
+    let env = api.get("/factory/environments/shop-00").await.expect(200);
+    assert_eq!(env["state"], "offboarded", "{env}");
+}
+
 /// An environment applied, then drifted out of band (api scaled to 7) and observed, with a
 /// proposal waiting for a decision; returns the operator and the proposal's id.
 async fn drifted(stack: &Stack, env: &str) -> (Api, String) {

@@ -88,7 +88,8 @@ async fn the_fleet_summary_counts_what_observation_shows_exactly() {
         summary,
         json!({ "operatedProducts": 2,
                 "instancesByClass": { "non-production": 3, "production": 1 },
-                "staleInstances": 2, "openDrift": 1, "openIncidents": 1, "activeRollouts": 0 })
+                "staleInstances": 2, "openDrift": 1, "openIncidents": 1, "activeRollouts": 0,
+                "offboardedInstances": 0 })
     );
 
     let instances = api.get("/fleet/instances?productId=shop").await.expect(200);

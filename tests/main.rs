@@ -25,6 +25,7 @@ mod kubernetes_watch;
 mod lifetimes;
 mod metrics;
 mod nats_security;
+mod offboarding;
 mod oidc;
 mod openapi;
 mod pagination;

@@ -12,6 +12,8 @@
 //! - [`kubernetes`]: the Kubernetes adapter of the Observer port.
 //! - [`lifetime`]: an environment's lifetime activities (read it, warn of its expiry, record
 //!   its decommission run).
+//! - [`offboarding`]: an off-boarding order's activities (export the instance's record as a
+//!   verified archive, record its decommission, end the order).
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
@@ -35,6 +37,7 @@ pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
 pub mod lifetime;
+pub mod offboarding;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;

@@ -31,8 +31,10 @@ pub const RUNTIME_OPERATE: &str = "factory.runtime.operate";
 pub const META_READ: &str = "factory.meta.read";
 /// The fleet's health.
 pub const HEALTH_READ: &str = "factory.health.read";
-/// Fleet operations: incidents and rollouts.
+/// Fleet operations: incidents, rollouts, off-boarding orders.
 pub const FLEET_OPERATE: &str = "factory.fleet.operate";
+/// Download an off-boarded instance's archive (its whole record).
+pub const FLEET_EXPORT: &str = "factory.fleet.export";
 /// Read worker pools, quotas and capacity leases.
 pub const CAPACITY_READ: &str = "factory.capacity.read";
 /// Create worker pools; set quotas (with the `PlatformAdmin` role).
@@ -51,6 +53,7 @@ pub const ALL_SCOPES: &[&str] = &[
     META_READ,
     HEALTH_READ,
     FLEET_OPERATE,
+    FLEET_EXPORT,
     CAPACITY_READ,
     CAPACITY_MANAGE,
 ];
@@ -361,6 +364,8 @@ scopes!(
     HealthRead => HEALTH_READ,
     /// `factory.fleet.operate`.
     FleetOperate => FLEET_OPERATE,
+    /// `factory.fleet.export`.
+    FleetExport => FLEET_EXPORT,
     /// `factory.capacity.read`.
     CapacityRead => CAPACITY_READ,
     /// `factory.capacity.manage`.

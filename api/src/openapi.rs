@@ -9,8 +9,8 @@
 //! of the routes.
 
 use crate::auth::{
-    CAPACITY_MANAGE, CAPACITY_READ, FLEET_OPERATE, HEALTH_READ, META_READ, PROVISIONING_APPLY,
-    PROVISIONING_READ, RUNTIME_OPERATE, RUNTIME_READ,
+    CAPACITY_MANAGE, CAPACITY_READ, FLEET_EXPORT, FLEET_OPERATE, HEALTH_READ, META_READ,
+    PROVISIONING_APPLY, PROVISIONING_READ, RUNTIME_OPERATE, RUNTIME_READ,
 };
 use axum::Extension;
 use axum::body::Bytes;
@@ -60,7 +60,8 @@ impl Modify for BearerScheme {
         scheme.description = Some(format!(
             "HS256 JWT with `tenant`, `scopes` and `roles`. Scopes: `{PROVISIONING_READ}`, \
              `{PROVISIONING_APPLY}`, `{RUNTIME_READ}`, `{RUNTIME_OPERATE}`, `{META_READ}`, \
-             `{HEALTH_READ}`, `{FLEET_OPERATE}`, `{CAPACITY_READ}`, `{CAPACITY_MANAGE}`. \
+             `{HEALTH_READ}`, `{FLEET_OPERATE}`, `{FLEET_EXPORT}`, `{CAPACITY_READ}`, \
+             `{CAPACITY_MANAGE}`. \
              Approving a production run or accepting a production proposal also needs the \
              `Operator` or `PlatformAdmin` role; setting a quota, `PlatformAdmin`. Mint one \
              with `runtime-cloud token`."

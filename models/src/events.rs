@@ -286,6 +286,59 @@ into_outbox!(
     CHANGE_WINDOW_OVERRIDDEN,
     provisioning_run_id
 );
+/// Topic of `OffboardingOrdered`.
+pub const OFFBOARDING_ORDERED: &str = "provisioning.fleet.v1.offboarding-ordered";
+
+/// `OffboardingOrdered` (not in the spec): an instance is to leave operation; its record is
+/// exported before anything is destroyed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffboardingOrdered {
+    pub order_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub requested_by: String,
+    pub reason: String,
+}
+
+into_outbox!(OffboardingOrdered, OFFBOARDING_ORDERED, order_id);
+
+/// Topic of `InstanceOffboarded`.
+pub const INSTANCE_OFFBOARDED: &str = "provisioning.fleet.v1.instance-offboarded";
+
+/// `InstanceOffboarded` (not in the spec): the instance's record is archived and verified, what
+/// it ran is destroyed, and the environment is `offboarded`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceOffboarded {
+    pub order_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub archive_key: String,
+    pub archive_sha256: String,
+    /// The decommission run; none when nothing was ever declared for the instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioning_run_id: Option<String>,
+}
+
+into_outbox!(InstanceOffboarded, INSTANCE_OFFBOARDED, order_id);
+
+/// Topic of `OffboardingFailed`.
+pub const OFFBOARDING_FAILED: &str = "provisioning.fleet.v1.offboarding-failed";
+
+/// `OffboardingFailed` (not in the spec): an off-boarding order could not go on; `reason` says
+/// why. An archive exported and verified stays.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffboardingFailed {
+    pub order_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub reason: String,
+}
+
+into_outbox!(OffboardingFailed, OFFBOARDING_FAILED, order_id);
+
 /// Topic of `VersionQuarantined`.
 pub const VERSION_QUARANTINED: &str = "provisioning.quarantines.v1.version-quarantined";
 

@@ -56,6 +56,9 @@ pub struct FleetSummary {
     pub open_drift: u64,
     pub open_incidents: u64,
     pub active_rollouts: u64,
+    /// Instances that left operation through an off-boarding order.
+    #[serde(default)]
+    pub offboarded_instances: u64,
     /// How long ago the tenant's environments were last observed successfully (`null` before
     /// the first observation).
     #[serde(default)]

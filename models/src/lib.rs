@@ -23,6 +23,7 @@
 //! - [`inbound`]: the events other services send (payloads, subjects, JSON Schemas).
 //! - [`inventory`]: what recording an observation takes and gives; a proposal's payloads.
 //! - [`lifetime`]: an environment's state and expiry: ephemeral environments, retirement.
+//! - [`offboarding`]: an instance's off-boarding order: its states, its archive's manifest.
 //! - [`environments`]: an environment's key and a page of them (the scheduled walks).
 //! - [`rollouts`]: fleet rollouts: waves, convergence as observed, guards.
 //! - [`quarantine`]: workload versions refused fleet-wide for a tenant, and the gate they make.
@@ -44,6 +45,7 @@ pub mod inbound;
 pub mod inventory;
 pub mod lifetime;
 pub mod observation;
+pub mod offboarding;
 pub mod options;
 pub mod pacing;
 pub mod plan;

@@ -14,8 +14,19 @@ crate::wire::wire_enum!(
         /// Decommissioned: what it ran was destroyed; it left the sweep, the reconciler and
         /// the fleet, and refuses new runs. Its record stays.
         Retired => "retired",
+        /// Retired by an off-boarding order, after its record was exported
+        /// (`models::offboarding`): as retired, and counted as off-boarded by the fleet.
+        Offboarded => "offboarded",
     }
 );
+
+impl EnvironmentState {
+    /// Whether it is retired (off-boarded included): it refuses new runs, observations and
+    /// changes.
+    pub fn retired(self) -> bool {
+        self != EnvironmentState::Active
+    }
+}
 
 /// How long an environment may be given to live, from now, unless its tenant's limit says
 /// otherwise (`PUT /factory/capacity/environment-lifetime`).
@@ -161,7 +172,7 @@ pub fn next(
     retry_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Next {
-    if life.state == EnvironmentState::Retired {
+    if life.state.retired() {
         return Next::Done;
     }
     if asked {

@@ -260,6 +260,29 @@ pub enum Fleet {
         #[command(flatten)]
         paging: Paging,
     },
+    /// Order an instance off-boarded: its record is exported and verified, then it is
+    /// decommissioned (an Operator's call; in production the run waits for an approval).
+    Offboard {
+        id: String,
+        /// Why it leaves operation.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Off-boarding orders, newest first.
+    Orders {
+        /// `exporting`, `exported`, `decommissioning`, `completed` or `failed`.
+        #[arg(long)]
+        state: Option<String>,
+        #[command(flatten)]
+        paging: Paging,
+    },
+    /// Download an order's archive (needs the `factory.fleet.export` scope).
+    Archive {
+        id: String,
+        /// Where to write it.
+        #[arg(long)]
+        to: PathBuf,
+    },
 }
 
 /// An operator command.
@@ -353,6 +376,14 @@ const QUARANTINE_COLUMNS: &[Column] = &[
     ("SOURCE", "/source"),
     ("REASON", "/reason"),
 ];
+const ORDER_COLUMNS: &[Column] = &[
+    ("ORDER", "/orderId"),
+    ("ENVIRONMENT", "/environmentId"),
+    ("STATE", "/state"),
+    ("BY", "/requestedBy"),
+    ("ARCHIVE", "/archiveSha256"),
+    ("RUN", "/provisioningRunId"),
+];
 const INSTANCE_COLUMNS: &[Column] = &[
     ("ENVIRONMENT", "/environmentId"),
     ("PRODUCT", "/productId"),
@@ -385,19 +416,7 @@ async fn dispatch(remote: &Remote, command: Operator) -> Outcome {
         Operator::Specs(c) => specs(&api, format, c).await,
         Operator::Rollouts(c) => rollouts(&api, format, c).await,
         Operator::Quarantines(c) => quarantines(&api, format, c).await,
-        Operator::Fleet(Fleet::Summary) => {
-            print_one(format, &api.get("/fleet/meta/summary").await?);
-            Ok(())
-        }
-        Operator::Fleet(Fleet::Instances { paging }) => {
-            print_page(
-                format,
-                &api.get(&with_query("/fleet/instances", &paging.params()))
-                    .await?,
-                INSTANCE_COLUMNS,
-            );
-            Ok(())
-        }
+        Operator::Fleet(c) => fleet(&api, format, c).await,
     }
 }
 
@@ -756,6 +775,41 @@ async fn rollouts(api: &Client, format: Format, command: Rollouts) -> Outcome {
             &api.post(&format!("{}/rollback", one(&id)), json!({}))
                 .await?,
         ),
+    }
+    Ok(())
+}
+
+async fn fleet(api: &Client, format: Format, command: Fleet) -> Outcome {
+    const ORDERS: &str = "/fleet/offboarding-orders";
+    match command {
+        Fleet::Summary => print_one(format, &api.get("/fleet/meta/summary").await?),
+        Fleet::Instances { paging } => print_page(
+            format,
+            &api.get(&with_query("/fleet/instances", &paging.params()))
+                .await?,
+            INSTANCE_COLUMNS,
+        ),
+        Fleet::Offboard { id, reason } => {
+            let body = json!({ "environmentId": id, "reason": reason });
+            print_one(format, &api.post(ORDERS, body).await?);
+        }
+        Fleet::Orders { state, paging } => {
+            let mut params = vec![("state", state)];
+            params.extend(paging.params());
+            print_page(
+                format,
+                &api.get(&with_query(ORDERS, &params)).await?,
+                ORDER_COLUMNS,
+            );
+        }
+        Fleet::Archive { id, to } => {
+            let archive = api
+                .bytes(&format!("{ORDERS}/{}/archive", escape(&id)))
+                .await?;
+            std::fs::write(&to, &archive)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", to.display())))?;
+            eprintln!("wrote {} bytes to {}", archive.len(), to.display());
+        }
     }
     Ok(())
 }

@@ -68,7 +68,7 @@ impl Environment {
 
     /// Whether it was retired: it refuses new runs, observations and changes.
     pub fn retired(&self) -> bool {
-        self.state == EnvironmentState::Retired
+        self.state.retired()
     }
 
     pub(crate) fn read(m: rows::Model) -> Result<Self, Error> {
@@ -526,6 +526,23 @@ pub async fn retire_in(
     let key = format!("{tenant_id}/{environment_id}");
     let id = crate::outbox::event_id(&key, "EnvironmentRetired");
     crate::outbox::append(txn, tenant_id, event.into(), id).await
+}
+
+/// Marks the tenant's environment `offboarded` in the transaction `txn` that completes its
+/// off-boarding order (its decommission retired it, or it had nothing to destroy: retired
+/// here too, with `EnvironmentRetired`).
+pub async fn offboard_in(
+    txn: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+) -> Result<(), Error> {
+    retire_in(txn, tenant_id, environment_id, None).await?;
+    let row = one(txn, tenant_id, environment_id).await?;
+    let mut active: rows::ActiveModel = row.into();
+    active.state = Set(EnvironmentState::Offboarded.as_str().to_owned());
+    active.updated_at = Set(Utc::now());
+    active.update(txn).await?;
+    Ok(())
 }
 
 /// The tenant's environment's life (its state, expiry and warning); none when it is not

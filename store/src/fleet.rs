@@ -8,6 +8,7 @@ use crate::{Error, Page, environments::Environment};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::environments::{Labels, selects};
+use runtime_cloud_models::lifetime::EnvironmentState;
 use runtime_cloud_models::observation::ObservedWorkload;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -39,7 +40,7 @@ pub struct InstanceFilter {
 /// Environments read at a time while a label selector skips some.
 const SELECTION_BATCH: u64 = 500;
 
-/// How many of the tenant's environments each (class, project) pair has: one grouped read of
+/// How many of the tenant's active environments each (class, project) pair has: one grouped read of
 /// the tenant's rows, for the fleet's summary (which no longer reads every instance's
 /// observation: the staleness and drift it counts are the kept counts of `GET /metrics`).
 pub async fn classes_and_projects(
@@ -52,6 +53,9 @@ pub async fn classes_and_projects(
         .column(env_rows::Column::ProjectId)
         .column_as(env_rows::Column::Id.count(), "n")
         .filter(env_rows::Column::TenantId.eq(tenant_id))
+        // Retired and off-boarded instances left operation (the summary counts the latter
+        // on their own).
+        .filter(env_rows::Column::State.eq(EnvironmentState::Active.as_str()))
         .group_by(env_rows::Column::Class)
         .group_by(env_rows::Column::ProjectId)
         .into_tuple()

@@ -23,6 +23,7 @@
 //! - [`run_starts`]: runs written whose workflow may not have started yet, for the starter.
 //! - [`fleet`]: the fleet as observed: a tenant's instances with their observed state.
 //! - [`incidents`]: incidents: opened, listed, resolved.
+//! - [`offboarding`]: instances' off-boarding orders: placed, exported, decommissioning, ended.
 //! - [`rollouts`]: fleet rollouts: created with their waves, projected by their workflow.
 //! - [`inbox`]: inbound events, each handled once by its id (the rows it writes, the run it plans).
 //! - [`inventory`]: observed state, and marking stale what was not observed in time.
@@ -62,6 +63,7 @@ pub mod incidents;
 pub mod inventory;
 pub mod metrics;
 pub mod migration;
+pub mod offboarding;
 pub mod outbox;
 pub mod page;
 pub mod proposals;

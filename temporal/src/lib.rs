@@ -10,6 +10,7 @@
 //! - [`cluster_watches`]: start the Kubernetes clusters' watches, unless they run.
 //! - [`lifetimes`]: start, tell and ask the environments' lifetimes (expiry, decommission).
 //! - [`observations`]: tell an environment what runs there changed (its watched observation).
+//! - [`offboarding`]: start the off-boarding orders' workflows, unless they run.
 //! - [`task_queues`]: a task queue's pollers and backlog (a worker pool's load).
 //! - [`schedules`]: the observation sweep and GitOps reconciler schedules, created idempotently.
 //! - [`dev_server`]: start (or reuse) `temporal server start-dev` on a file-backed store with
@@ -22,6 +23,7 @@ pub mod connection;
 pub mod dev_server;
 pub mod lifetimes;
 pub mod observations;
+pub mod offboarding;
 pub mod schedules;
 pub mod task_queues;
 

@@ -15,12 +15,15 @@
 //! - [`prepare_proposal_run`]: an accepted proposal's run, with what it applies and its approval.
 //! - [`prepare_decommission_run`]: an environment's decommission run (or its retirement, when
 //!   nothing was ever declared for it).
+//! - [`prepare_offboarding_decommission`]: an off-boarding order's decommission run, recorded
+//!   with the order `decommissioning`, only once its archive is verified.
 //! - [`take_lease`]: a run's lease on its project's quota and its capacity slot; with the
 //!   environment's lock when the run takes its turn.
 
 pub mod admit_run;
 pub mod end_run;
 pub mod prepare_decommission_run;
+pub mod prepare_offboarding_decommission;
 pub mod prepare_proposal_run;
 pub mod raise_findings;
 pub mod record_observation;
@@ -31,6 +34,7 @@ mod fixtures;
 
 pub use end_run::{Ended, end_run};
 pub use prepare_decommission_run::prepare_decommission_run;
+pub use prepare_offboarding_decommission::prepare_offboarding_decommission;
 pub use prepare_proposal_run::prepare_proposal_run;
 pub use raise_findings::raise_for_replan;
 pub use record_observation::{

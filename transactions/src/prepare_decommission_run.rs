@@ -7,6 +7,7 @@ use runtime_cloud_models::options::ProvisioningOptions;
 use runtime_cloud_models::{ProvisioningKind, RunInput};
 use runtime_cloud_store::runs::{self, NewRun};
 use runtime_cloud_store::{DatabaseConnection, Error, begin_write, environments, specifications};
+use sea_orm::ConnectionTrait;
 
 /// Records the decommission run `run_id` of the tenant's environment and returns its input;
 /// idempotent by run id (a retry finds the row and answers the same input). None when the
@@ -21,23 +22,37 @@ pub async fn prepare_decommission_run(
     options: &ProvisioningOptions,
 ) -> Result<Option<RunInput>, Error> {
     let txn = begin_write(db).await?;
-    let env = environments::find(&txn, tenant_id, environment_id)
+    let prepared =
+        prepare_decommission_run_in(&txn, tenant_id, environment_id, run_id, options).await?;
+    txn.commit().await?;
+    Ok(prepared)
+}
+
+/// [`prepare_decommission_run`] in the caller's transaction `txn` (an off-boarding order's,
+/// which records its order decommissioning with it).
+pub(crate) async fn prepare_decommission_run_in(
+    txn: &impl ConnectionTrait,
+    tenant_id: &str,
+    environment_id: &str,
+    run_id: &str,
+    options: &ProvisioningOptions,
+) -> Result<Option<RunInput>, Error> {
+    let env = environments::find(txn, tenant_id, environment_id)
         .await?
         .ok_or_else(|| Error::Missing {
             what: "environment",
             id: environment_id.to_owned(),
         })?;
-    let prepared = runs::specification_id(&txn, run_id).await?;
+    let prepared = runs::specification_id(txn, run_id).await?;
     if env.retired() && prepared.is_none() {
         return Ok(None);
     }
     let spec = match &prepared {
-        Some(spec_id) => specifications::find(&txn, spec_id).await?,
-        None => specifications::latest(&txn, tenant_id, environment_id).await?,
+        Some(spec_id) => specifications::find(txn, spec_id).await?,
+        None => specifications::latest(txn, tenant_id, environment_id).await?,
     };
     let Some(spec) = spec else {
-        environments::retire_in(&txn, tenant_id, environment_id, None).await?;
-        txn.commit().await?;
+        environments::retire_in(txn, tenant_id, environment_id, None).await?;
         return Ok(None);
     };
     let new = NewRun {
@@ -52,8 +67,7 @@ pub async fn prepare_decommission_run(
         quarantine_override: None,
     };
     if prepared.is_none() {
-        runs::insert(&txn, &new, None).await?;
+        runs::insert(txn, &new, None).await?;
     }
-    txn.commit().await?;
     Ok(Some(new.input(options)))
 }

@@ -750,3 +750,90 @@ pub struct DecommissionRequest {
     pub environment: EnvironmentKey,
     pub run_id: String,
 }
+
+/// An off-boarding order's workflow input (`store::offboarding`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderInput {
+    pub order_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+}
+
+/// Where an order's archive was stored: its key, the checksum and size of what was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredArchive {
+    pub key: String,
+    /// `sha256:` of the archive as written.
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Read the archive back and verify it against its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyArchive {
+    pub order_id: String,
+    pub archive: StoredArchive,
+}
+
+/// Record the order's decommission run `run_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffboardingDecommission {
+    pub order_id: String,
+    pub run_id: String,
+}
+
+/// End the order: completed, or failed for `failure`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndOrder {
+    pub order_id: String,
+    pub failure: Option<String>,
+}
+
+/// An off-boarding order's steps: export the instance's record, verify the archive, record the
+/// decommission, end the order.
+pub struct OffboardingActivities;
+
+#[activity_definitions]
+impl OffboardingActivities {
+    /// Exports the order's instance's record (specifications, runs with their receipts and
+    /// logs, findings, proposals, approvals, inventory) as one archive with its manifest, and
+    /// stores it (a retry writes it again).
+    #[activity(name = "offboarding.export")]
+    pub fn export(order_id: String) -> Result<StoredArchive, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Reads the archive back from the store and verifies it: the archive's checksum, then
+    /// every file against the manifest. Verified, the order is recorded `exported` with it;
+    /// `false` when it does not verify (nothing recorded).
+    #[activity(name = "offboarding.verify")]
+    pub fn verify(request: VerifyArchive) -> Result<bool, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Records the decommission run and the order `decommissioning`, in one transaction
+    /// (`transactions::prepare_offboarding_decommission`); none when there is nothing to
+    /// destroy.
+    #[activity(name = "offboarding.prepare-decommission")]
+    pub fn prepare_decommission(
+        request: OffboardingDecommission,
+    ) -> Result<Option<RunInput>, ActivityError> {
+        unimplemented!()
+    }
+
+    /// Ends the order (`store::offboarding::complete` or `fail`).
+    #[activity(name = "offboarding.end")]
+    pub fn end(request: EndOrder) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Marker types of the off-boarding activities.
+pub mod offboarding_markers {
+    pub use super::offboarding_activities::{End, Export, PrepareDecommission, Verify};
+}

@@ -46,6 +46,11 @@ pub fn cluster_watch_id(cluster_id: &str) -> String {
     format!("cluster-watch/{cluster_id}")
 }
 
+/// `offboarding-order/{orderId}`: an instance's off-boarding.
+pub fn offboarding_order_id(order_id: &str) -> String {
+    format!("offboarding-order/{order_id}")
+}
+
 /// `environment-lifetime/{tenant}/{env}`: an environment's expiry and decommission.
 pub fn environment_lifetime_id(tenant_id: &str, environment_id: &str) -> String {
     format!("environment-lifetime/{tenant_id}/{environment_id}")

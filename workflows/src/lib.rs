@@ -21,6 +21,8 @@
 //! - [`environment_lifetime`]: an ephemeral environment warned, then decommissioned at its
 //!   expiry; any environment decommissioned when an operator asks.
 //! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
+//! - [`offboarding_order`]: an instance leaving operation: its record exported and verified,
+//!   then decommissioned.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
 //! - [`fairness`]: every run's tasks carry its tenant as Temporal's fairness key.
 //! - [`contracts`]: activity declarations and their request types.
@@ -41,6 +43,7 @@ pub mod ids;
 pub mod messages;
 pub mod observation_sweep;
 pub mod observe_environment;
+pub mod offboarding_order;
 mod options;
 pub mod provisioning_run;
 pub mod reconciliation_proposal;
@@ -53,5 +56,6 @@ pub use fleet_rollout::FleetRollout;
 pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;
 pub use observe_environment::ObserveEnvironment;
+pub use offboarding_order::OffboardingOrder;
 pub use provisioning_run::ProvisioningRun;
 pub use reconciliation_proposal::ReconciliationProposal;

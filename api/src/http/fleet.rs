@@ -42,6 +42,9 @@ pub struct Instance {
     /// The product (its project).
     pub product_id: String,
     pub class: EnvironmentClass,
+    /// `active`, `retired` (decommissioned) or `offboarded` (left operation through an
+    /// off-boarding order).
+    pub state: runtime_cloud_models::lifetime::EnvironmentState,
     /// The release its last observation shows; none before the first.
     pub release_id: Option<String>,
     /// The specification version last applied to it.
@@ -86,6 +89,7 @@ fn as_instances(
                 environment_id: o.environment.environment_id,
                 product_id: o.environment.project_id,
                 class: o.environment.class,
+                state: o.environment.state,
                 release_id: o.release_id,
                 specification_version: o.specification_version,
                 health,
@@ -263,6 +267,8 @@ async fn summary(
         open_drift: counts.open_drift,
         open_incidents: incidents::count_open(&state.db, tenant).await?,
         active_rollouts: runtime_cloud_store::rollouts::count_active(&state.db, tenant).await?,
+        offboarded_instances: runtime_cloud_store::offboarding::count_offboarded(&state.db, tenant)
+            .await?,
         observation_age: metrics::observation_ages(&state.db, Utc::now(), Some(tenant))
             .await?
             .remove(tenant),

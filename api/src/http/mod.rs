@@ -17,6 +17,7 @@ mod health;
 mod inventory;
 mod lifetimes;
 pub mod metrics;
+mod offboarding;
 mod pagination;
 mod proposals;
 mod quarantines;
@@ -58,6 +59,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(windows::router())
         .merge(fleet::router())
         .merge(rollouts::router())
+        .merge(offboarding::router())
         .merge(capacity::router())
         .merge(proposals::router())
         .merge(quarantines::router())

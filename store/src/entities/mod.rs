@@ -13,6 +13,7 @@ pub mod fleet_rollouts;
 pub mod inbox_events;
 pub mod incidents;
 pub mod observed_workloads;
+pub mod offboarding_orders;
 pub mod outbox_events;
 pub mod prelude;
 pub mod provisioning_runs;
