@@ -11,7 +11,7 @@
 use crate::common::{Stack, text};
 use runtime_cloud_workflows::{
     EnvironmentLifetime, FleetRollout, GitOpsReconciler, ObservationSweep, ObserveEnvironment,
-    ProvisioningRun, ReconciliationProposal,
+    OffboardingOrder, ProvisioningRun, ReconciliationProposal,
 };
 use std::path::PathBuf;
 use temporalio_client::{UntypedWorkflow, WorkflowHistory};
@@ -43,6 +43,11 @@ const FIXTURES: &[&str] = &[
     // its decommission run, a child of it.
     "environment_lifetime.json",
     "provisioning_run_decommission.json",
+    // A rollout halted by a breach and rolled back: its release quarantined, its instance run
+    // back.
+    "fleet_rollout_rolled_back.json",
+    // An instance off-boarded: exported, verified, decommissioned.
+    "offboarding_order.json",
 ];
 
 /// Saves workflow `workflow_id`'s history as the fixture `name`.
@@ -81,6 +86,9 @@ async fn recorded_histories_replay_on_current_code() {
     options
         .register_workflow::<EnvironmentLifetime>()
         .expect("register lifetime");
+    options
+        .register_workflow::<OffboardingOrder>()
+        .expect("register off-boarding");
     let replayer = WorkflowReplayer::new(options).expect("replayer");
     for name in FIXTURES {
         let bytes =
@@ -232,6 +240,77 @@ async fn record_replay_fixtures() {
         &client,
         run(&decommission),
         "provisioning_run_decommission.json",
+    )
+    .await;
+
+    // A rollout of `dev` halted by a breach during its bake, then rolled back.
+    let started = api
+        .post(
+            "/fleet/rollouts",
+            serde_json::json!({ "environmentIds": ["dev"], "versions": { "api": "3.0.0" },
+                                "bakeSeconds": 600, "convergeDeadlineSeconds": 60 }),
+        )
+        .await
+        .expect(202);
+    let rollout = text(&started["rolloutId"]);
+    let breach = format!("/fleet/rollouts/{rollout}/breach");
+    crate::common::eventually(60, "the breach to halt the rollout", || async {
+        let r = api
+            .get(&format!("/fleet/rollouts/{rollout}"))
+            .await
+            .expect(200);
+        if r["state"] == "Halted" {
+            return Some(());
+        }
+        if r["status"]["wavesCompleted"] == 0 && r["status"]["instances"][0]["converged"] == true {
+            api.post(&breach, serde_json::json!({ "reason": "error ratio 0.3" }))
+                .await;
+        }
+        None
+    })
+    .await;
+    api.post(
+        &format!("/fleet/rollouts/{rollout}/rollback"),
+        serde_json::json!({}),
+    )
+    .await
+    .expect(202);
+    crate::common::eventually(120, "the rollout to be rolled back", || async {
+        let r = api
+            .get(&format!("/fleet/rollouts/{rollout}"))
+            .await
+            .expect(200);
+        (r["state"] == "RolledBack").then_some(())
+    })
+    .await;
+    save_fixture(
+        &client,
+        format!("fleet-rollout/{rollout}"),
+        "fleet_rollout_rolled_back.json",
+    )
+    .await;
+
+    // `stage` off-boarded.
+    let order = api
+        .post(
+            "/fleet/offboarding-orders",
+            serde_json::json!({ "environmentId": "stage", "reason": "recorded for replay" }),
+        )
+        .await
+        .expect(202);
+    let order = text(&order["orderId"]);
+    crate::common::eventually(120, "the order to complete", || async {
+        let o = api
+            .get(&format!("/fleet/offboarding-orders/{order}"))
+            .await
+            .expect(200);
+        (o["state"] == "completed").then_some(())
+    })
+    .await;
+    save_fixture(
+        &client,
+        format!("offboarding-order/{order}"),
+        "offboarding_order.json",
     )
     .await;
 }
