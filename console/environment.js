@@ -189,6 +189,10 @@ function proposals(items, findings, env, refresh) {
         ['Decided', p.decidedBy ? [h('strong', null, p.decidedBy), p.decisionReason ? ` — ${p.decisionReason}` : '', ' ', time(p.decidedAt)] : null],
         ['Run', p.provisioningRunId ? link(`/runs/${seg(p.provisioningRunId)}`, p.provisioningRunId) : null],
         ['Policy', p.policy ? policy(p.policy) : null],
+        ['Generated', (p.generated || []).length ? p.generated.map((g) =>
+          h('details', { class: 'generated', 'data-workload': g.workload },
+            h('summary', null, `${g.format === 'kubernetes' ? 'Manifest' : 'Specification entry'} for `, h('code', null, g.workload)),
+            json(g.manifest))) : null],
       ]),
       p.state === 'Proposed' ? decideForm(p, env, refresh) : null,
     ),

@@ -791,3 +791,32 @@ async fn a_proposal_superseded_before_its_workflow_started_ends_superseded() {
         "no run for stale drift"
     );
 }
+
+/// An unmanaged sandbox workload's proposal offers its generated `workloads[]` entry, as
+/// observed; a proposal of other drift offers nothing.
+#[tokio::test]
+async fn an_unmanaged_workloads_proposal_offers_its_generated_entry() {
+    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let api = applied_environment(&stack, "non-production").await;
+    stack.sandbox_cli("acme", "env", &["add-unmanaged", "--workload", "miner"]);
+    let outcome = api.observe(&stack, "env").await;
+    let id = text(&outcome["newProposal"]["proposalId"]);
+    let proposal = api.wait_proposal("env", &id, "Proposed").await;
+    let inventory = api
+        .get("/factory/environments/env/inventory")
+        .await
+        .expect(200);
+    let miner = inventory["workloads"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "miner"))
+        .cloned()
+        .expect("miner observed");
+    assert_eq!(
+        proposal["generated"],
+        json!([{ "workload": "miner", "format": "specification",
+                 "manifest": { "name": "miner", "kind": miner["kind"], "version": miner["version"],
+                               "replicas": miner["replicasDesired"],
+                               "configRefs": miner["configRefs"], "secretRefs": miner["secretRefs"] } }]),
+        "{proposal}"
+    );
+}

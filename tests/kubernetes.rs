@@ -153,6 +153,26 @@ async fn a_namespace_is_observed_with_one_list_per_kind_and_never_a_secret() {
     assert_eq!(drift.len(), 1, "only the undeclared workload: {drift:?}");
     assert_eq!(drift[0]["kind"], "unmanaged");
     assert_eq!(drift[0]["resource"], "deployment/batch");
+    // Its proposal offers the manifest that would manage it, as observed.
+    let proposal = &api.proposals("k8s").await[0];
+    let generated = &proposal["generated"][0];
+    assert_eq!(generated["workload"], "batch", "{proposal}");
+    assert_eq!(generated["format"], "kubernetes");
+    let manifest = &generated["manifest"];
+    assert_eq!(
+        (
+            &manifest["apiVersion"],
+            &manifest["kind"],
+            &manifest["metadata"]["namespace"]
+        ),
+        (&json!("apps/v1"), &json!("Deployment"), &json!("shop")),
+        "{manifest}"
+    );
+    assert_eq!(manifest["spec"]["replicas"], 1);
+    assert_eq!(
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/shop/batch@sha256:0f1e"
+    );
 
     let requests = cluster.requests();
     assert_eq!(requests.len(), 5, "one list per kind: {requests:?}");

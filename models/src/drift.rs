@@ -65,7 +65,7 @@ pub struct Finding {
     pub changed_by: Option<ChangedBy>,
 }
 
-fn resource(kind: &str, name: &str) -> String {
+pub(crate) fn resource(kind: &str, name: &str) -> String {
     format!("{kind}/{name}")
 }
 

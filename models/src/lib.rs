@@ -9,6 +9,7 @@
 //!
 //! - [`specification`]: what should run: desired workloads and the snapshot a run carries.
 //! - [`provisioning`]: a run's states and legal moves, approvals, receipts.
+//! - [`adoption`]: what would manage an unmanaged workload, generated from what was observed.
 //! - [`approvals`]: recorded approvals and the rule that verifies a run's claim on one.
 //! - [`artifacts`]: the keys of run artifacts (plan and apply logs, Pulumi plan files).
 //! - [`targets`]: where an environment runs: its runner (sandbox, Pulumi) and observer.
@@ -33,6 +34,7 @@
 //! - [`options`]: the configuration options the spec names (`ApplyTimeoutMinutes` …).
 //! - [`pacing`]: how fast one tenant's run submissions are taken (a token bucket).
 
+pub mod adoption;
 pub mod approvals;
 pub mod artifacts;
 pub mod capacity;

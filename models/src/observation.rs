@@ -26,6 +26,10 @@ pub struct ObservedWorkload {
     /// versions mean unchanged objects: recording skips the comparison.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_version: Option<String>,
+    /// The main container's image, where the target runs containers (Kubernetes): what a
+    /// manifest generated for an unmanaged workload runs (`models::adoption`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// The product's own field manager: Kubernetes objects it writes carry it in `managedFields`,
@@ -105,6 +109,7 @@ impl ObservedWorkload {
             .to_owned(),
             changed_by: FieldOwners::default(),
             source_version: None,
+            image: None,
         }
     }
 }

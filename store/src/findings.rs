@@ -316,6 +316,28 @@ pub async fn link(
     Ok(())
 }
 
+/// The unmanaged findings the proposals `proposal_ids` of the tenant cover, in one query.
+pub async fn unmanaged_of(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    proposal_ids: &[String],
+) -> Result<Vec<Finding>, Error> {
+    if proposal_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    use sea_orm::QueryOrder;
+    rows::Entity::find()
+        .filter(rows::Column::TenantId.eq(tenant_id))
+        .filter(rows::Column::ProposalId.is_in(proposal_ids.iter().cloned()))
+        .filter(rows::Column::Kind.eq(DriftKind::Unmanaged.as_str()))
+        .order_by_asc(rows::Column::FindingId)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(Finding::read)
+        .collect()
+}
+
 /// A page of an environment's findings (open, suppressed or resolved only, of one kind only,
 /// when given), newest first.
 pub async fn list(

@@ -195,6 +195,7 @@ fn workload(
         health: health.to_owned(),
         changed_by: field_owners(meta, version_source, kind == "daemonset"),
         source_version,
+        image: pod.containers.first().and_then(|c| c.image.clone()),
     }
 }
 

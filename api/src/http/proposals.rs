@@ -8,6 +8,7 @@ use crate::query::Query;
 use crate::{AppState, Error};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use runtime_cloud_models::adoption::{GeneratedManifest, for_findings};
 use runtime_cloud_models::drift::ProposalState;
 use runtime_cloud_store::environments;
 use runtime_cloud_store::proposals::{self, Proposal};
@@ -36,6 +37,10 @@ pub struct ProposalView {
     pub workflow_id: String,
     #[serde(flatten)]
     pub proposal: Proposal,
+    /// For each unmanaged workload it covers that is still observed: what would manage it,
+    /// generated from what the observer read (a Kubernetes namespace: the workload's `apps/v1`
+    /// manifest; the sandbox: its `workloads[]` entry), to review and commit. `[]` when none.
+    pub generated: Vec<GeneratedManifest>,
 }
 
 impl From<Proposal> for ProposalView {
@@ -43,8 +48,49 @@ impl From<Proposal> for ProposalView {
         Self {
             workflow_id: proposal_workflow_id(&proposal.proposal_id),
             proposal,
+            generated: Vec::new(),
         }
     }
+}
+
+/// `views` with what would manage the unmanaged workloads each covers: one query for the
+/// page's unmanaged findings, then each environment's target and inventory once.
+async fn with_generated(
+    state: &AppState,
+    tenant: &str,
+    mut views: Vec<ProposalView>,
+) -> Result<Vec<ProposalView>, Error> {
+    let ids: Vec<String> = views
+        .iter()
+        .map(|v| v.proposal.proposal_id.clone())
+        .collect();
+    let unmanaged = runtime_cloud_store::findings::unmanaged_of(&state.db, tenant, &ids).await?;
+    let mut observed = std::collections::HashMap::new();
+    for view in &mut views {
+        let covered: Vec<String> = unmanaged
+            .iter()
+            .filter(|f| f.proposal_id.as_deref() == Some(view.proposal.proposal_id.as_str()))
+            .map(|f| f.resource.clone())
+            .collect();
+        if covered.is_empty() {
+            continue;
+        }
+        let env_id = view.proposal.environment_id.clone();
+        if !observed.contains_key(&env_id) {
+            let env = environments::find(&state.db, tenant, &env_id).await?;
+            let inventory =
+                runtime_cloud_store::inventory::find(&state.db, tenant, &env_id).await?;
+            let read = env.map(|e| {
+                let workloads = inventory.map(|i| i.workloads).unwrap_or_default();
+                (e.target.observer, workloads)
+            });
+            observed.insert(env_id.clone(), read);
+        }
+        if let Some(Some((target, workloads))) = observed.get(&env_id) {
+            view.generated = for_findings(&covered, workloads, target);
+        }
+    }
+    Ok(views)
 }
 
 /// `?environmentId=&state=&cursor=&limit=`.
@@ -91,6 +137,7 @@ async fn list(
     )
     .await?;
     let views = proposals.into_iter().map(ProposalView::from).collect();
+    let views = with_generated(&state, auth.tenant(), views).await?;
     Ok(axum::Json(Paged::from_rows(
         views,
         limit,
