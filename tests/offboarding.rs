@@ -206,7 +206,7 @@ async fn an_instance_is_exported_verified_then_decommissioned_and_counted_offboa
         .get("/fleet/offboarding-orders?state=completed")
         .await
         .expect(200);
-    assert_eq!(ids(&listed, "orderId"), [id.clone()]);
+    assert_eq!(ids(&listed, "orderId"), [id]);
 }
 
 /// The worker is killed once the archive is verified and the decommission waits for its
