@@ -271,3 +271,30 @@ async fn a_quarantine_placed_after_a_proposal_holds_its_run_at_the_gate() {
         "nothing applied"
     );
 }
+
+/// A run that waited for its approval weighs the quarantines again before it applies: a
+/// quarantine placed while it waited ends it `Rejected` with the reason, nothing applied.
+#[tokio::test]
+async fn a_quarantine_placed_while_a_run_awaits_its_approval_holds_it_before_the_apply() {
+    let stack = Stack::start().await;
+    let api = stack.operator("acme");
+    let (run_id, _) = api.awaiting_approval("prod-eu", 1).await;
+    api.post(
+        "/factory/quarantines",
+        json!({ "workload": "api", "version": "1.0.0", "reason": "corrupts orders" }),
+    )
+    .await
+    .expect(201);
+    api.decide(&run_id, "approve").await.expect(202);
+    let run = api.wait_state(&run_id, "Rejected").await;
+    let reason = text(&run["reason"]);
+    assert!(
+        reason.starts_with("denied by quarantine: workload `api` version 1.0.0 is quarantined")
+            && reason.contains("corrupts orders"),
+        "{run}"
+    );
+    let applied = stack.sandbox("acme", "prod-eu")["workloads"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(applied, 0, "nothing applied");
+}

@@ -90,8 +90,9 @@ impl FleetActivitiesImpl {
         self.start_run(run).await
     }
 
-    /// Quarantines the versions of a rolled-back rollout for its tenant (a retry finds them in
-    /// quarantine and places nothing twice).
+    /// Quarantines the versions a rolled-back rollout moved its instances to, for its tenant
+    /// (`models::quarantine::moved`; a retry finds them in quarantine and places nothing
+    /// twice).
     #[activity(definition = markers::QuarantineRelease)]
     pub async fn quarantine_release(
         self: Arc<Self>,
@@ -105,13 +106,16 @@ impl FleetActivitiesImpl {
             "" => format!("rollout {} was rolled back", rollout.rollout_id),
             why => format!("rollout {} was rolled back ({why})", rollout.rollout_id),
         };
-        let new: Vec<NewQuarantine> = rollout
-            .versions
-            .iter()
+        let before = rollouts::workloads_before(&self.db, &rollout.tenant_id, &rollout.rollout_id)
+            .await
+            .map_err(store_failed)?;
+        let moved = runtime_cloud_models::quarantine::moved(&rollout.versions, &before);
+        let new: Vec<NewQuarantine> = moved
+            .into_iter()
             .map(|(workload, version)| NewQuarantine {
                 tenant_id: rollout.tenant_id.clone(),
-                workload: workload.clone(),
-                version: version.clone(),
+                workload,
+                version,
                 source: QuarantineSource::Rollback,
                 reason: reason.clone(),
                 rollout_id: Some(rollout.rollout_id.clone()),

@@ -15,6 +15,8 @@
 //! - [`offboarding`]: an off-boarding order's activities (export the instance's record as a
 //!   verified archive, record its decommission, end the order).
 //! - [`policy`]: the Policy port's adapters: embedded Rego (`regorus`), or OPA's REST API.
+//! - [`program_branches`]: a program change published for review on a new branch (never the
+//!   default one) with the target's credential.
 //! - [`programs`]: IaC programs at their commit (bare mirrors, per-run exports, the `git` CLI).
 //! - [`pulumi`]: the Pulumi adapter of the Runner port (the `pulumi` CLI as a process).
 //! - [`references`]: configuration and secret references resolved at apply time (`env://`,
@@ -41,6 +43,7 @@ pub mod offboarding;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;
+pub mod program_branches;
 pub mod programs;
 pub mod provisioning;
 pub mod pulumi;

@@ -3,9 +3,10 @@
 //! checksum, size and the records it holds), read it back and verify it, record the
 //! decommission, end the order. Each is idempotent by the order and the run id.
 //!
-//! The archive is written byte for byte the same for the same record (entries in a fixed
-//! order, no times or owners in their headers), so an export repeated after a worker died
-//! replaces it with itself.
+//! The same record makes the same archive (entries in a fixed order, no times or owners in
+//! their headers); a record that changed between two attempts (a run still moving, a new
+//! observation) makes another, stored under its own checksum (`models::offboarding::
+//! archive_key`): only the one verified is recorded, and a late attempt never replaces it.
 
 use crate::Error;
 use crate::error::{activity_error, store_failed};
@@ -190,10 +191,16 @@ impl OffboardingActivitiesImpl {
             std::iter::once((MANIFEST, manifest.as_slice()))
                 .chain(files.iter().map(|(p, b, _)| (p.as_str(), b.as_slice()))),
         )?;
-        let key = archive_key(&order.tenant_id, &order.environment_id, &order.order_id);
+        let sha256 = offboarding::checksum(&archive);
+        let key = archive_key(
+            &order.tenant_id,
+            &order.environment_id,
+            &order.order_id,
+            &sha256,
+        );
         let stored = StoredArchive {
             key: key.clone(),
-            sha256: offboarding::checksum(&archive),
+            sha256,
             bytes: archive.len() as u64,
         };
         keep(&self.artifacts, &key, archive).await?;

@@ -126,6 +126,37 @@ impl Programs {
         name: &str,
         credential: Option<&GitCredential>,
     ) -> Result<Checkout, Error> {
+        let mirror = self
+            .mirrored(tenant_id, program, commit, credential)
+            .await?;
+        let root = self.root.join("runs").join(name);
+        let _ = tokio::fs::remove_dir_all(&root).await;
+        tokio::fs::create_dir_all(&root)
+            .await
+            .map_err(|e| io("creating", &root, e))?;
+        let checkout = Checkout {
+            program_dir: root.join(&program.path),
+            root,
+        };
+        export(&mirror, commit, &checkout.root).await?;
+        if !checkout.program_dir.is_dir() {
+            return Err(Error::PlanInvalid(format!(
+                "program path `{}` does not exist at {commit} in {}",
+                program.path, program.repository
+            )));
+        }
+        Ok(checkout)
+    }
+
+    /// The tenant's mirror of `program`'s repository, holding `commit` (fetched only when
+    /// missing). A commit the repository does not have is [`Error::PlanInvalid`].
+    pub(crate) async fn mirrored(
+        &self,
+        tenant_id: &str,
+        program: &ProgramRef,
+        commit: &str,
+        credential: Option<&GitCredential>,
+    ) -> Result<PathBuf, Error> {
         if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::PlanInvalid(format!(
                 "programVersion `{commit}` is not a commit id"
@@ -159,23 +190,12 @@ impl Programs {
                 }
             }
         }
-        let root = self.root.join("runs").join(name);
-        let _ = tokio::fs::remove_dir_all(&root).await;
-        tokio::fs::create_dir_all(&root)
-            .await
-            .map_err(|e| io("creating", &root, e))?;
-        let checkout = Checkout {
-            program_dir: root.join(&program.path),
-            root,
-        };
-        export(&mirror, commit, &checkout.root).await?;
-        if !checkout.program_dir.is_dir() {
-            return Err(Error::PlanInvalid(format!(
-                "program path `{}` does not exist at {commit} in {}",
-                program.path, program.repository
-            )));
-        }
-        Ok(checkout)
+        Ok(mirror)
+    }
+
+    /// A directory of its own for a scratch step, under the programs' root.
+    pub(crate) fn scratch(&self, name: &str) -> PathBuf {
+        self.root.join("scratch").join(name)
     }
 
     async fn create_mirror(
@@ -211,7 +231,7 @@ impl Programs {
 
 /// `git` with what a runner needs: no prompts, no `ext::` transports, no system config
 /// surprises in how it fetches.
-fn git_command() -> Command {
+pub(crate) fn git_command() -> Command {
     let mut cmd = Command::new("git");
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")
@@ -259,7 +279,7 @@ impl GitCredential {
 
 /// Gives `cmd` the credential, if any. The returned file (an ssh key) must live until the
 /// command has run; it is deleted when dropped.
-fn authenticate(
+pub(crate) fn authenticate(
     cmd: &mut Command,
     credential: Option<&GitCredential>,
 ) -> Result<Option<tempfile::NamedTempFile>, Error> {
@@ -298,7 +318,7 @@ fn authenticate(
 }
 
 /// `git --git-dir=mirror args…` that talks to the remote, with the credential.
-async fn fetch(
+pub(crate) async fn fetch(
     mirror: &Path,
     args: &[&str],
     credential: Option<&GitCredential>,
@@ -350,7 +370,7 @@ async fn export(mirror: &Path, commit: &str, dir: &Path) -> Result<(), Error> {
         .map_err(|e| Error::Unreachable(format!("exporting the program: {e}")))
 }
 
-fn io(doing: &str, path: &Path, e: std::io::Error) -> Error {
+pub(crate) fn io(doing: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Unreachable(format!("{doing} {}: {e}", path.display()))
 }
 

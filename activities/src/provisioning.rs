@@ -7,7 +7,7 @@ use crate::semaphores::{Semaphores, letting};
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::artifacts;
-use runtime_cloud_models::{ApplyReceipt, PlanReceipt};
+use runtime_cloud_models::{ApplyReceipt, PlanReceipt, RunInput};
 use runtime_cloud_store::runs;
 use runtime_cloud_workflows::contracts::{
     ApplyRequest, DecideOnPlan, Finish, Gate, LockAnswer, LockRequest, PlanDecisions, PlanRequest,
@@ -386,6 +386,24 @@ impl ProvisioningActivitiesImpl {
         q: WindowQuery,
     ) -> Result<Gate, ActivityError> {
         self.window_gate(&q).await
+    }
+
+    /// Why the tenant's quarantines hold the run's specification now, if they do.
+    #[activity(definition = markers::QuarantineGate)]
+    pub async fn quarantine_gate(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        run: RunInput,
+    ) -> Result<Option<String>, ActivityError> {
+        let in_force = runtime_cloud_store::quarantines::in_force(&self.db, &run.tenant_id)
+            .await
+            .map_err(store_failed)?;
+        Ok(runtime_cloud_models::quarantine::gate(
+            run.kind,
+            &run.specification,
+            &in_force,
+            run.quarantine_override.as_ref(),
+        ))
     }
 
     /// The policies' decision and the change windows' gate, both read at once.

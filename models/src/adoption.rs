@@ -4,7 +4,10 @@
 //! `workloads[]` entry. A starting point for a person to review and commit: it holds what the
 //! observer reads (kind, name, namespace, replicas, the main container's image, configuration
 //! and secret bindings by reference), never a value, and nothing the observer does not read
-//! (probes, resources, mounts' paths).
+//! (probes, resources, mounts' paths). Its labels and selector are the recommended
+//! `app.kubernetes.io/name`, not the live object's (which the observer does not keep): a
+//! selector is immutable, so the manifest is for managing the workload anew, not for applying
+//! over the live object as it is.
 
 use crate::observation::ObservedWorkload;
 use crate::targets::ObserverTarget;
@@ -82,7 +85,9 @@ fn kubernetes(w: &ObservedWorkload, namespace: &str) -> Value {
         _ => "Deployment",
     };
     let labels = json!({ NAME_LABEL: w.name, VERSION_LABEL: w.version });
-    let (mut env, mut env_from, mut volumes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut env, mut env_from) = (Vec::new(), Vec::new());
+    // A volume's sources by its name: a projected volume names a ConfigMap and a Secret.
+    let mut volumes: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
     let refs = w
         .config_refs
         .iter()
@@ -109,12 +114,7 @@ fn kubernetes(w: &ObservedWorkload, namespace: &str) -> Value {
                 json!({ "name": binding, "valueFrom": { key_ref: { "name": name, "key": key } } }),
             );
         } else if let Some(volume_name) = binding.strip_prefix("volume:") {
-            let source = if volume == "secret" {
-                json!({ "secretName": name })
-            } else {
-                json!({ "name": name })
-            };
-            volumes.push(json!({ "name": volume_name, volume: source }));
+            volumes.entry(volume_name).or_default().push((volume, name));
         } else {
             env_from.push(json!({ from_ref: { "name": name } }));
         }
@@ -133,6 +133,15 @@ fn kubernetes(w: &ObservedWorkload, namespace: &str) -> Value {
     }
     let mut pod = json!({ "containers": [container] });
     if !volumes.is_empty() {
+        let volumes = volumes
+            .into_iter()
+            .map(|(volume, sources)| match sources.as_slice() {
+                [("secret", name)] => json!({ "name": volume, "secret": { "secretName": name } }),
+                [(kind, name)] => json!({ "name": volume, *kind: { "name": name } }),
+                many => json!({ "name": volume, "projected": { "sources":
+                    many.iter().map(|(kind, name)| json!({ *kind: { "name": name } })).collect::<Vec<_>>() } }),
+            })
+            .collect();
         pod["volumes"] = Value::Array(volumes);
     }
     let mut spec = json!({
@@ -162,8 +171,9 @@ mod tests {
         serde_json::from_value(json!({
             "name": "miner", "kind": "deployment", "version": "6.1", "image": "ghcr.io/x/miner:6.1",
             "replicasReady": 3, "replicasDesired": 3, "endpoints": [],
-            "configRefs": { "POOL": "configmap://miner-config#pool", "envFrom:miner-env": "configmap://miner-env" },
-            "secretRefs": { "volume:wallet": "secret://wallet" },
+            "configRefs": { "POOL": "configmap://miner-config#pool", "envFrom:miner-env": "configmap://miner-env",
+                            "volume:both": "configmap://ca" },
+            "secretRefs": { "volume:wallet": "secret://wallet", "volume:both": "secret://tls" },
             "health": "healthy",
         }))
         .unwrap()
@@ -200,8 +210,11 @@ mod tests {
             json!({ "configMapRef": { "name": "miner-env" } })
         );
         assert_eq!(
-            m["spec"]["template"]["spec"]["volumes"][0],
-            json!({ "name": "wallet", "secret": { "secretName": "wallet" } })
+            m["spec"]["template"]["spec"]["volumes"],
+            json!([{ "name": "both", "projected": { "sources": [
+                        { "configMap": { "name": "ca" } }, { "secret": { "name": "tls" } }] } },
+                   { "name": "wallet", "secret": { "secretName": "wallet" } }]),
+            "one volume per name"
         );
     }
 

@@ -81,9 +81,12 @@ pub fn file(path: &str, bytes: &[u8], records: Vec<String>) -> ManifestFile {
     }
 }
 
-/// The key of an order's archive in the artifact store.
-pub fn archive_key(tenant_id: &str, environment_id: &str, order_id: &str) -> String {
-    format!("offboarding/{tenant_id}/{environment_id}/{order_id}.tar")
+/// The key of an order's archive of checksum `sha256` (`sha256:<hex>`) in the artifact store:
+/// each export attempt writes under its own checksum, so an attempt that finishes late never
+/// replaces the archive another attempt verified.
+pub fn archive_key(tenant_id: &str, environment_id: &str, order_id: &str, sha256: &str) -> String {
+    let hex = sha256.strip_prefix("sha256:").unwrap_or(sha256);
+    format!("offboarding/{tenant_id}/{environment_id}/{order_id}/{hex}.tar")
 }
 
 /// Checks an archive's files (`path → bytes`, as read back from the store) against its

@@ -132,6 +132,26 @@ pub fn in_release<'a>(
     )
 }
 
+/// The versions of a release (workload → version) that a rolled-back rollout moved some
+/// instance to: a workload one of `before` (each started instance's workloads before the
+/// rollout) ran at another version. A version every instance already ran is not the release's
+/// change, and is not quarantined: quarantining it would hold the rollback itself.
+pub fn moved(
+    versions: &std::collections::BTreeMap<String, String>,
+    before: &[Vec<crate::Workload>],
+) -> Vec<(String, String)> {
+    versions
+        .iter()
+        .filter(|(w, v)| {
+            before
+                .iter()
+                .flatten()
+                .any(|b| &b.name == *w && &b.version != *v)
+        })
+        .map(|(w, v)| (w.clone(), v.clone()))
+        .collect()
+}
+
 /// Why `hits` refuse a specification, one sentence for all of them.
 pub fn refusal(hits: &[&Quarantined]) -> String {
     let each: Vec<String> = hits
@@ -222,6 +242,29 @@ mod tests {
         assert_eq!(
             in_release(&release.into_iter().collect(), &in_force),
             vec![&in_force[1]]
+        );
+    }
+
+    #[test]
+    fn a_rollback_quarantines_only_the_versions_the_rollout_moved() {
+        let release = [
+            ("api".to_owned(), "2.0.0".to_owned()),
+            ("worker".to_owned(), "1.4.0".to_owned()),
+            ("web".to_owned(), "3.0.0".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let before = vec![
+            spec(&[("api", "1.9.0"), ("worker", "1.4.0")]).workloads,
+            spec(&[("api", "2.0.0"), ("worker", "1.4.0")]).workloads,
+        ];
+        assert_eq!(
+            moved(&release, &before),
+            vec![("api".to_owned(), "2.0.0".to_owned())]
+        );
+        assert!(
+            moved(&release, &[]).is_empty(),
+            "no instance started: nothing moved"
         );
     }
 

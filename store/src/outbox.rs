@@ -63,6 +63,23 @@ pub async fn append(
     Ok(())
 }
 
+/// Removes the events of `aggregate_id` not yet published (a run taken back in the
+/// transaction that deletes its row).
+pub async fn withdraw(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    aggregate_id: &str,
+) -> Result<(), Error> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    outbox_events::Entity::delete_many()
+        .filter(outbox_events::Column::TenantId.eq(tenant_id))
+        .filter(outbox_events::Column::AggregateId.eq(aggregate_id))
+        .filter(outbox_events::Column::PublishedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 /// The row of an event not yet published; `seq` comes from the database.
 fn row(
     tenant_id: &str,

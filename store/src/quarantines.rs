@@ -9,6 +9,7 @@ use crate::{Error, begin_write, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::{QuarantineLifted, ReconciliationHeld, VersionQuarantined};
 use runtime_cloud_models::quarantine::{QuarantineSource, QuarantineState, Quarantined, refusal};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     EntityTrait, QueryFilter, QueryOrder,
@@ -204,11 +205,27 @@ pub async fn lift(
     if row.lifted_at.is_some() {
         return read(row).map(|q| Some(Lifted::Before(q)));
     }
-    let mut active: rows::ActiveModel = row.into();
-    active.lifted_by = Set(Some(by.to_owned()));
-    active.lift_reason = Set(Some(reason.to_owned()));
-    active.lifted_at = Set(Some(Utc::now()));
-    let q = read(active.update(&txn).await?)?;
+    // Only while in force: of two lifts at once on PostgreSQL, the second changes nothing and
+    // answers the first's.
+    let lifted = rows::Entity::update_many()
+        .col_expr(rows::Column::LiftedBy, Expr::value(by))
+        .col_expr(rows::Column::LiftReason, Expr::value(reason))
+        .col_expr(rows::Column::LiftedAt, Expr::value(Utc::now()))
+        .filter(rows::Column::QuarantineId.eq(quarantine_id))
+        .filter(rows::Column::LiftedAt.is_null())
+        .exec(&txn)
+        .await?;
+    let row = rows::Entity::find_by_id(quarantine_id.to_owned())
+        .one(&txn)
+        .await?
+        .ok_or_else(|| Error::Missing {
+            what: "quarantine",
+            id: quarantine_id.to_owned(),
+        })?;
+    let q = read(row)?;
+    if lifted.rows_affected == 0 {
+        return Ok(Some(Lifted::Before(q)));
+    }
     let event = QuarantineLifted {
         quarantine_id: q.quarantine_id.clone(),
         tenant_id: q.tenant_id.clone(),

@@ -323,6 +323,39 @@ async fn record_run(
     Ok(run.input(options))
 }
 
+/// The workloads each instance the rollout started declared before its run: the
+/// specification before the one its promotion run applied (none for an instance whose run
+/// had no earlier version).
+pub async fn workloads_before(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    rollout_id: &str,
+) -> Result<Vec<Vec<runtime_cloud_models::Workload>>, Error> {
+    use crate::{runs, specifications};
+    let Some(rollout) = find(db, tenant_id, rollout_id).await? else {
+        return Ok(Vec::new());
+    };
+    let mut before = Vec::new();
+    for instance in &rollout.status.instances {
+        let Some(run) = &instance.provisioning_run_id else {
+            continue;
+        };
+        let Some(spec_id) = runs::specification_id(db, run).await? else {
+            continue;
+        };
+        let Some(rolled) = specifications::find(db, &spec_id).await? else {
+            continue;
+        };
+        let env = &instance.environment_id;
+        let previous =
+            specifications::version(db, tenant_id, env, Some(rolled.version - 1)).await?;
+        if let Some(previous) = previous {
+            before.push(previous.declaration.workloads);
+        }
+    }
+    Ok(before)
+}
+
 /// Declares again the specification an instance ran before the rollout's run `rolled_out`
 /// (the version before that run's), and records the promotion run `run_id` back to it, in one
 /// transaction. A retry returns the same run's input.

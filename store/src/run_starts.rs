@@ -144,6 +144,9 @@ pub async fn withdraw(
     let txn = begin_write(db).await?;
     started(&txn, run_id).await?;
     runs::delete(&txn, tenant_id, run_id).await?;
+    // The events its row was written with (an Operator's `QuarantineOverridden`) go with it:
+    // nothing reports a run that never existed.
+    crate::outbox::withdraw(&txn, tenant_id, run_id).await?;
     txn.commit().await?;
     Ok(())
 }

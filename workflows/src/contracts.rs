@@ -177,6 +177,13 @@ impl ProvisioningActivities {
         unimplemented!()
     }
 
+    /// Why the run's specification is held by the tenant's quarantines now (none: it is not),
+    /// weighed again before the apply of a run that waited (`models::quarantine::gate`).
+    #[activity(name = "provisioning.quarantine-gate")]
+    pub fn quarantine_gate(run: RunInput) -> Result<Option<String>, ActivityError> {
+        unimplemented!()
+    }
+
     /// See [`DecideOnPlan`].
     #[activity(name = "provisioning.decide-on-plan")]
     pub fn decide_on_plan(req: DecideOnPlan) -> Result<PlanDecisions, ActivityError> {
@@ -326,7 +333,7 @@ pub mod capacity_markers {
 pub mod provisioning_markers {
     pub use super::provisioning_activities::{
         AcquireLock, Apply, ChangeWindow, ClaimApproval, DecideOnPlan, EvaluatePolicy, Finish,
-        Plan, Project,
+        Plan, Project, QuarantineGate,
     };
 }
 

@@ -205,6 +205,17 @@ impl StandIns {
         Ok(gates[seen.window_looks.min(gates.len() - 1)].clone())
     }
 
+    /// No quarantine holds these runs: the rule is `models::quarantine::gate`'s, tested there
+    /// and end to end.
+    #[activity(definition = provisioning_markers::QuarantineGate)]
+    async fn quarantine_gate(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        _run: RunInput,
+    ) -> Result<Option<String>, ActivityError> {
+        Ok(None)
+    }
+
     #[activity(definition = provisioning_markers::ClaimApproval)]
     async fn claim_approval(
         self: Arc<Self>,

@@ -122,10 +122,10 @@ async fn place(
     }
     let new = NewQuarantine {
         tenant_id: auth.tenant().to_owned(),
-        workload: body.workload,
-        version: body.version,
+        workload: body.workload.trim().to_owned(),
+        version: body.version.trim().to_owned(),
         source: QuarantineSource::Operator,
-        reason: body.reason,
+        reason: body.reason.trim().to_owned(),
         rollout_id: None,
         by: auth.subject().to_owned(),
     };

@@ -103,6 +103,9 @@ pub struct ProvisioningRun {
     /// The change windows' gate read with the policies' decision: the window stage's first
     /// look, unless the run waited on something since ([`Self::before_waiting`] drops it).
     window_read: Option<crate::contracts::Gate>,
+    /// The run waited (for a policy engine, an approval, a window) since its policies decided:
+    /// its quarantines are weighed again before it applies.
+    waited: bool,
 }
 
 /// Where the run ends: its final state and why.
@@ -143,6 +146,7 @@ impl ProvisioningRun {
             break_glass: None,
             told: Told::default(),
             window_read: None,
+            waited: false,
         }
     }
 

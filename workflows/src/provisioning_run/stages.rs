@@ -1,6 +1,7 @@
 //! The stages after the run took its turn, in the diagram's order: plan (`Planned`), the
 //! policies' decision, the production gate ([`super::approval`]), the change windows
-//! (`waitingForWindow`, or an Operator's break-glass), and the apply (`Applying` → `Applied` |
+//! (`waitingForWindow`, or an Operator's break-glass), the quarantines weighed again when the
+//! run waited, and the apply (`Applying` → `Applied` |
 //! `Failed`). Each goes on to the next or ends the run in a state.
 
 use super::{Ending, ProvisioningRun, Stage, now};
@@ -36,7 +37,30 @@ impl ProvisioningRun {
         go_on!(Self::policy_stage(ctx, input, &plan).await);
         go_on!(Self::approval_stage(ctx, input, &plan).await);
         go_on!(Self::window_stage(ctx, input).await);
+        if ctx.state(|s| s.waited) {
+            go_on!(Self::quarantine_stage(ctx, input).await);
+        }
         Self::apply(ctx, input, plan).await
+    }
+
+    /// A run that waited since its policies decided weighs the tenant's quarantines again:
+    /// one placed meanwhile (a rollback while the run awaited its approval or a window) ends
+    /// it `Rejected` with the reason, before anything is applied.
+    async fn quarantine_stage(
+        ctx: &mut WorkflowContext<Self>,
+        input: &RunInput,
+    ) -> WorkflowResult<Stage> {
+        let opts = crate::options::must_succeed_locally(POLICY_TIMEOUT);
+        let held = ctx
+            .execute_local_activity(ProvisioningActivities::quarantine_gate, input.clone(), opts)
+            .await?;
+        Ok(match held {
+            Some(why) => Stage::End(Ending::new(
+                ProvisioningState::Rejected,
+                format!("denied by quarantine: {why}"),
+            )),
+            None => Stage::GoOn(()),
+        })
     }
 
     /// `Planned`: the plan is recorded before anything else can happen. A plan that fails

@@ -48,8 +48,11 @@ impl ProvisioningRun {
     /// window): the states it passed through are recorded, and the search attribute says
     /// where it waits.
     pub(super) async fn before_waiting(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        // A gate read before the wait is stale after it.
-        ctx.state_mut(|s| s.window_read = None);
+        // A gate read before the wait is stale after it, and so are the quarantines weighed.
+        ctx.state_mut(|s| {
+            s.window_read = None;
+            s.waited = true;
+        });
         if ctx.state(|s| !s.told.passed.is_empty()) {
             Self::project(ctx).await?;
         }
