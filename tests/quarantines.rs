@@ -4,20 +4,8 @@
 //! explicit run with a reason goes through, recorded; lifting it is recorded and lets it run.
 
 use crate::common::{Api, Stack, eventually, text};
+use crate::rollouts::wait_rollout;
 use serde_json::{Value, json};
-
-async fn wait_rollout(api: &Api, id: &str, state: &str) -> Value {
-    eventually(120, &format!("the rollout to be {state}"), || {
-        let api = api.clone();
-        let id = id.to_owned();
-        let state = state.to_owned();
-        async move {
-            let r = api.get(&format!("/fleet/rollouts/{id}")).await.expect(200);
-            (r["state"] == state.as_str()).then_some(r)
-        }
-    })
-    .await
-}
 
 /// Rolls `api` 2.0.0 out to `shop-00` and `shop-01` (running 1.0.0), lets `shop-01`'s apply
 /// fail so the wave halts, and rolls the rollout back; returns its id.

@@ -18,7 +18,7 @@ async fn fleet(stack: &Stack, n: usize) -> Api {
     api
 }
 
-async fn wait_rollout(api: &Api, id: &str, state: &str) -> Value {
+pub(crate) async fn wait_rollout(api: &Api, id: &str, state: &str) -> Value {
     eventually(120, &format!("the rollout to be {state}"), || {
         let api = api.clone();
         let id = id.to_owned();

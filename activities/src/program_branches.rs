@@ -280,22 +280,7 @@ async fn run(dir: &Path, args: &[&str], date: Option<&str>) -> Result<Vec<u8>, E
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command as Std;
-
-    fn sh(dir: &Path, args: &[&str]) -> String {
-        let out = Std::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
+    use crate::programs::with_git::sh;
 
     /// A bare repository `origin.git` whose `main` holds `shop/Pulumi.yaml`; returns its URL
     /// and the commit.

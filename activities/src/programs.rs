@@ -437,11 +437,12 @@ mod tests {
 
 /// Against real repositories made by the test with the `git` CLI.
 #[cfg(test)]
-mod with_git {
+pub(crate) mod with_git {
     use super::*;
     use std::process::Command as Std;
 
-    fn sh(dir: &Path, args: &[&str]) -> String {
+    /// `git args…` in `dir` as a test's user; its output, trimmed.
+    pub(crate) fn sh(dir: &Path, args: &[&str]) -> String {
         let out = Std::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
             .args(args)

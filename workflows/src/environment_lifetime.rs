@@ -13,19 +13,16 @@
 //! [`RETRY_DECOMMISSION`] when it expired, or when an operator asks again.
 
 use crate::contracts::{DecommissionRequest, EnvironmentKey, LifetimeActivities, WarnRequest};
-use crate::ids::{run_workflow_id, time_ordered_id};
-use crate::provisioning_run::ProvisioningRun;
-use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID, run_attributes};
+use crate::ids::time_ordered_id;
+use crate::provisioning_run::follow_as_child;
+use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::ProvisioningState;
 use runtime_cloud_models::lifetime::{Next, RETRY_DECOMMISSION, next};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{
-    ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
-};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// Each read or write of the row.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -127,15 +124,7 @@ impl EnvironmentLifetime {
         ctx.state_mut(|s| s.asked = None);
         // Retired meanwhile: the next read ends the workflow.
         let Some(run) = prepared else { return Ok(()) };
-        let opts = ChildWorkflowOptions::builder()
-            .workflow_id(run_workflow_id(&run.run_id))
-            .search_attributes(SearchAttributes::new(run_attributes(&run)))
-            .priority(crate::fairness::of_tenant(&run.tenant_id))
-            .build();
-        let started = ctx
-            .start_child_workflow(ProvisioningRun::run, run, opts)
-            .await?;
-        let status = started.result().await?;
+        let status = follow_as_child(ctx, run).await?;
         if status.state != Some(ProvisioningState::Applied) {
             let retry_at = now(ctx) + RETRY_DECOMMISSION;
             ctx.state_mut(|s| s.retry_at = Some(retry_at));

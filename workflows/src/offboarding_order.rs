@@ -15,14 +15,13 @@
 use crate::contracts::{
     EndOrder, OffboardingActivities, OffboardingDecommission, OrderInput, VerifyArchive,
 };
-use crate::ids::{run_workflow_id, time_ordered_id};
-use crate::provisioning_run::ProvisioningRun;
-use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID, run_attributes};
+use crate::ids::time_ordered_id;
+use crate::provisioning_run::follow_as_child;
+use crate::search_attributes::{ENVIRONMENT_ID, TENANT_ID};
 use runtime_cloud_models::ProvisioningState;
 use std::time::Duration;
-use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ChildWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// Each attempt of an export: the record and its logs read, the archive written.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -107,15 +106,7 @@ impl OffboardingOrder {
         let Some(run) = prepared else {
             return Ok(None);
         };
-        let opts = ChildWorkflowOptions::builder()
-            .workflow_id(run_workflow_id(&run.run_id))
-            .search_attributes(SearchAttributes::new(run_attributes(&run)))
-            .priority(crate::fairness::of_tenant(&run.tenant_id))
-            .build();
-        let started = ctx
-            .start_child_workflow(ProvisioningRun::run, run, opts)
-            .await?;
-        let status = started.result().await?;
+        let status = follow_as_child(ctx, run).await?;
         Ok(match status.state {
             Some(ProvisioningState::Applied) => None,
             state => Some(format!(

@@ -4,19 +4,16 @@
 //! writes to infrastructure itself.
 
 use crate::contracts::{InventoryActivities, PrepareRunRequest, ProposalInput, ProposalProjection};
-use crate::ids::{run_workflow_id, time_ordered_id};
-use crate::provisioning_run::ProvisioningRun;
-use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID, run_attributes};
+use crate::ids::time_ordered_id;
+use crate::provisioning_run::follow_as_child;
+use crate::search_attributes::{ENVIRONMENT_ID, PROPOSAL_STATE, TENANT_ID};
 use runtime_cloud_models::ProvisioningState;
 use runtime_cloud_models::approvals::Grantor;
 use runtime_cloud_models::drift::ProposalState;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{
-    ChildWorkflowOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
-};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 /// Each attempt of the proposal's reads and writes (its row, its run's row, its projections).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -122,15 +119,7 @@ impl ReconciliationProposal {
             .await?;
         ctx.state_mut(|s| s.run_id = Some(run_id.clone()));
         Self::settle(ctx, ProposalState::Accepted, Some(decision.clone())).await?;
-        let opts = ChildWorkflowOptions::builder()
-            .workflow_id(run_workflow_id(&run_id))
-            .search_attributes(SearchAttributes::new(run_attributes(&run_input)))
-            .priority(crate::fairness::of_tenant(&run_input.tenant_id))
-            .build();
-        let started = ctx
-            .start_child_workflow(ProvisioningRun::run, run_input, opts)
-            .await?;
-        let status = started.result().await?;
+        let status = follow_as_child(ctx, run_input).await?;
         if status.state == Some(ProvisioningState::Applied) {
             return Self::settle(ctx, ProposalState::Applied, Some(decision)).await;
         }

@@ -375,6 +375,26 @@ fn now(time: Option<std::time::SystemTime>) -> chrono::DateTime<chrono::Utc> {
         .unwrap_or_default()
 }
 
+/// Starts run `run` as a child of the workflow of `ctx` (its search attributes and its
+/// tenant's fairness key set at start) and waits for where it ended: how a proposal, a
+/// lifetime and an off-boarding order follow the run they recorded.
+pub(crate) async fn follow_as_child<W>(
+    ctx: &mut WorkflowContext<W>,
+    run: RunInput,
+) -> WorkflowResult<RunStatus> {
+    let opts = temporalio_sdk::ChildWorkflowOptions::builder()
+        .workflow_id(crate::ids::run_workflow_id(&run.run_id))
+        .search_attributes(temporalio_common::search_attributes::SearchAttributes::new(
+            run_attributes(&run),
+        ))
+        .priority(crate::fairness::of_tenant(&run.tenant_id))
+        .build();
+    let started = ctx
+        .start_child_workflow(ProvisioningRun::run, run, opts)
+        .await?;
+    Ok(started.result().await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
