@@ -119,9 +119,10 @@ pub fn minutes_reset_at(now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// The whole minutes an apply of `duration_ms` counts, rounded up (an apply of one second
-/// uses a minute, as metered execution is billed).
+/// uses a minute, as metered execution is billed). An apply that ran started its first minute
+/// however short it was: a sandbox apply can measure 0 ms, and would otherwise cost nothing.
 pub fn apply_minutes(duration_ms: u64) -> u32 {
-    u32::try_from(duration_ms.div_ceil(60_000)).unwrap_or(u32::MAX)
+    u32::try_from(duration_ms.div_ceil(60_000).max(1)).unwrap_or(u32::MAX)
 }
 
 /// A project whose day's execution minutes are spent: new runs are refused until `resets_at`.
@@ -334,7 +335,7 @@ mod tests {
         assert_eq!(apply_minutes(1), 1);
         assert_eq!(apply_minutes(120_000), 2);
         assert_eq!(apply_minutes(120_001), 3);
-        assert_eq!(apply_minutes(0), 0);
+        assert_eq!(apply_minutes(0), 1, "an apply measured as 0 ms still ran");
         assert_eq!(
             day_started_at(now),
             "2026-12-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
