@@ -158,8 +158,9 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
             db: db.clone(),
             sandbox,
             kubernetes: kubernetes.clone(),
-            pulumi,
+            pulumi: pulumi.clone(),
         }),
+        pulumi,
         policy: policy(
             config,
             inventory.auto_accept_non_destructive_outside_production,

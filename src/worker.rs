@@ -14,7 +14,7 @@ use runtime_cloud_temporal::Error;
 use runtime_cloud_workflows::ids::pool_task_queue;
 use runtime_cloud_workflows::{
     ClusterWatch, EnvironmentLifetime, FleetRollout, GitOpsReconciler, ObservationSweep,
-    ObserveEnvironment, OffboardingOrder, ProvisioningRun, ReconciliationProposal,
+    ObserveEnvironment, OffboardingOrder, ProgramAdoption, ProvisioningRun, ReconciliationProposal,
 };
 use sea_orm::DatabaseConnection;
 use std::future::Future;
@@ -48,6 +48,8 @@ pub struct WorkerDeps {
     pub schedules_paused: bool,
     /// Answers fleet rollouts' SLO queries; none without a query service.
     pub slo: Option<Arc<dyn runtime_cloud_activities::slo::SloGuard>>,
+    /// The Pulumi adapter, for adopting unmanaged workloads into programs.
+    pub pulumi: Arc<runtime_cloud_activities::pulumi::Pulumi>,
     /// Reads the Kubernetes clusters, for their watches; none when they are not watched.
     pub kubernetes_watch: Option<Arc<runtime_cloud_activities::kubernetes::Kubernetes>>,
 }
@@ -185,6 +187,17 @@ async fn serve(
         Ok(n) => tracing::info!(orders = n, "the off-boarding orders under way are started"),
         Err(e) => tracing::warn!(error = %e, "cannot read which off-boarding orders are under way"),
     }
+    let adoptions =
+        runtime_cloud_temporal::adoptions::start_all(&deps.db, &deps.client, &deps.task_queue)
+            .await;
+    match adoptions {
+        Ok(n) => tracing::info!(adoptions = n, "the program adoptions under way are started"),
+        Err(e) => tracing::warn!(error = %e, "cannot read which program adoptions are under way"),
+    }
+    let adoption = runtime_cloud_activities::adoption::AdoptionActivitiesImpl {
+        db: deps.db.clone(),
+        pulumi: deps.pulumi.clone(),
+    };
     let offboarding = runtime_cloud_activities::offboarding::OffboardingActivitiesImpl {
         db: deps.db.clone(),
         artifacts: deps.artifacts.clone(),
@@ -203,13 +216,15 @@ async fn serve(
         .register_workflow::<FleetRollout>()?
         .register_workflow::<EnvironmentLifetime>()?
         .register_workflow::<OffboardingOrder>()?
+        .register_workflow::<ProgramAdoption>()?
         .register_activities(activities)
         .register_activities(inventory_activities(deps))
         .register_activities(scheduled)
         .register_activities(fleet)
         .register_activities(capacity)
         .register_activities(lifetime)
-        .register_activities(offboarding);
+        .register_activities(offboarding)
+        .register_activities(adoption);
     if let Some(kubernetes) = &deps.kubernetes_watch {
         options = options
             .register_workflow::<ClusterWatch>()?

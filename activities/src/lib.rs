@@ -33,6 +33,7 @@
 //! - [`outbox_relay`]: publishes the outbox to NATS JetStream (CloudEvents, dedupe ids).
 //! - [`error`]: this crate's error type.
 
+pub mod adoption;
 pub mod capacity;
 pub mod error;
 pub mod fleet;

@@ -110,6 +110,12 @@ pub trait Observer: Send + Sync + 'static {
 #[async_trait::async_trait]
 pub trait Refresher: Send + Sync + 'static {
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error>;
+
+    /// The Kubernetes workloads the runner's recorded state manages (Pulumi:
+    /// `pulumi stack export`): the observer's kind and `namespace/name` of each.
+    async fn managed(&self, _target: &Target) -> Result<Vec<(String, String)>, Error> {
+        Ok(Vec::new())
+    }
 }
 
 /// Policy as code: what may apply, and what may go ahead without an operator. Embedded
@@ -278,7 +284,8 @@ impl Observer for TargetObservers {
         target: &Target,
     ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
         let of = target_of(&self.db, target).await?;
-        self.observer(&of).observe(target).await
+        let workloads = self.observer(&of).observe(target).await?;
+        self.marked_managed(&of, target, workloads).await
     }
 
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
@@ -290,6 +297,7 @@ impl Observer for TargetObservers {
     async fn read(&self, target: &Target) -> Result<Observed, Error> {
         let of = target_of(&self.db, target).await?;
         let workloads = self.observer(&of).observe(target).await?;
+        let workloads = self.marked_managed(&of, target, workloads).await?;
         Ok((workloads, self.drifted_in(&of, target).await?))
     }
 }
@@ -302,6 +310,29 @@ impl TargetObservers {
             ObserverTarget::Sandbox => &*self.sandbox,
             ObserverTarget::Kubernetes(_) => &*self.kubernetes,
         }
+    }
+
+    /// `workloads` of a Kubernetes namespace with those the environment's Pulumi stack
+    /// manages marked so: they are the program's, declared in the specification or not.
+    async fn marked_managed(
+        &self,
+        of: &runtime_cloud_models::targets::Target,
+        target: &Target,
+        mut workloads: Vec<runtime_cloud_models::observation::ObservedWorkload>,
+    ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
+        use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
+        let (RunnerTarget::Pulumi(_), ObserverTarget::Kubernetes(k)) = (&of.runner, &of.observer)
+        else {
+            return Ok(workloads);
+        };
+        let managed = self.pulumi.managed(target).await?;
+        for w in &mut workloads {
+            let id = (w.kind.clone(), format!("{}/{}", k.namespace, w.name));
+            if managed.contains(&id) {
+                w.managed_by = Some("pulumi".into());
+            }
+        }
+        Ok(workloads)
     }
 
     /// The drift of the runner's recorded state, for the environment's target `of`.

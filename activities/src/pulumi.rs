@@ -21,6 +21,10 @@
 //!   `pulumi stack history --json`: an update of this run that finished is answered with its
 //!   receipt instead of applying again.
 
+mod adoption;
+
+pub use adoption::{GeneratedAdoption, managed_workloads};
+
 use crate::Error;
 use crate::ports::Artifacts;
 use crate::ports::{Runner, Target};
@@ -839,28 +843,17 @@ impl crate::ports::Refresher for Pulumi {
         self.version()
             .await
             .map_err(|e| Error::Unreachable(e.to_string()))?;
-        let project = stack.stack.stack.split('/').nth(1).unwrap_or("project");
-        let dir = self
-            .scratch()
-            .await?
-            .join(format!("refresh-{}", uuid::Uuid::now_v7()));
-        tokio::fs::create_dir_all(&dir)
-            .await
-            .map_err(|e| Error::Unreachable(format!("creating {}: {e}", dir.display())))?;
-        let manifest = format!("name: {project}\nruntime: yaml\n");
-        let refreshed = async {
-            tokio::fs::write(dir.join("Pulumi.yaml"), manifest)
-                .await
-                .map_err(|e| Error::Unreachable(format!("writing the scratch project: {e}")))?;
-            self.run(&stack, &dir, &["refresh", "--preview-only", "--json"])
-                .await
-        }
-        .await;
-        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let refreshed = self
+            .in_scratch_project(&stack, &["refresh", "--preview-only", "--json"])
+            .await;
         let digest: PreviewDigest = serde_json::from_str(&refreshed?).map_err(|e| {
             Error::Unreachable(format!("reading pulumi refresh --preview-only --json: {e}"))
         })?;
         Ok(digest.drifted())
+    }
+
+    async fn managed(&self, target: &Target) -> Result<Vec<(String, String)>, Error> {
+        Pulumi::managed(self, target).await
     }
 }
 
@@ -1081,8 +1074,8 @@ impl PreviewDigest {
             .collect()
     }
 
-    /// The plan receipt: creates are adds, updates and replaces are changes, deletes are
-    /// deletes (a replace shows as a change of its fields; it also deletes, so it counts as
+    /// The plan receipt: creates are adds, updates, replaces and imports are changes (an
+    /// import's field is `import`), deletes are deletes (a replace shows as a change of its fields; it also deletes, so it counts as
     /// destructive through `deletes` when Pulumi deletes the old resource first). The inputs
     /// hash covers the program commit, the resolved configuration's fingerprint, the stack's
     /// last update and the preview's steps.
@@ -1106,6 +1099,11 @@ impl PreviewDigest {
                     changes.changes.push(change(step.fields()))
                 }
                 "delete" | "delete-replaced" => changes.deletes.push(change(Vec::new())),
+                // The stack takes over an object that exists (resource option `import`): the
+                // cloud is not written, the stack's state is.
+                "import" | "import-replacement" => {
+                    changes.changes.push(change(vec!["import".to_owned()]))
+                }
                 _ => {}
             }
         }

@@ -70,7 +70,8 @@ pub(crate) fn resource(kind: &str, name: &str) -> String {
 }
 
 /// Compares declared workloads with observed ones. Pure and allocation-light: it runs on every
-/// observation of every environment.
+/// observation of every environment. A workload neither declared nor managed by the runner's
+/// recorded state (`managed_by`) is unmanaged.
 pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Finding> {
     let observed_by_name: BTreeMap<&str, &ObservedWorkload> =
         observed.iter().map(|w| (w.name.as_str(), w)).collect();
@@ -135,7 +136,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
     let declared_names: std::collections::BTreeSet<&str> =
         declared.iter().map(|w| w.name.as_str()).collect();
     for have in observed {
-        if !declared_names.contains(have.name.as_str()) {
+        if !declared_names.contains(have.name.as_str()) && have.managed_by.is_none() {
             findings.push(Finding {
                 kind: DriftKind::Unmanaged,
                 resource: resource(&have.kind, &have.name),
@@ -403,6 +404,15 @@ mod tests {
         let f = compare(&d, &[stray]);
         assert_eq!(kinds(&f), [DriftKind::Missing, DriftKind::Unmanaged]);
         assert_eq!(f[1].resource, "pod/debug-shell");
+    }
+
+    #[test]
+    fn a_workload_the_runners_state_manages_is_not_unmanaged() {
+        let mut adopted = observed(&declared("batch"));
+        adopted.managed_by = Some("pulumi".into());
+        assert!(compare(&[], &[adopted.clone()]).is_empty());
+        adopted.managed_by = None;
+        assert_eq!(kinds(&compare(&[], &[adopted])), [DriftKind::Unmanaged]);
     }
 
     #[test]

@@ -339,6 +339,41 @@ pub struct OffboardingFailed {
 
 into_outbox!(OffboardingFailed, OFFBOARDING_FAILED, order_id);
 
+/// Topic of `AdoptionPublished`.
+pub const ADOPTION_PUBLISHED: &str = "provisioning.inventory.v1.adoption-published";
+
+/// `AdoptionPublished` (not in the spec): the code that manages a proposal's unmanaged
+/// workloads was generated and committed on a branch of the program's repository, for review.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptionPublished {
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub branch: String,
+    pub commit: String,
+    /// The findings' resources adopted (`deployment/batch`).
+    pub resources: Vec<String>,
+}
+
+into_outbox!(AdoptionPublished, ADOPTION_PUBLISHED, proposal_id);
+
+/// Topic of `AdoptionFailed`.
+pub const ADOPTION_FAILED: &str = "provisioning.inventory.v1.adoption-failed";
+
+/// `AdoptionFailed` (not in the spec): a proposal's adoption published nothing; `reason` says
+/// why (the program, the import, or the repository refusing the push).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptionFailed {
+    pub proposal_id: String,
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub reason: String,
+}
+
+into_outbox!(AdoptionFailed, ADOPTION_FAILED, proposal_id);
+
 /// Topic of `VersionQuarantined`.
 pub const VERSION_QUARANTINED: &str = "provisioning.quarantines.v1.version-quarantined";
 

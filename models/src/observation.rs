@@ -30,6 +30,11 @@ pub struct ObservedWorkload {
     /// manifest generated for an unmanaged workload runs (`models::adoption`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The runner whose recorded state manages the workload (`pulumi`: a Kubernetes object of
+    /// the environment's Pulumi stack, read with `pulumi stack export`). A workload the stack
+    /// manages is not unmanaged, declared in the specification or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
 }
 
 /// The product's own field manager: Kubernetes objects it writes carry it in `managedFields`,
@@ -108,6 +113,7 @@ impl ObservedWorkload {
             }
             .to_owned(),
             changed_by: FieldOwners::default(),
+            managed_by: None,
             source_version: None,
             image: None,
         }

@@ -34,6 +34,7 @@
 //! - [`drift_rules`]: expected differences per environment and tenant defaults.
 //! - [`windows`]: change windows per environment and tenant defaults.
 //! - [`proposals`]: reconciliation proposals: raise, supersede, project, prepare their run.
+//! - [`adoptions`]: proposals' unmanaged workloads adopted into their Pulumi program, on a branch.
 //! - [`quarantines`]: workload versions refused fleet-wide for a tenant: placed, lifted, read.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
 //! - [`page`]: one page of a newest-first list.
@@ -48,6 +49,7 @@
 //! - [`migration`]: the migrations, one per aggregate (squashed before the first release; from
 //!   then on never edited once landed).
 
+pub mod adoptions;
 pub mod approvals;
 pub mod capacity;
 pub mod cluster_watches;

@@ -7,6 +7,7 @@
 //! - [`connection`]: connect a client to a frontend.
 //! - [`codec`]: workflow payloads encrypted (AES-256-GCM) before they leave the process.
 //! - [`admission`]: start a run's workflow; start the deferred runs a freed slot admits.
+//! - [`adoptions`]: start the program adoptions' workflows, unless they run.
 //! - [`cluster_watches`]: start the Kubernetes clusters' watches, unless they run.
 //! - [`lifetimes`]: start, tell and ask the environments' lifetimes (expiry, decommission).
 //! - [`observations`]: tell an environment what runs there changed (its watched observation).
@@ -17,6 +18,7 @@
 //!   the custom search attributes registered.
 
 pub mod admission;
+pub mod adoptions;
 pub mod cluster_watches;
 pub mod codec;
 pub mod connection;

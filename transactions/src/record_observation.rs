@@ -399,12 +399,14 @@ fn comparison_key(
 }
 
 /// Whether two observations read the same objects: each workload's source version is the
-/// same (objects with the same `resourceVersion` are the same objects), or, where the target
-/// gives none, the workloads are equal.
+/// same (objects with the same `resourceVersion` are the same objects) and so is who manages
+/// them (a stack that took an object over does not change it), or, where the target gives
+/// none, the workloads are equal.
 fn same_objects(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> bool {
     before.len() == after.len()
         && before.iter().zip(after).all(|(a, b)| {
             a.name == b.name
+                && a.managed_by == b.managed_by
                 && match (&a.source_version, &b.source_version) {
                     (Some(x), Some(y)) => x == y,
                     _ => a == b,

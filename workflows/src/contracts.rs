@@ -844,3 +844,38 @@ impl OffboardingActivities {
 pub mod offboarding_markers {
     pub use super::offboarding_activities::{End, Export, PrepareDecommission, Verify};
 }
+
+/// Adopt a proposal's unmanaged workloads into its Pulumi program (`store::adoptions`):
+/// generate the code, publish it on the proposal's branch, record how it ended.
+pub struct AdoptionActivities;
+
+#[activity_definitions]
+impl AdoptionActivities {
+    /// Generates the code that manages the proposal's unmanaged workloads (`pulumi import`)
+    /// and publishes it on its branch; records the adoption `published`, or `failed` with the
+    /// reason when the program, the import or the repository refuses it. An error is one a
+    /// retry may get past (a repository or backend out of reach).
+    #[activity(name = "adoption.publish")]
+    pub fn publish(proposal_id: String) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+
+    /// Records the adoption `failed` with the reason (the publish kept failing).
+    #[activity(name = "adoption.fail")]
+    pub fn fail(request: FailAdoption) -> Result<(), ActivityError> {
+        unimplemented!()
+    }
+}
+
+/// Record a proposal's adoption failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailAdoption {
+    pub proposal_id: String,
+    pub reason: String,
+}
+
+/// Marker types of the adoption activities.
+pub mod adoption_markers {
+    pub use super::adoption_activities::{Fail, Publish};
+}

@@ -46,6 +46,11 @@ pub fn cluster_watch_id(cluster_id: &str) -> String {
     format!("cluster-watch/{cluster_id}")
 }
 
+/// `program-adoption/{proposalId}`: a proposal's unmanaged workloads adopted into its program.
+pub fn program_adoption_id(proposal_id: &str) -> String {
+    format!("program-adoption/{proposal_id}")
+}
+
 /// `offboarding-order/{orderId}`: an instance's off-boarding.
 pub fn offboarding_order_id(order_id: &str) -> String {
     format!("offboarding-order/{order_id}")

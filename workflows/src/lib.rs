@@ -23,6 +23,8 @@
 //! - [`fleet_rollout`]: a release across many instances, wave by wave, halting on its own.
 //! - [`offboarding_order`]: an instance leaving operation: its record exported and verified,
 //!   then decommissioned.
+//! - [`program_adoption`]: a proposal's unmanaged workloads adopted into its Pulumi program on a
+//!   branch of its own.
 //! - [`gitops_reconciler`]: every four hours, re-plan every environment's specification.
 //! - [`fairness`]: every run's tasks carry its tenant as Temporal's fairness key.
 //! - [`contracts`]: activity declarations and their request types.
@@ -44,6 +46,7 @@ pub mod messages;
 pub mod observation_sweep;
 pub mod observe_environment;
 pub mod offboarding_order;
+pub mod program_adoption;
 mod options;
 pub mod provisioning_run;
 pub mod reconciliation_proposal;
@@ -57,5 +60,6 @@ pub use gitops_reconciler::GitOpsReconciler;
 pub use observation_sweep::ObservationSweep;
 pub use observe_environment::ObserveEnvironment;
 pub use offboarding_order::OffboardingOrder;
+pub use program_adoption::ProgramAdoption;
 pub use provisioning_run::ProvisioningRun;
 pub use reconciliation_proposal::ReconciliationProposal;

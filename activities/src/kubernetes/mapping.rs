@@ -196,6 +196,7 @@ fn workload(
         changed_by: field_owners(meta, version_source, kind == "daemonset"),
         source_version,
         image: pod.containers.first().and_then(|c| c.image.clone()),
+        managed_by: None,
     }
 }
 

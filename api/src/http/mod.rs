@@ -6,6 +6,7 @@
 //! The console (`/console`, [`console`]) is not the API: its page, files and sign-in are plain
 //! axum routes beside it.
 
+mod adoptions;
 mod approvals;
 mod capacity;
 mod codec;
@@ -62,6 +63,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(offboarding::router())
         .merge(capacity::router())
         .merge(proposals::router())
+        .merge(adoptions::router())
         .merge(quarantines::router())
         .merge(metrics::router())
         .merge(codec::router())

@@ -41,6 +41,10 @@ pub struct ProposalView {
     /// generated from what the observer read (a Kubernetes namespace: the workload's `apps/v1`
     /// manifest; the sandbox: its `workloads[]` entry), to review and commit. `[]` when none.
     pub generated: Vec<GeneratedManifest>,
+    /// Its unmanaged workloads' adoption into the environment's Pulumi program, once asked for
+    /// (`POST …/adoption`): the branch, commit and diff when published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adoption: Option<runtime_cloud_store::adoptions::Adoption>,
 }
 
 impl From<Proposal> for ProposalView {
@@ -49,12 +53,14 @@ impl From<Proposal> for ProposalView {
             workflow_id: proposal_workflow_id(&proposal.proposal_id),
             proposal,
             generated: Vec::new(),
+            adoption: None,
         }
     }
 }
 
 /// `views` with what would manage the unmanaged workloads each covers: one query for the
-/// page's unmanaged findings, then each environment's target and inventory once.
+/// page's unmanaged findings and one for their adoptions, then each environment's target and
+/// inventory once.
 async fn with_generated(
     state: &AppState,
     tenant: &str,
@@ -65,8 +71,15 @@ async fn with_generated(
         .map(|v| v.proposal.proposal_id.clone())
         .collect();
     let unmanaged = runtime_cloud_store::findings::unmanaged_of(&state.db, tenant, &ids).await?;
+    let mut adoptions = runtime_cloud_store::adoptions::of_proposals(&state.db, tenant, &ids).await?;
     let mut observed = std::collections::HashMap::new();
     for view in &mut views {
+        if let Some(at) = adoptions
+            .iter()
+            .position(|a| a.proposal_id == view.proposal.proposal_id)
+        {
+            view.adoption = Some(adoptions.swap_remove(at));
+        }
         let covered: Vec<String> = unmanaged
             .iter()
             .filter(|f| f.proposal_id.as_deref() == Some(view.proposal.proposal_id.as_str()))

@@ -17,6 +17,7 @@ pub mod offboarding_orders;
 pub mod outbox_events;
 pub mod prelude;
 pub mod provisioning_runs;
+pub mod program_adoptions;
 pub mod quarantines;
 pub mod quotas;
 pub mod reconciliation_proposals;

@@ -8,6 +8,8 @@
 //!   the environment answers such a proposal again, so it is started then).
 //! - `untold_supersessions`: proposals an observation superseded whose workflow has not been
 //!   told yet (`store::proposals::mark_told`).
+//! - `program_adoptions`: a proposal's unmanaged workloads adopted into its Pulumi program on a
+//!   branch of its own (`store::adoptions`, `models::program_adoption`): one per proposal.
 
 use sea_orm_migration::{prelude::*, schema::*};
 
@@ -34,6 +36,23 @@ enum ReconciliationProposals {
     UpdatedAt,
     Policy,
     WorkflowStarted,
+}
+
+#[derive(DeriveIden)]
+enum ProgramAdoptions {
+    Table,
+    ProposalId,
+    TenantId,
+    EnvironmentId,
+    State,
+    Resources,
+    Branch,
+    CommitSha,
+    Diff,
+    Reason,
+    RequestedBy,
+    RequestedAt,
+    CompletedAt,
 }
 
 #[derive(DeriveIden)]
@@ -96,6 +115,25 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(ProgramAdoptions::Table)
+                    .col(string(ProgramAdoptions::ProposalId).primary_key())
+                    .col(string(ProgramAdoptions::TenantId))
+                    .col(string(ProgramAdoptions::EnvironmentId))
+                    .col(string(ProgramAdoptions::State))
+                    .col(json(ProgramAdoptions::Resources))
+                    .col(string_null(ProgramAdoptions::Branch))
+                    .col(string_null(ProgramAdoptions::CommitSha))
+                    .col(text_null(ProgramAdoptions::Diff))
+                    .col(text_null(ProgramAdoptions::Reason))
+                    .col(string(ProgramAdoptions::RequestedBy))
+                    .col(timestamp_with_time_zone(ProgramAdoptions::RequestedAt))
+                    .col(timestamp_with_time_zone_null(ProgramAdoptions::CompletedAt))
+                    .to_owned(),
+            )
+            .await?;
         // Every record reads its environments' (a sweep's batch, hundreds at once).
         manager
             .create_index(
@@ -110,6 +148,9 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(ProgramAdoptions::Table).to_owned())
+            .await?;
         manager
             .drop_table(Table::drop().table(UntoldSupersessions::Table).to_owned())
             .await?;
