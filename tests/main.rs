@@ -4,6 +4,7 @@
 
 mod common;
 
+mod adoption;
 mod approvals;
 mod bad_input;
 mod capacity;

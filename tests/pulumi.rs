@@ -16,12 +16,12 @@ fn stand_in() -> String {
 }
 
 /// A Git repository holding the program `shop/Pulumi.yaml`.
-struct Repository {
+pub(crate) struct Repository {
     dir: tempfile::TempDir,
 }
 
 impl Repository {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let repo = Self {
             dir: tempfile::tempdir().expect("repository dir"),
         };
@@ -29,7 +29,7 @@ impl Repository {
         repo
     }
 
-    fn git(&self, args: &[&str]) -> String {
+    pub(crate) fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(["-c", "user.name=dev", "-c", "user.email=dev@example.com"])
             .args(args)
@@ -45,7 +45,7 @@ impl Repository {
     }
 
     /// Commits `program` as `shop/Pulumi.yaml`; returns the commit.
-    fn commit(&self, program: &Value) -> String {
+    pub(crate) fn commit(&self, program: &Value) -> String {
         std::fs::create_dir_all(self.dir.path().join("shop")).expect("shop dir");
         let file = self.dir.path().join("shop/Pulumi.yaml");
         std::fs::write(file, serde_json::to_string_pretty(program).expect("json")).expect("write");
@@ -54,7 +54,11 @@ impl Repository {
         self.git(&["rev-parse", "HEAD"])
     }
 
-    fn program_ref(&self) -> String {
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn program_ref(&self) -> String {
         format!("file://{}//shop", self.dir.path().display())
     }
 }
@@ -78,7 +82,7 @@ async fn stack() -> (Stack, PathBuf) {
 }
 
 /// [`stack`] with more environment for the processes.
-async fn stack_with(env: &[(&str, &str)]) -> (Stack, PathBuf) {
+pub(crate) async fn stack_with(env: &[(&str, &str)]) -> (Stack, PathBuf) {
     let mut all = vec![("RUNTIME_CLOUD_PULUMI_BINARY".to_owned(), stand_in())];
     all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let stack = Stack::with(StackOptions {

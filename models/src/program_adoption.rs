@@ -162,6 +162,38 @@ pub fn merge(
     serde_saphyr::to_string(&expected).map_err(|e| format!("writing the program: {e}"))
 }
 
+/// `resources` as YAML, each resource's `type`, `properties` and `options` first, as Pulumi
+/// writes them (a JSON map would sort them).
+fn render(resources: &Map<String, Value>) -> Option<String> {
+    #[derive(Serialize)]
+    struct Declared<'a> {
+        #[serde(rename = "type")]
+        ty: &'a Value,
+        #[serde(skip_serializing_if = "Value::is_null")]
+        properties: &'a Value,
+        #[serde(skip_serializing_if = "Value::is_null")]
+        options: &'a Value,
+        #[serde(flatten)]
+        rest: Map<String, Value>,
+    }
+    let mut text = String::new();
+    for (name, r) in resources {
+        let mut rest = r.as_object().cloned().unwrap_or_default();
+        for known in ["type", "properties", "options"] {
+            rest.remove(known);
+        }
+        let declared = Declared {
+            ty: &r["type"],
+            properties: &r["properties"],
+            options: &r["options"],
+            rest,
+        };
+        let one = std::collections::BTreeMap::from([(name, declared)]);
+        text.push_str(&serde_saphyr::to_string(&one).ok()?);
+    }
+    Some(text)
+}
+
 fn parse(text: &str, what: &str) -> Result<Value, String> {
     serde_saphyr::from_str::<Value>(text).map_err(|e| format!("{what} is not YAML: {e}"))
 }
@@ -177,7 +209,7 @@ fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
         l.strip_prefix("resources:")
             .is_some_and(|rest| rest.trim().is_empty() || rest.trim_start().starts_with('#'))
     });
-    let block = serde_saphyr::to_string(added).ok()?;
+    let block = render(added)?;
     let mut out: Vec<String> = Vec::new();
     match header {
         None => {
@@ -207,11 +239,12 @@ fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
                 last -= 1;
             }
             out.extend(lines[..last].iter().map(|l| (*l).to_owned()));
-            out.extend(
-                block
-                    .lines()
-                    .map(|l| format!("{:indent$}{l}", "", indent = indent)),
-            );
+            // Nested as the program nests: each of the block's two-space levels is `indent`.
+            out.extend(block.lines().map(|l| {
+                let text = l.trim_start_matches(' ');
+                let levels = (l.len() - text.len()) / 2 + 1;
+                format!("{:width$}{text}", "", width = levels * indent)
+            }));
             out.extend(lines[last..].iter().map(|l| (*l).to_owned()));
         }
     }
@@ -268,8 +301,8 @@ mod tests {
         let program = "# the shop\nname: shop\nruntime: yaml\nresources:\n    # the API\n    api:\n        type: kubernetes:apps/v1:Deployment\n\n# outputs\noutputs: {}\n";
         let merged = merge(program, GENERATED, &[batch()]).unwrap();
         assert!(
-            merged.starts_with("# the shop\nname: shop\nruntime: yaml\nresources:\n    # the API\n    api:\n        type: kubernetes:apps/v1:Deployment\n    batch:\n        type: kubernetes:apps/v1:Deployment\n"),
-            "{merged}"
+            merged.starts_with("# the shop\nname: shop\nruntime: yaml\nresources:\n    # the API\n    api:\n        type: kubernetes:apps/v1:Deployment\n    batch:\n        type: kubernetes:apps/v1:Deployment\n        properties:\n            metadata:\n"),
+            "nested as the program nests, type first: {merged}"
         );
         assert!(merged.ends_with("\n\n# outputs\noutputs: {}\n"), "{merged}");
         let read: Value = serde_saphyr::from_str(&merged).unwrap();

@@ -1,0 +1,231 @@
+//! Adopting an unmanaged workload into a Pulumi program: the code `pulumi import` generates
+//! (the Pulumi stand-in, against the Kubernetes stand-in) committed on a branch of its own,
+//! the default branch untouched; the stack's next update of that commit takes the object over,
+//! and it is unmanaged no more. A repository that refuses the push leaves nothing behind.
+
+use crate::common::kube_stand_in::KubeStandIn;
+use crate::common::{Api, Stack, eventually, text};
+use crate::kubernetes::{declared, deployment, kubeconfig};
+use crate::pulumi::{Repository, stack_with};
+use serde_json::{Value, json};
+
+/// A Pulumi environment `k8s` whose stack manages Deployment `api` in namespace `shop` of
+/// `cluster`, applied; the stand-in repository and its commit.
+async fn managed_api(stack: &Stack, api: &Api, cluster: &KubeStandIn, state: &std::path::Path) -> (Repository, String, String) {
+    let (kubeconfig_dir, kubeconfig_ref) = kubeconfig(cluster);
+    std::mem::forget(kubeconfig_dir);
+    let mut object = deployment("api", "registry.example.com/shop/api:1.0.0", 2, 2);
+    object["metadata"] = json!({ "name": "api", "namespace": "shop", "labels": { "app": "api" } });
+    let repo = Repository::new();
+    // Written as YAML, with a comment the adoption keeps.
+    let program = format!(
+        "name: shop\nruntime: yaml\n# What the shop runs.\nresources:\n  api:\n    type: kubernetes:apps/v1:Deployment\n    properties: {}\n",
+        json!({ "metadata": object["metadata"], "spec": object["spec"] })
+    );
+    std::fs::create_dir_all(repo.path().join("shop")).expect("shop dir");
+    std::fs::write(repo.path().join("shop/Pulumi.yaml"), program).expect("program");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "--quiet", "-m", "program"]);
+    let commit = repo.git(&["rev-parse", "HEAD"]);
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
+                "target": {
+                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
+                                "backendUrl": format!("file://{}", state.display()) },
+                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
+                                  "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+    declare(api, &repo, &commit, &kubeconfig_ref).await;
+    let run = api.plan_run("k8s", "baseline").await;
+    api.wait_state(&run, "Applied").await;
+    api.wait_observed_after(stack, &run).await;
+    assert!(api.drift("k8s", Some("open")).await.is_empty(), "as applied");
+    (repo, commit, kubeconfig_ref)
+}
+
+/// Declares `api` 1.0.0 × 2 of the program at `commit`.
+async fn declare(api: &Api, repo: &Repository, commit: &str, kubeconfig_ref: &str) {
+    api.post(
+        "/factory/provisioning/specifications",
+        json!({ "environmentId": "k8s", "kind": "environment", "programRef": repo.program_ref(),
+                "programVersion": commit, "configRefs": {},
+                "secretRefs": { "kubernetes:kubeconfig": kubeconfig_ref },
+                "workloads": [declared("api", "1.0.0", 2)] }),
+    )
+    .await
+    .expect(201);
+}
+
+/// `batch`, created by hand, found unmanaged: its proposal.
+async fn unmanaged_batch(stack: &Stack, api: &Api, cluster: &KubeStandIn) -> String {
+    cluster.create(
+        "shop",
+        deployment("batch", "registry.example.com/shop/batch:2.0.0", 1, 1),
+        "kubectl-create",
+    );
+    let outcome = api.observe(stack, "k8s").await;
+    let proposal = text(&outcome["newProposal"]["proposalId"]);
+    let proposed = api.wait_proposal("k8s", &proposal, "Proposed").await;
+    assert_eq!(proposed["direction"], "adopt-observed", "{proposed}");
+    proposal
+}
+
+/// The adoption of `proposal` once it left `generating`.
+async fn adoption_ended(api: &Api, proposal: &str) -> Value {
+    eventually(120, "the adoption to end", || async {
+        let a = api
+            .get(&format!("/factory/reconciliation/proposals/{proposal}/adoption"))
+            .await
+            .expect(200);
+        (a["state"] != "generating").then_some(a)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_unmanaged_workload_is_adopted_into_the_program_on_a_branch_and_managed_after_its_update() {
+    let cluster = KubeStandIn::start().await;
+    let (stack, state) = stack_with(&[
+        ("RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction", "false"),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
+    .await;
+    let api = stack.operator("acme");
+    let (repo, base, kubeconfig_ref) = managed_api(&stack, &api, &cluster, &state).await;
+    let proposal = unmanaged_batch(&stack, &api, &cluster).await;
+
+    // Asked by a reader: refused; by an Operator: generating, then published.
+    stack
+        .client("acme", &["factory.runtime.read"])
+        .post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
+        .await
+        .expect_problem(403);
+    let asked = api
+        .post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
+        .await
+        .expect(202);
+    assert_eq!(asked["state"], "generating", "{asked}");
+    assert_eq!(asked["workflowId"], format!("program-adoption/{proposal}"));
+    let adoption = adoption_ended(&api, &proposal).await;
+    assert_eq!(adoption["state"], "published", "{adoption}");
+    let branch = format!("runtime-cloud/adopt/{proposal}");
+    assert_eq!(adoption["branch"], branch);
+    assert_eq!(
+        adoption["resources"],
+        json!([{ "resource": "deployment/batch", "name": "batch",
+                 "type": "kubernetes:apps/v1:Deployment", "importId": "shop/batch" }])
+    );
+    let commit = text(&adoption["commit"]);
+
+    // The repository: the default branch untouched, the branch one commit on the base.
+    assert_eq!(repo.git(&["rev-parse", "main"]), base, "the default branch is untouched");
+    assert_eq!(repo.git(&["rev-parse", &branch]), commit);
+    assert_eq!(repo.git(&["rev-parse", &format!("{commit}^")]), base);
+    let program = repo.git(&["show", &format!("{commit}:shop/Pulumi.yaml")]);
+    assert!(program.contains("# What the shop runs."), "the program's text is kept: {program}");
+    let read: Value = serde_saphyr::from_str(&program).expect("the program is YAML");
+    assert_eq!(read["resources"]["batch"]["type"], "kubernetes:apps/v1:Deployment");
+    assert_eq!(read["resources"]["batch"]["options"], json!({ "import": "shop/batch" }));
+    assert_eq!(read["resources"]["batch"]["properties"]["spec"]["replicas"], 1);
+    assert!(read["resources"]["api"].is_object(), "what the program managed stays");
+    let diff = text(&adoption["diff"]);
+    assert!(diff.contains("+    options:") && diff.contains("import: shop/batch"), "{diff}");
+    // The real stack was only read: it manages api alone until the branch is applied.
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("acme__shop__k8s.json")).expect("state"),
+    )
+    .expect("json");
+    assert_eq!(saved["resources"].as_object().map(|r| r.len()), Some(1), "{saved}");
+    let events = stack.events("AdoptionPublished").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["payload"]["commit"], commit);
+    // The proposal shows it; asked again, the published adoption is answered as it is.
+    let listed = api.get("/factory/reconciliation/proposals?environmentId=k8s").await.expect(200);
+    let shown = listed["items"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["proposalId"] == proposal.as_str()))
+        .expect("the proposal");
+    assert_eq!(shown["adoption"]["commit"], commit);
+    let again = api
+        .post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
+        .await
+        .expect(200);
+    assert_eq!(again["commit"], commit);
+
+    // A specification pointing at the commit: its run imports batch (nothing written to the
+    // cluster), and the next observation finds it managed by the stack.
+    declare(&api, &repo, &commit, &kubeconfig_ref).await;
+    let run = api.plan_run("k8s", "baseline").await;
+    let applied = api.wait_state(&run, "Applied").await;
+    assert_eq!(
+        applied["planReceipt"]["changes"],
+        json!([{ "name": "batch", "kind": "kubernetes:apps/v1:Deployment", "fields": ["import"] }]),
+        "{applied}"
+    );
+    assert_eq!(applied["planReceipt"]["adds"], json!([]), "{applied}");
+    api.wait_observed_after(&stack, &run).await;
+    let inventory = api.get("/factory/environments/k8s/inventory").await.expect(200);
+    let batch = inventory["workloads"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == "batch"))
+        .cloned()
+        .expect("batch observed");
+    assert_eq!(batch["managedBy"], "pulumi", "{inventory}");
+    assert!(
+        api.drift("k8s", Some("open")).await.is_empty(),
+        "batch is managed: {:?}",
+        api.drift("k8s", Some("open")).await
+    );
+    let resolved = api.drift("k8s", Some("resolved")).await;
+    assert!(
+        resolved.iter().any(|f| f["kind"] == "unmanaged" && f["resource"] == "deployment/batch"),
+        "{resolved:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_push_the_repository_refuses_fails_the_adoption_and_leaves_no_branch() {
+    let cluster = KubeStandIn::start().await;
+    let (stack, state) = stack_with(&[
+        ("RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction", "false"),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
+    .await;
+    let api = stack.operator("acme");
+    let (repo, base, _) = managed_api(&stack, &api, &cluster, &state).await;
+    let hook = repo.path().join(".git/hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'branch creation is restricted to the release team' >&2\nexit 1\n")
+        .expect("hook");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let proposal = unmanaged_batch(&stack, &api, &cluster).await;
+
+    api.post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
+        .await
+        .expect(202);
+    let adoption = adoption_ended(&api, &proposal).await;
+    assert_eq!(adoption["state"], "failed", "{adoption}");
+    let reason = text(&adoption["reason"]);
+    assert!(reason.contains("branch creation is restricted"), "{reason}");
+    assert!(adoption["branch"].is_null() && adoption["commit"].is_null(), "{adoption}");
+    assert_eq!(repo.git(&["branch", "--list", "runtime-cloud/*"]), "", "no branch left");
+    assert_eq!(repo.git(&["rev-parse", "main"]), base);
+    let events = stack.events("AdoptionFailed").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(text(&events[0]["payload"]["reason"]).contains("restricted"));
+
+    // Once the repository takes it, the same adoption asked again publishes.
+    std::fs::remove_file(&hook).expect("hook removed");
+    api.post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
+        .await
+        .expect(202);
+    let adoption = adoption_ended(&api, &proposal).await;
+    assert_eq!(adoption["state"], "published", "{adoption}");
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("runtime-cloud/adopt/{proposal}")]),
+        text(&adoption["commit"])
+    );
+}
