@@ -273,6 +273,8 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/factory/quarantines"),
         ("GET", "/factory/quarantines/{quarantineId}"),
         ("POST", "/factory/quarantines/{quarantineId}/lift"),
+        ("GET", "/factory/reconciliation/proposals/{proposalId}/adoption"),
+        ("POST", "/factory/reconciliation/proposals/{proposalId}/adoption"),
         ("GET", "/fleet/offboarding-orders"),
         ("POST", "/fleet/offboarding-orders"),
         ("GET", "/fleet/offboarding-orders/{orderId}"),
@@ -290,7 +292,7 @@ async fn openapi_document_is_valid_and_covers_every_route() {
             "{m} {p} is not documented"
         );
     }
-    assert_eq!(documented.len(), 77, "documented: {documented:?}");
+    assert_eq!(documented.len(), 79, "documented: {documented:?}");
 
     // Schemas the routes name are there, and secret refs are described as references.
     for name in [
