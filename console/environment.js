@@ -168,6 +168,28 @@ function decideForm(proposal, env, refresh) {
   );
 }
 
+/** A proposal's adoption into its Pulumi program: its branch, commit and diff (or why it
+ * failed), and the action that asks for one (Operator) on a Pulumi stack observed in a
+ * Kubernetes namespace. */
+function adoption(p, env, refresh) {
+  const a = p.adoption;
+  const pulumiOnKubernetes = env.target && env.target.runner.kind === 'pulumi' && env.target.observer.kind === 'kubernetes';
+  const unmanaged = p.planSummary && (p.planSummary.adopts || p.planSummary.deletes);
+  const ask = () => action(a ? 'Adopt into the program again' : 'Adopt into the program', { scope: 'factory.runtime.operate', roles: DECIDERS }, (e) =>
+    perform(e.currentTarget, async () => {
+      await post(`/factory/reconciliation/proposals/${seg(p.proposalId)}/adoption`, {});
+      refresh();
+    }), { 'data-action': 'adopt' });
+  const canAsk = p.state === 'Proposed' && pulumiOnKubernetes && unmanaged && (!a || a.state === 'failed');
+  if (!a) return canAsk ? ask() : null;
+  return h('div', { class: 'adoption', 'data-adoption': a.state },
+    badge(a.state), ' ',
+    a.branch ? [h('code', { class: 'branch' }, a.branch), ' at ', h('code', { class: 'commit' }, a.commit.slice(0, 12)), ' '] : null,
+    a.reason ? h('span', { class: 'reason' }, a.reason) : null,
+    a.diff ? h('details', { class: 'diff' }, h('summary', null, 'Generated change'), h('pre', null, a.diff)) : null,
+    canAsk ? [' ', ask()] : null);
+}
+
 function proposals(items, findings, env, refresh) {
   if (!items) return h('p', { class: 'muted' }, lacks('factory.runtime.read'));
   if (!items.length) return h('p', { class: 'muted' }, 'No proposals.');
@@ -193,6 +215,7 @@ function proposals(items, findings, env, refresh) {
           h('details', { class: 'generated', 'data-workload': g.workload },
             h('summary', null, `${g.format === 'kubernetes' ? 'Manifest' : 'Specification entry'} for `, h('code', null, g.workload)),
             json(g.manifest))) : null],
+        ['Adoption', adoption(p, env, refresh)],
       ]),
       p.state === 'Proposed' ? decideForm(p, env, refresh) : null,
     ),
@@ -260,9 +283,10 @@ export async function render(root, [environmentId]) {
       if (order && !['completed', 'failed'].includes(order.state)) busyUntil = Math.max(busyUntil, Date.now() + 5000);
       return items || [];
     },
-    // Quickly while an accepted proposal's run moves or just after an action (its observation
+    // Quickly while an accepted proposal's run moves, an adoption is generated, or just after an action (its observation
     // and reconciliation take seconds), slowly otherwise.
-    (items) => (items.some((p) => p.state === 'Accepted') || Date.now() < busyUntil ? 1500 : 5000),
+    (items) => (items.some((p) => p.state === 'Accepted' || (p.adoption && p.adoption.state === 'generating'))
+      || Date.now() < busyUntil ? 1500 : 5000),
   );
   function wake() {
     busyUntil = Date.now() + 60000;

@@ -217,13 +217,46 @@ async fn a_push_the_repository_refuses_fails_the_adoption_and_leaves_no_branch()
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(text(&events[0]["payload"]["reason"]).contains("restricted"));
 
-    // Once the repository takes it, the same adoption asked again publishes.
+    // Once the repository takes it, the same adoption asked again (from the CLI) publishes.
     std::fs::remove_file(&hook).expect("hook removed");
-    api.post(&format!("/factory/reconciliation/proposals/{proposal}/adoption"), json!({}))
-        .await
-        .expect(202);
-    let adoption = adoption_ended(&api, &proposal).await;
+    let op = crate::cli::cli(&stack, Some(crate::cli::operator_token(&stack)));
+    let asked = op.run(&["proposals", "adopt", &proposal, "-o", "json"]).json();
+    assert_eq!(asked["state"], "generating", "{asked}");
+    adoption_ended(&api, &proposal).await;
+    let adoption = op.run(&["proposals", "adoption", &proposal, "-o", "json"]).json();
     assert_eq!(adoption["state"], "published", "{adoption}");
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("runtime-cloud/adopt/{proposal}")]),
+        text(&adoption["commit"])
+    );
+}
+
+/// An Operator adopts the unmanaged workload on the environment's page; the API shows the
+/// adoption published by that operator.
+#[tokio::test]
+async fn console_an_operator_adopts_an_unmanaged_workload_into_the_program() {
+    let cluster = KubeStandIn::start().await;
+    let (stack, state) = stack_with(&[
+        ("RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction", "false"),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
+    .await;
+    let api = stack.operator("acme");
+    let (repo, _, _) = managed_api(&stack, &api, &cluster, &state).await;
+    let proposal = unmanaged_batch(&stack, &api, &cluster).await;
+    let token = stack.token("acme", crate::common::OPERATOR_SCOPES);
+    crate::console::scenario(
+        "adopt",
+        &stack.base_url,
+        &[("RC_TOKEN", &token), ("RC_ENV", "k8s"), ("RC_PROPOSAL_ID", &proposal)],
+    )
+    .await;
+    let adoption = api
+        .get(&format!("/factory/reconciliation/proposals/{proposal}/adoption"))
+        .await
+        .expect(200);
+    assert_eq!(adoption["state"], "published", "{adoption}");
+    assert_eq!(adoption["requestedBy"], "tester", "{adoption}");
     assert_eq!(
         repo.git(&["rev-parse", &format!("runtime-cloud/adopt/{proposal}")]),
         text(&adoption["commit"])

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 /// What one CLI invocation did.
-struct Ran {
+pub(crate) struct Ran {
     code: i32,
     stdout: String,
     stderr: String,
@@ -18,7 +18,7 @@ struct Ran {
 impl Ran {
     /// Asserts the exit code; returns stdout.
     #[track_caller]
-    fn expect(&self, code: i32) -> &str {
+    pub(crate) fn expect(&self, code: i32) -> &str {
         assert_eq!(
             self.code, code,
             "exit code; stdout: {}\nstderr: {}",
@@ -29,7 +29,7 @@ impl Ran {
 
     /// Asserts success and parses stdout as JSON.
     #[track_caller]
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let out = self.expect(0);
         serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
     }
@@ -38,7 +38,7 @@ impl Ran {
 /// The CLI as an operator of the stack runs it: the token in `RUNTIME_CLOUD_TOKEN` (unless
 /// `token` is None), `--server` the stack's API, no saved login unless `config` names one;
 /// `stdin` typed in.
-struct Cli<'a> {
+pub(crate) struct Cli<'a> {
     server: &'a str,
     token: Option<String>,
     config: std::path::PathBuf,
@@ -72,12 +72,12 @@ impl Cli<'_> {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Ran {
+    pub(crate) fn run(&self, args: &[&str]) -> Ran {
         self.run_with(args, "")
     }
 }
 
-fn cli<'a>(stack: &'a Stack, token: Option<String>) -> Cli<'a> {
+pub(crate) fn cli<'a>(stack: &'a Stack, token: Option<String>) -> Cli<'a> {
     Cli {
         server: &stack.base_url,
         token,
@@ -85,7 +85,7 @@ fn cli<'a>(stack: &'a Stack, token: Option<String>) -> Cli<'a> {
     }
 }
 
-fn operator_token(stack: &Stack) -> String {
+pub(crate) fn operator_token(stack: &Stack) -> String {
     stack.token("acme", OPERATOR_SCOPES)
 }
 

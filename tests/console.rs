@@ -34,7 +34,7 @@ fn screenshots() -> PathBuf {
 
 /// Runs `tests/console/<name>.mjs` against the API at `api` with `vars`, and fails the test
 /// with the script's output when the scenario fails (or takes longer than four minutes).
-async fn scenario(name: &str, api: &str, vars: &[(&str, &str)]) {
+pub(crate) async fn scenario(name: &str, api: &str, vars: &[(&str, &str)]) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/console");
     assert!(
         dir.join("node_modules/playwright-core").is_dir(),

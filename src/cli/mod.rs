@@ -174,6 +174,11 @@ pub enum Proposals {
         #[arg(long)]
         reason: String,
     },
+    /// Adopt a proposal's unmanaged workloads into its environment's Pulumi program: the code
+    /// `pulumi import` generates is committed on the branch `runtime-cloud/adopt/ID` for review.
+    Adopt { id: String },
+    /// A proposal's adoption: its state, branch, commit and diff (or why it failed).
+    Adoption { id: String },
 }
 
 /// `runtime-cloud specs …`.
@@ -714,6 +719,14 @@ async fn proposals(api: &Client, format: Format, command: Proposals) -> Outcome 
         Proposals::Reject { id, reason } => {
             let (path, body) = decide(&id, "reject", reason);
             print_one(format, &api.post(&path, body).await?);
+        }
+        Proposals::Adopt { id } => {
+            let path = format!("{PROPOSALS}/{}/adoption", escape(&id));
+            print_one(format, &api.post(&path, json!({})).await?);
+        }
+        Proposals::Adoption { id } => {
+            let path = format!("{PROPOSALS}/{}/adoption", escape(&id));
+            print_one(format, &api.get(&path).await?);
         }
     }
     Ok(())
