@@ -273,8 +273,14 @@ async fn openapi_document_is_valid_and_covers_every_route() {
         ("POST", "/factory/quarantines"),
         ("GET", "/factory/quarantines/{quarantineId}"),
         ("POST", "/factory/quarantines/{quarantineId}/lift"),
-        ("GET", "/factory/reconciliation/proposals/{proposalId}/adoption"),
-        ("POST", "/factory/reconciliation/proposals/{proposalId}/adoption"),
+        (
+            "GET",
+            "/factory/reconciliation/proposals/{proposalId}/adoption",
+        ),
+        (
+            "POST",
+            "/factory/reconciliation/proposals/{proposalId}/adoption",
+        ),
         ("GET", "/fleet/offboarding-orders"),
         ("POST", "/fleet/offboarding-orders"),
         ("GET", "/fleet/offboarding-orders/{orderId}"),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The stand-in CLI.
-fn stand_in() -> String {
+pub(crate) fn stand_in() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/stand_ins/pulumi")
         .display()

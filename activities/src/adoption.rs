@@ -30,7 +30,11 @@ impl AdoptionActivitiesImpl {
         let refused = |why: String| Error::PlanInvalid(why);
         let adoption = adoptions::find_any(&self.db, proposal_id)
             .await?
-            .ok_or_else(|| refused(format!("no adoption of proposal {proposal_id} was asked for")))?;
+            .ok_or_else(|| {
+                refused(format!(
+                    "no adoption of proposal {proposal_id} was asked for"
+                ))
+            })?;
         let (tenant, env_id) = (&adoption.tenant_id, &adoption.environment_id);
         let proposal = proposals::find(&self.db, tenant, proposal_id)
             .await?
@@ -45,12 +49,13 @@ impl AdoptionActivitiesImpl {
                 "environment {env_id} is not a Pulumi stack observed in a Kubernetes namespace"
             )));
         };
-        let unmanaged: Vec<String> = findings::unmanaged_of(&self.db, tenant, &[proposal.proposal_id])
-            .await?
-            .into_iter()
-            .filter(|f| f.kind == DriftKind::Unmanaged && f.resolved_at.is_none())
-            .map(|f| f.resource)
-            .collect();
+        let unmanaged: Vec<String> =
+            findings::unmanaged_of(&self.db, tenant, &[proposal.proposal_id])
+                .await?
+                .into_iter()
+                .filter(|f| f.kind == DriftKind::Unmanaged && f.resolved_at.is_none())
+                .map(|f| f.resource)
+                .collect();
         if unmanaged.is_empty() {
             return Err(refused(
                 "the proposal covers no unmanaged workload that is still observed".into(),

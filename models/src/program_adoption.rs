@@ -202,9 +202,8 @@ fn parse(text: &str, what: &str) -> Result<Value, String> {
 /// mapping (or a new one at the end); none when the program has no such block.
 fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
     let lines: Vec<&str> = program.lines().collect();
-    let top_level = |l: &str| {
-        !l.is_empty() && !l.starts_with([' ', '\t', '#']) && !l.starts_with("---")
-    };
+    let top_level =
+        |l: &str| !l.is_empty() && !l.starts_with([' ', '\t', '#']) && !l.starts_with("---");
     let header = lines.iter().position(|l| {
         l.strip_prefix("resources:")
             .is_some_and(|rest| rest.trim().is_empty() || rest.trim_start().starts_with('#'))
@@ -277,10 +276,16 @@ mod tests {
             &["batch".into()],
         )
         .unwrap();
-        assert_eq!(found[0].name, "batch-adopted", "the program's name is taken");
+        assert_eq!(
+            found[0].name, "batch-adopted",
+            "the program's name is taken"
+        );
         assert_eq!(found[0].import_id, "shop/batch");
         assert_eq!(found[1].pulumi_type, "kubernetes:apps/v1:StatefulSet");
-        assert_eq!(observed_kind("kubernetes:apps/v1:StatefulSet"), Some("statefulset"));
+        assert_eq!(
+            observed_kind("kubernetes:apps/v1:StatefulSet"),
+            Some("statefulset")
+        );
         assert!(imports(&["service/web".into()], "shop", &[]).is_err());
         assert_eq!(branch("p1"), "runtime-cloud/adopt/p1");
     }
@@ -291,7 +296,11 @@ mod tests {
             yaml_resources("name: shop\nruntime: yaml\nresources:\n  api:\n    type: x\n"),
             Ok(vec!["api".to_owned()])
         );
-        assert!(yaml_resources("name: shop\nruntime: yaml\n").unwrap().is_empty());
+        assert!(
+            yaml_resources("name: shop\nruntime: yaml\n")
+                .unwrap()
+                .is_empty()
+        );
         let refused = yaml_resources("name: shop\nruntime:\n  name: nodejs\n").unwrap_err();
         assert!(refused.contains("`nodejs`"), "{refused}");
     }
@@ -311,25 +320,39 @@ mod tests {
             json!({ "import": "shop/batch" }),
             "imported, never protected"
         );
-        assert_eq!(read["resources"]["batch"]["properties"]["spec"]["replicas"], 2);
+        assert_eq!(
+            read["resources"]["batch"]["properties"]["spec"]["replicas"],
+            2
+        );
     }
 
     #[test]
     fn a_program_without_resources_or_in_json_is_written_whole() {
         let merged = merge("name: shop\nruntime: yaml\n", GENERATED, &[batch()]).unwrap();
-        assert!(merged.starts_with("name: shop\nruntime: yaml\nresources:\n  batch:\n"), "{merged}");
-        let json_program = r#"{"name": "shop", "runtime": "yaml", "resources": {"api": {"type": "x"}}}"#;
+        assert!(
+            merged.starts_with("name: shop\nruntime: yaml\nresources:\n  batch:\n"),
+            "{merged}"
+        );
+        let json_program =
+            r#"{"name": "shop", "runtime": "yaml", "resources": {"api": {"type": "x"}}}"#;
         let merged = merge(json_program, GENERATED, &[batch()]).unwrap();
         let read: Value = serde_saphyr::from_str(&merged).unwrap();
         assert_eq!(read["resources"]["api"], json!({ "type": "x" }));
-        assert_eq!(read["resources"]["batch"]["options"]["import"], "shop/batch");
+        assert_eq!(
+            read["resources"]["batch"]["options"]["import"],
+            "shop/batch"
+        );
         assert_eq!(read["name"], "shop");
     }
 
     #[test]
     fn a_name_taken_or_not_generated_is_refused() {
         let program = "name: shop\nruntime: yaml\nresources:\n  batch:\n    type: x\n";
-        assert!(merge(program, GENERATED, &[batch()]).unwrap_err().contains("already"));
+        assert!(
+            merge(program, GENERATED, &[batch()])
+                .unwrap_err()
+                .contains("already")
+        );
         let missing = ImportedResource {
             name: "other".into(),
             ..batch()

@@ -187,7 +187,11 @@ pub enum Outcome {
 
 /// Ends the adoption of `proposal_id` with `outcome` and its event, in one transaction; an
 /// adoption that ended already is left as it is (a retried activity records nothing twice).
-pub async fn end(db: &DatabaseConnection, proposal_id: &str, outcome: Outcome) -> Result<(), Error> {
+pub async fn end(
+    db: &DatabaseConnection,
+    proposal_id: &str,
+    outcome: Outcome,
+) -> Result<(), Error> {
     let txn = begin_write(db).await?;
     let Some(row) = rows::Entity::find_by_id(proposal_id.to_owned())
         .one(&txn)

@@ -71,7 +71,8 @@ async fn with_generated(
         .map(|v| v.proposal.proposal_id.clone())
         .collect();
     let unmanaged = runtime_cloud_store::findings::unmanaged_of(&state.db, tenant, &ids).await?;
-    let mut adoptions = runtime_cloud_store::adoptions::of_proposals(&state.db, tenant, &ids).await?;
+    let mut adoptions =
+        runtime_cloud_store::adoptions::of_proposals(&state.db, tenant, &ids).await?;
     let mut observed = std::collections::HashMap::new();
     for view in &mut views {
         if let Some(at) = adoptions
