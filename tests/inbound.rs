@@ -711,3 +711,57 @@ async fn a_decision_is_proven_by_a_jwks_key_or_claimed_at_run_control() {
     );
     assert_eq!(rc.claims()[0]["body"]["runId"], run.as_str());
 }
+
+/// An `EnvironmentCreated` with a `ttl` registers an ephemeral environment as the API does:
+/// its expiry recorded and its lifetime running; a production one with a `ttl` is refused to
+/// the dead-letter subject with the reason, and nothing is registered.
+#[tokio::test]
+async fn an_environment_created_with_a_ttl_is_ephemeral_and_production_is_refused() {
+    let nats = Nats::start();
+    let stack = stack(&nats).await;
+    let mut dead = dead_letters(&nats).await;
+    let tenant = stack.tenant("acme");
+    let before = chrono::Utc::now();
+    publish(
+        &nats,
+        "evt-preview",
+        "environment.environments.v1.environment-created",
+        json!({ "tenantId": tenant, "environmentId": "preview-7", "projectId": "shop",
+                "class": "non-production", "ttl": "2h" }),
+        "ttl-1",
+    )
+    .await;
+    publish(
+        &nats,
+        "evt-prod",
+        "environment.environments.v1.environment-created",
+        json!({ "tenantId": tenant, "environmentId": "prod-eu", "projectId": "shop",
+                "class": "production", "ttl": "2h" }),
+        "ttl-2",
+    )
+    .await;
+    let api = stack.operator("acme");
+    let env = eventually(60, "the ephemeral environment registered", || async {
+        let res = api.get("/factory/environments/preview-7").await;
+        (res.status == 200).then(|| res.expect(200))
+    })
+    .await;
+    let expires: chrono::DateTime<chrono::Utc> =
+        text(&env["expiresAt"]).parse().expect("expiresAt");
+    let ttl = expires - before;
+    assert!(
+        ttl > chrono::Duration::minutes(119) && ttl <= chrono::Duration::minutes(121),
+        "{env}"
+    );
+    let lifetime = runtime_cloud_workflows::ids::environment_lifetime_id(&tenant, "preview-7");
+    let described = stack.described_workflow(&lifetime).await;
+    assert_eq!(
+        described["workflowExecutionInfo"]["status"], "WORKFLOW_EXECUTION_STATUS_RUNNING",
+        "{described}"
+    );
+    let reasons = dead_reasons(&mut dead, 1).await;
+    assert!(reasons[0].contains("cannot be ephemeral"), "{reasons:?}");
+    api.get("/factory/environments/prod-eu")
+        .await
+        .expect_problem(404);
+}

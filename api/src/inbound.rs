@@ -367,6 +367,21 @@ async fn handle(
     if let Err(e) = delivered {
         return Verdict::Retry(e.to_string());
     }
+    if let Inbound::EnvironmentCreated(created) = &event {
+        // An ephemeral environment's lifetime, as the API starts it (a start that fails here
+        // is made by the next worker start).
+        match runtime_cloud_store::environments::find(
+            &state.db,
+            &created.tenant_id,
+            &created.environment_id,
+        )
+        .await
+        {
+            Ok(Some(env)) => crate::http::start_lifetime(state, &env).await,
+            Ok(None) => {}
+            Err(e) => return Verdict::Retry(e.to_string()),
+        }
+    }
     match inbox::delivered(&state.db, id).await {
         Ok(()) => Verdict::Done,
         Err(e) => Verdict::Retry(e.to_string()),
@@ -434,6 +449,8 @@ mod tests {
                     specification: Some(desired()),
                     labels: [("region".to_owned(), "eu-west-1".to_owned())].into(),
                     customer_tenant_id: Some("cust-42".into()),
+                    ttl: Some("72h".into()),
+                    expires_at: None,
                 }),
             ),
             (

@@ -110,6 +110,13 @@ pub struct EnvironmentCreated {
     /// The customer tenant inside the product, where given.
     #[serde(default)]
     pub customer_tenant_id: Option<String>,
+    /// An ephemeral environment's time to live (`"72h"`), as `POST /factory/environments` takes
+    /// it: decommissioned and retired at its expiry.
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// An ephemeral environment's expiry (RFC 3339), instead of `ttl`.
+    #[serde(default)]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// `ApprovalDecided`: RunControlService decided on a run that waits for its approval.

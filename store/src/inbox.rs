@@ -109,9 +109,31 @@ pub async fn receive(
             let env = match environments::find(&txn, &e.tenant_id, &e.environment_id).await? {
                 Some(env) => env,
                 None => {
-                    runtime_cloud_models::environments::check_labels(&e.labels).map_err(|why| {
-                        Error::Invalid(runtime_cloud_models::validation::Invalid(why))
-                    })?;
+                    let invalid =
+                        |why| Error::Invalid(runtime_cloud_models::validation::Invalid(why));
+                    runtime_cloud_models::environments::check_labels(&e.labels).map_err(invalid)?;
+                    // An ephemeral environment, as the API registers one.
+                    let lifetime = runtime_cloud_models::lifetime::Lifetime::of(
+                        e.ttl.as_deref(),
+                        e.expires_at,
+                    )
+                    .map_err(invalid)?;
+                    let expires_at = match lifetime {
+                        None => None,
+                        Some(lifetime) => {
+                            if let Some(why) =
+                                runtime_cloud_models::lifetime::ephemeral_refused(e.class)
+                            {
+                                return Err(invalid(why));
+                            }
+                            let limit = environments::lifetime_limit(&txn, &e.tenant_id).await?;
+                            Some(
+                                lifetime
+                                    .expiry(Utc::now(), limit.max_ttl)
+                                    .map_err(invalid)?,
+                            )
+                        }
+                    };
                     let new = environments::NewEnvironment {
                         tenant_id: e.tenant_id.clone(),
                         environment_id: e.environment_id.clone(),
@@ -122,7 +144,7 @@ pub async fn receive(
                         labels: e.labels.clone(),
                         customer_tenant_id: e.customer_tenant_id.clone(),
                         pool_id: None,
-                        expires_at: None,
+                        expires_at,
                     };
                     environments::register(&txn, new).await?
                 }

@@ -419,33 +419,53 @@ fn pending(
     }
 }
 
-/// `environments` reordered so the tenants take turns: each tenant's first, then each one's
-/// second, and so on (each tenant's in their order).
-fn tenants_in_turn(environments: Vec<EnvironmentKey>) -> Vec<EnvironmentKey> {
-    let mut by_tenant: BTreeMap<String, std::collections::VecDeque<EnvironmentKey>> =
-        BTreeMap::new();
-    for key in environments {
-        by_tenant
-            .entry(key.tenant_id.clone())
-            .or_default()
-            .push_back(key);
+/// The environments waiting to be told, the tenants taking turns: each tenant's in the order
+/// they came, one tenant's next after every other tenant waiting had one. The turn order lasts
+/// across arrivals, so a tenant whose few arrive behind another's thousands is told next, not
+/// after them.
+#[derive(Debug, Default)]
+struct Turns {
+    queues: BTreeMap<String, std::collections::VecDeque<EnvironmentKey>>,
+    /// The tenants with environments waiting, in turn order.
+    order: std::collections::VecDeque<String>,
+    waiting: std::collections::HashSet<EnvironmentKey>,
+}
+
+impl Turns {
+    /// Queues `key` unless it waits already; whether it was queued.
+    fn add(&mut self, key: EnvironmentKey) -> bool {
+        if !self.waiting.insert(key.clone()) {
+            return false;
+        }
+        let queue = self.queues.entry(key.tenant_id.clone()).or_default();
+        if queue.is_empty() {
+            self.order.push_back(key.tenant_id.clone());
+        }
+        queue.push_back(key);
+        true
     }
-    let mut in_turn = Vec::new();
-    while !by_tenant.is_empty() {
-        by_tenant.retain(|_, keys| {
-            in_turn.extend(keys.pop_front());
-            !keys.is_empty()
-        });
+
+    /// The next environment to tell.
+    fn next(&mut self) -> Option<EnvironmentKey> {
+        let tenant = self.order.pop_front()?;
+        let queue = self.queues.get_mut(&tenant)?;
+        let key = queue.pop_front()?;
+        if queue.is_empty() {
+            self.queues.remove(&tenant);
+        } else {
+            self.order.push_back(tenant);
+        }
+        self.waiting.remove(&key);
+        Some(key)
     }
-    in_turn
 }
 
 /// Tells environments to observe themselves, off the watch's loop (which goes on reading
 /// events and heartbeating while a storm's thousands of observations are signalled): each
-/// signals its watched observation, started by the signal when none runs. A few at once, the
-/// tenants taking turns (and what came meanwhile taken together): a tenant with thousands of
-/// changed environments does not hold up another's few here, nor on the task queue, where the
-/// tenant is the observations' fairness key.
+/// signals its watched observation, started by the signal when none runs. At most
+/// [`TOLD_AT_ONCE`] at once, the tenants taking turns ([`Turns`]) as new changes arrive: a
+/// tenant with thousands of changed environments does not hold up another's few here, nor on
+/// the task queue, where the tenant is the observations' fairness key.
 struct Teller {
     to_tell: tokio::sync::mpsc::UnboundedSender<Vec<EnvironmentKey>>,
     task: tokio::task::JoinHandle<()>,
@@ -460,12 +480,26 @@ impl Teller {
     ) -> Self {
         let (to_tell, mut told) = tokio::sync::mpsc::unbounded_channel::<Vec<EnvironmentKey>>();
         let task = tokio::spawn(async move {
-            while let Some(mut batch) = told.recv().await {
+            let (client, task_queue) = (&client, task_queue.as_str());
+            let mut turns = Turns::default();
+            let mut in_flight = futures::stream::FuturesUnordered::new();
+            loop {
+                // Wait for a change when nothing is being told; else for whichever comes first.
+                let arrived = if in_flight.is_empty() {
+                    told.recv().await
+                } else {
+                    tokio::select! {
+                        arrived = told.recv() => arrived,
+                        _ = in_flight.next() => Some(Vec::new()),
+                    }
+                };
+                let Some(mut batch) = arrived else {
+                    return;
+                };
                 while let Ok(more) = told.try_recv() {
                     batch.extend(more);
                 }
-                let mut seen = std::collections::HashSet::new();
-                batch.retain(|key| seen.insert(key.clone()));
+                batch.retain(|key| turns.add(key.clone()));
                 // Recorded before they are told, in one write: the sweep no longer trusts the
                 // watch for them until an observation after this records them again (should
                 // one fail, the sweep reads them).
@@ -475,9 +509,10 @@ impl Teller {
                         tracing::warn!(error = %e, "cannot record watched changes; the sweep reads those environments");
                     }
                 }
-                futures::stream::iter(tenants_in_turn(batch))
-                    .for_each_concurrent(TOLD_AT_ONCE, |key| tell(&client, &task_queue, key))
-                    .await;
+                while in_flight.len() < TOLD_AT_ONCE {
+                    let Some(key) = turns.next() else { break };
+                    in_flight.push(tell(client, task_queue, key));
+                }
             }
         });
         Self { to_tell, task }
@@ -647,24 +682,48 @@ mod tests {
     }
 
     #[test]
-    fn the_tenants_take_turns_to_be_told() {
+    fn the_tenants_take_turns_to_be_told_across_arrivals() {
         let key = |t: &str, e: &str| EnvironmentKey {
             tenant_id: t.into(),
             environment_id: e.into(),
         };
-        let told = tenants_in_turn(vec![
-            key("a", "1"),
-            key("a", "2"),
-            key("a", "3"),
-            key("b", "1"),
-            key("c", "1"),
-            key("b", "2"),
-        ]);
-        let order: Vec<String> = told
-            .iter()
+        let mut turns = Turns::default();
+        for (t, e) in [
+            ("a", "1"),
+            ("a", "2"),
+            ("a", "3"),
+            ("b", "1"),
+            ("c", "1"),
+            ("b", "2"),
+        ] {
+            assert!(turns.add(key(t, e)));
+        }
+        assert!(!turns.add(key("a", "2")), "waiting already");
+        let mut next = || {
+            turns
+                .next()
+                .map(|k| format!("{}{}", k.tenant_id, k.environment_id))
+        };
+        assert_eq!(
+            [next(), next(), next()],
+            [Some("a1".into()), Some("b1".into()), Some("c1".into())]
+        );
+        drop(next);
+        // A storm of a's, then b's few: b's first is told next, not after a's storm.
+        let mut turns = Turns::default();
+        for i in 0..5000 {
+            turns.add(key("a", &i.to_string()));
+        }
+        for _ in 0..100 {
+            turns.next();
+        }
+        turns.add(key("b", "x"));
+        turns.add(key("b", "y"));
+        let told: Vec<String> = std::iter::from_fn(|| turns.next())
+            .take(4)
             .map(|k| format!("{}{}", k.tenant_id, k.environment_id))
             .collect();
-        assert_eq!(order, ["a1", "b1", "c1", "a2", "b2", "a3"]);
+        assert_eq!(told, ["a100", "bx", "a101", "by"]);
     }
 
     #[test]

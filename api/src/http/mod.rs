@@ -40,6 +40,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub(crate) use lifetimes::start_lifetime;
 pub(crate) use runs::{forget_start, signal_approval, start as start_run};
 
 /// Request bodies larger than this are refused with 413.
