@@ -52,6 +52,7 @@ pub mod options;
 pub mod pacing;
 pub mod plan;
 pub mod policy;
+pub mod posture;
 pub mod program_adoption;
 pub mod provisioning;
 pub mod quarantine;

@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_models::posture::{ContainerFacts, NamespaceFacts, PodFacts};
 use runtime_cloud_models::specification::Refs;
 use std::collections::BTreeMap;
 
@@ -200,6 +201,91 @@ fn workload(
     }
 }
 
+/// What the posture rules read of a pod template (`models::posture`): its containers' (init
+/// containers' too) security contexts, memory limits, CPU requests and images, the pod's
+/// security context, `hostNetwork` and `hostPath` volumes.
+pub fn pod_facts(pod: &PodSpec) -> PodFacts {
+    let context = pod.security_context.as_ref();
+    let containers = pod
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&pod.containers)
+        .map(|c| {
+            let security = c.security_context.as_ref();
+            let resources = c.resources.as_ref();
+            ContainerFacts {
+                name: c.name.clone(),
+                image: c.image.clone().unwrap_or_default(),
+                privileged: security.and_then(|s| s.privileged) == Some(true),
+                run_as_non_root: security.and_then(|s| s.run_as_non_root),
+                run_as_user: security.and_then(|s| s.run_as_user),
+                memory_limit: resources
+                    .and_then(|r| r.limits.as_ref())
+                    .is_some_and(|l| l.contains_key("memory")),
+                cpu_request: resources
+                    .and_then(|r| r.requests.as_ref())
+                    .is_some_and(|r| r.contains_key("cpu")),
+            }
+        })
+        .collect();
+    PodFacts {
+        host_network: pod.host_network == Some(true),
+        host_path_volumes: pod
+            .volumes
+            .iter()
+            .flatten()
+            .filter(|v| v.host_path.is_some())
+            .map(|v| v.name.clone())
+            .collect(),
+        run_as_non_root: context.and_then(|c| c.run_as_non_root),
+        run_as_user: context.and_then(|c| c.run_as_user),
+        containers,
+    }
+}
+
+/// What the posture rules read of a namespace's Services and Ingresses; `network_policies`
+/// as listed (none when the observer may not list them).
+pub fn namespace_facts(objects: &Objects, network_policies: Option<usize>) -> NamespaceFacts {
+    let services = objects
+        .services
+        .iter()
+        .map(|s| {
+            let kind = s.spec.as_ref().and_then(|s| s.type_.clone());
+            (
+                s.metadata.name.clone().unwrap_or_default(),
+                kind.unwrap_or_else(|| "ClusterIP".into()),
+            )
+        })
+        .collect();
+    let ingresses = objects
+        .ingresses
+        .iter()
+        .map(|i| {
+            let spec = i.spec.as_ref();
+            let secured: Vec<&String> = spec
+                .and_then(|s| s.tls.as_ref())
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t.hosts.iter().flatten())
+                .collect();
+            let plain = spec
+                .and_then(|s| s.rules.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|r| r.host.clone().unwrap_or_default())
+                .filter(|host| !secured.contains(&host))
+                .collect();
+            (i.metadata.name.clone().unwrap_or_default(), plain)
+        })
+        .collect();
+    NamespaceFacts {
+        services,
+        ingresses,
+        network_policies,
+    }
+}
+
 /// The version rule of the module's documentation.
 pub fn version(meta: &ObjectMeta, pod_labels: &BTreeMap<String, String>, pod: &PodSpec) -> String {
     if let Some(v) = meta.labels.as_ref().and_then(|l| l.get(VERSION_LABEL)) {
@@ -360,6 +446,57 @@ mod tests {
             deployments,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn posture_facts_are_read_from_the_pod_template_services_and_ingresses() {
+        let pod: PodSpec = serde_json::from_value(json!({
+            "hostNetwork": true,
+            "securityContext": { "runAsNonRoot": true },
+            "volumes": [{ "name": "sock", "hostPath": { "path": "/var/run/docker.sock" } },
+                        { "name": "cfg", "configMap": { "name": "cfg" } }],
+            "initContainers": [{ "name": "init", "image": "busybox:1.36" }],
+            "containers": [{ "name": "api", "image": "registry.example.com/api@sha256:0123",
+                             "securityContext": { "privileged": true, "runAsUser": 0 },
+                             "resources": { "limits": { "memory": "256Mi" }, "requests": { "cpu": "100m" } } }],
+        }))
+        .unwrap();
+        let facts = pod_facts(&pod);
+        assert!(facts.host_network);
+        assert_eq!(facts.host_path_volumes, ["sock"]);
+        assert_eq!(facts.run_as_non_root, Some(true));
+        let names: Vec<&str> = facts.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["init", "api"], "init containers too");
+        let api = &facts.containers[1];
+        assert!(api.privileged && api.memory_limit && api.cpu_request);
+        assert_eq!(api.run_as_user, Some(0));
+        assert!(!facts.containers[0].memory_limit && !facts.containers[0].cpu_request);
+
+        let objects = Objects {
+            services: vec![
+                serde_json::from_value(json!({ "metadata": { "name": "web" }, "spec": { "type": "LoadBalancer" } })).unwrap(),
+                serde_json::from_value(json!({ "metadata": { "name": "api" }, "spec": {} })).unwrap(),
+            ],
+            ingresses: vec![serde_json::from_value(json!({
+                "metadata": { "name": "shop" },
+                "spec": { "tls": [{ "hosts": ["shop.example.com"], "secretName": "shop-tls" }],
+                          "rules": [{ "host": "shop.example.com" }, { "host": "plain.example.com" }] } }))
+            .unwrap()],
+            ..Default::default()
+        };
+        let ns = namespace_facts(&objects, Some(0));
+        assert_eq!(
+            ns.services,
+            [
+                ("web".to_owned(), "LoadBalancer".to_owned()),
+                ("api".to_owned(), "ClusterIP".to_owned())
+            ]
+        );
+        assert_eq!(
+            ns.ingresses,
+            [("shop".to_owned(), vec!["plain.example.com".to_owned()])]
+        );
+        assert_eq!(ns.network_policies, Some(0));
     }
 
     #[test]
