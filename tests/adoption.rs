@@ -128,7 +128,10 @@ async fn an_unmanaged_workload_is_adopted_into_the_program_on_a_branch_and_manag
         .await
         .expect(202);
     assert_eq!(asked["state"], "generating", "{asked}");
-    assert_eq!(asked["workflowId"], format!("program-adoption/{proposal}"));
+    assert_eq!(
+        asked["workflowId"],
+        format!("program-adoption/{proposal}/1")
+    );
     let adoption = adoption_ended(&api, &proposal).await;
     assert_eq!(adoption["state"], "published", "{adoption}");
     let branch = format!("runtime-cloud/adopt/{proposal}");
@@ -297,6 +300,11 @@ async fn a_push_the_repository_refuses_fails_the_adoption_and_leaves_no_branch()
         .run(&["proposals", "adopt", &proposal, "-o", "json"])
         .json();
     assert_eq!(asked["state"], "generating", "{asked}");
+    assert_eq!(
+        asked["workflowId"],
+        format!("program-adoption/{proposal}/2"),
+        "a workflow per request"
+    );
     adoption_ended(&api, &proposal).await;
     let adoption = op
         .run(&["proposals", "adoption", &proposal, "-o", "json"])

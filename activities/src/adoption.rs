@@ -11,11 +11,16 @@ use runtime_cloud_models::drift::DriftKind;
 use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
 use runtime_cloud_store::adoptions::{self, Outcome};
 use runtime_cloud_store::{environments, findings, proposals, specifications};
-use runtime_cloud_workflows::contracts::{FailAdoption, adoption_markers as markers};
+use runtime_cloud_workflows::contracts::{
+    AdoptionInput, FailAdoption, adoption_markers as markers,
+};
 use sea_orm::DatabaseConnection;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+/// How often a publish reports it is alive.
+const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Dependencies of the adoption activities.
 pub struct AdoptionActivitiesImpl {
@@ -92,15 +97,28 @@ impl AdoptionActivitiesImpl {
     #[activity(definition = markers::Publish)]
     pub async fn publish(
         self: Arc<Self>,
-        _ctx: ActivityContext,
-        proposal_id: String,
+        ctx: ActivityContext,
+        req: AdoptionInput,
     ) -> Result<(), ActivityError> {
-        let outcome = match self.generate_and_publish(&proposal_id).await {
+        // Heartbeats while it works: a lost worker's attempt is given up (and tried again)
+        // within the heartbeat timeout, and a cancelled one drops its processes.
+        let work = self.generate_and_publish(&req.proposal_id);
+        tokio::pin!(work);
+        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+        let generated = loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = beat.tick() => {
+                    let _ = ctx.record_heartbeat(()).await;
+                }
+            }
+        };
+        let outcome = match generated {
             Ok(published) => published,
             Err(Error::PlanInvalid(reason)) => Outcome::Failed { reason },
             Err(e) => return Err(activity_error(e)),
         };
-        adoptions::end(&self.db, &proposal_id, outcome)
+        adoptions::end(&self.db, &req.proposal_id, req.attempt, outcome)
             .await
             .map_err(store_failed)
     }
@@ -112,7 +130,8 @@ impl AdoptionActivitiesImpl {
         req: FailAdoption,
     ) -> Result<(), ActivityError> {
         let outcome = Outcome::Failed { reason: req.reason };
-        adoptions::end(&self.db, &req.proposal_id, outcome)
+        let adoption = req.adoption;
+        adoptions::end(&self.db, &adoption.proposal_id, adoption.attempt, outcome)
             .await
             .map_err(store_failed)
     }

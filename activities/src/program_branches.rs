@@ -20,6 +20,11 @@ pub struct BranchChange {
     pub branch: String,
     pub files: Vec<(String, Vec<u8>)>,
     pub message: String,
+    /// A line of `message` that names what the change is for (`Runtime-Cloud-Proposal: …`):
+    /// a branch holding one commit over `base` whose message has it was published by an
+    /// earlier attempt for the same purpose, and is answered as published, even when the
+    /// change generated now differs (the live object moved since).
+    pub marker: String,
 }
 
 /// A published change: its branch, its commit, and its diff from the base (`git diff`).
@@ -118,9 +123,54 @@ impl Programs {
             )));
         }
         let dir = self.scratch(&format!("publish-{}", uuid::Uuid::now_v7()));
+        let at = match at {
+            Some(at) => Some(Existing {
+                earlier: self.earlier(&mirror, change, &at, credential).await?,
+                at,
+            }),
+            None => None,
+        };
         let published = commit_and_push(&mirror, &dir, program, change, at, credential).await;
         let _ = tokio::fs::remove_dir_all(&dir).await;
         published
+    }
+}
+
+/// A branch of the change's name on the remote: the commit it is at, and the change published
+/// there by an earlier attempt, when it is one.
+struct Existing {
+    at: String,
+    earlier: Option<Published>,
+}
+
+impl Programs {
+    /// The change an earlier attempt published at `at` on the change's branch: one commit over
+    /// the change's base whose message carries its marker (fetched into the mirror to be read).
+    async fn earlier(
+        &self,
+        mirror: &Path,
+        change: &BranchChange,
+        at: &str,
+        credential: Option<&GitCredential>,
+    ) -> Result<Option<Published>, Error> {
+        let wanted = format!(
+            "+refs/heads/{0}:refs/runtime-cloud/published/{0}",
+            change.branch
+        );
+        fetch(mirror, &["fetch", "--quiet", "origin", &wanted], credential).await?;
+        let shown = crate::programs::git(mirror, &["log", "-1", "--format=%P%n%B", at]).await?;
+        let shown = String::from_utf8_lossy(&shown);
+        let mut lines = shown.lines();
+        let parents = lines.next().unwrap_or_default();
+        if parents.trim() != change.base || !lines.any(|l| l.trim() == change.marker) {
+            return Ok(None);
+        }
+        let diff = crate::programs::git(mirror, &["diff", &change.base, at]).await?;
+        Ok(Some(Published {
+            branch: change.branch.clone(),
+            commit: at.to_owned(),
+            diff: String::from_utf8_lossy(&diff).into_owned(),
+        }))
     }
 }
 
@@ -149,9 +199,12 @@ async fn commit_and_push(
     dir: &Path,
     program: &ProgramRef,
     change: &BranchChange,
-    at: Option<String>,
+    at: Option<Existing>,
     credential: Option<&GitCredential>,
 ) -> Result<Published, Error> {
+    if let Some(earlier) = at.as_ref().and_then(|e| e.earlier.clone()) {
+        return Ok(earlier);
+    }
     let parent = dir.parent().unwrap_or(dir);
     tokio::fs::create_dir_all(parent)
         .await
@@ -214,7 +267,7 @@ async fn commit_and_push(
     };
     match at {
         // Published before: a retry after its push landed.
-        Some(at) if at == published.commit => return Ok(published),
+        Some(e) if e.at == published.commit => return Ok(published),
         Some(_) => {
             return Err(refused(format!(
                 "branch {} exists in {}: a change is published on a new branch",
@@ -307,7 +360,8 @@ mod tests {
                 "shop/Pulumi.yaml".into(),
                 b"name: shop\nruntime: yaml\nresources:\n  media: {}\n".to_vec(),
             )],
-            message: "adopt media".into(),
+            message: "adopt media\n\nRuntime-Cloud-Proposal: p1".into(),
+            marker: "Runtime-Cloud-Proposal: p1".into(),
         }
     }
 
@@ -370,9 +424,19 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(again.commit, published.commit);
-        // Another change on an existing branch, or any on the default one, is refused.
+        // Another change for the same purpose (the object moved since the push) is answered
+        // with what was published; one for another purpose, or any on the default branch, is
+        // refused.
+        let mut moved = change(&base, "adopt/media");
+        moved.files[0].1 = b"name: shop\nruntime: yaml\nresources:\n  media: {type: x}\n".to_vec();
+        let answered = programs
+            .publish("acme", &program, &moved, None)
+            .await
+            .unwrap();
+        assert_eq!(answered, published, "the earlier attempt's commit and diff");
         let mut other = change(&base, "adopt/media");
-        other.message = "something else".into();
+        other.message = "something else\n\nRuntime-Cloud-Proposal: p2".into();
+        other.marker = "Runtime-Cloud-Proposal: p2".into();
         let err = programs
             .publish("acme", &program, &other, None)
             .await

@@ -329,7 +329,7 @@ pub(crate) async fn fetch(
 }
 
 /// Runs `git --git-dir=mirror args…`.
-async fn git(mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Error> {
+pub(crate) async fn git(mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Error> {
     run_git(git_command(), mirror, args).await
 }
 

@@ -21,6 +21,15 @@ use std::path::Path;
 pub struct Resolved(String);
 
 impl Resolved {
+    /// A fresh random value no one knows: a scratch stack's passphrase.
+    pub fn random() -> Self {
+        Self(format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        ))
+    }
+
     /// The value, for the one place that hands it on (the runner's child process's stdin).
     pub fn expose(&self) -> &str {
         &self.0

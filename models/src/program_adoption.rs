@@ -88,7 +88,7 @@ pub fn imports(
     Ok(out)
 }
 
-/// The names of the resources a `Pulumi.yaml` declares, and whether it is a YAML program
+/// The names of the resources and variables a `Pulumi.yaml` declares, and whether it is a YAML program
 /// (the only runtime whose program the product can add generated code to: in another language
 /// the code would need a person to wire it into the program).
 pub fn yaml_resources(program: &str) -> Result<Vec<String>, String> {
@@ -102,10 +102,12 @@ pub fn yaml_resources(program: &str) -> Result<Vec<String>, String> {
             "the program's runtime is `{runtime}`: adoption generates Pulumi YAML, which only a `runtime: yaml` program takes as it is"
         ));
     }
-    Ok(doc["resources"]
-        .as_object()
-        .map(|r| r.keys().cloned().collect())
-        .unwrap_or_default())
+    // Resources and variables share one namespace in a Pulumi YAML program.
+    Ok(["resources", "variables"]
+        .iter()
+        .filter_map(|section| doc[section].as_object())
+        .flat_map(|names| names.keys().cloned())
+        .collect())
 }
 
 /// `program` (a `Pulumi.yaml`) with the resources `generated` declares (what
@@ -133,6 +135,9 @@ pub fn merge(
         let options = fields
             .entry("options")
             .or_insert_with(|| Value::Object(Map::new()));
+        if !options.is_object() {
+            *options = Value::Object(Map::new());
+        }
         if let Some(options) = options.as_object_mut() {
             options.remove("protect");
             options.insert("import".into(), Value::String(import.import_id.clone()));
@@ -145,6 +150,9 @@ pub fn merge(
         .ok_or("the program's Pulumi.yaml is not a mapping")?
         .entry("resources")
         .or_insert_with(|| Value::Object(Map::new()));
+    if resources.is_null() {
+        *resources = Value::Object(Map::new());
+    }
     let Some(resources) = resources.as_object_mut() else {
         return Err("the program's `resources` is not a mapping".into());
     };
@@ -162,9 +170,9 @@ pub fn merge(
     serde_saphyr::to_string(&expected).map_err(|e| format!("writing the program: {e}"))
 }
 
-/// `resources` as YAML, each resource's `type`, `properties` and `options` first, as Pulumi
-/// writes them (a JSON map would sort them).
-fn render(resources: &Map<String, Value>) -> Option<String> {
+/// `resources` as YAML nested by `indent` spaces a level, each resource's `type`, `properties`
+/// and `options` first, as Pulumi writes them (a JSON map would sort them).
+fn render(resources: &Map<String, Value>, indent: usize) -> Option<String> {
     #[derive(Serialize)]
     struct Declared<'a> {
         #[serde(rename = "type")]
@@ -189,7 +197,9 @@ fn render(resources: &Map<String, Value>) -> Option<String> {
             rest,
         };
         let one = std::collections::BTreeMap::from([(name, declared)]);
-        text.push_str(&serde_saphyr::to_string(&one).ok()?);
+        let mut options = serde_saphyr::SerializerOptions::default();
+        options.indent_step = indent;
+        text.push_str(&serde_saphyr::to_string_with_options(&one, options).ok()?);
     }
     Some(text)
 }
@@ -208,7 +218,12 @@ fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
         l.strip_prefix("resources:")
             .is_some_and(|rest| rest.trim().is_empty() || rest.trim_start().starts_with('#'))
     });
-    let block = render(added)?;
+    let shifted = |block: String, indent: usize| -> Vec<String> {
+        block
+            .lines()
+            .map(|l| format!("{:indent$}{l}", ""))
+            .collect()
+    };
     let mut out: Vec<String> = Vec::new();
     match header {
         None => {
@@ -217,18 +232,20 @@ fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
             }
             out.extend(lines.iter().map(|l| (*l).to_owned()));
             out.push("resources:".into());
-            out.extend(block.lines().map(|l| format!("  {l}")));
+            out.extend(shifted(render(added, 2)?, 2));
         }
         Some(at) => {
             let end = lines[at + 1..]
                 .iter()
                 .position(|l| top_level(l))
                 .map_or(lines.len(), |i| at + 1 + i);
-            // Entries are indented as the block's first entry is.
+            // Written as the block's first entry is indented, nested by as much again: the
+            // program's own indentation.
             let indent = lines[at + 1..end]
                 .iter()
                 .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-                .map_or(2, |l| l.len() - l.trim_start().len());
+                .map_or(2, |l| l.len() - l.trim_start().len())
+                .max(1);
             // Blank lines and comments that end the block stay after what is added.
             let mut last = end;
             while last > at + 1 && {
@@ -238,17 +255,18 @@ fn appended(program: &str, added: &Map<String, Value>) -> Option<String> {
                 last -= 1;
             }
             out.extend(lines[..last].iter().map(|l| (*l).to_owned()));
-            // Nested as the program nests: each of the block's two-space levels is `indent`.
-            out.extend(block.lines().map(|l| {
-                let text = l.trim_start_matches(' ');
-                let levels = (l.len() - text.len()) / 2 + 1;
-                format!("{:width$}{text}", "", width = levels * indent)
-            }));
+            out.extend(shifted(render(added, indent)?, indent));
             out.extend(lines[last..].iter().map(|l| (*l).to_owned()));
         }
     }
-    let mut text = out.join("\n");
-    text.push('\n');
+    // A program written with CRLF line ends keeps them: the diff is what was added.
+    let newline = if program.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    let mut text = out.join(newline);
+    text.push_str(newline);
     Some(text)
 }
 
@@ -323,6 +341,38 @@ mod tests {
         assert_eq!(
             read["resources"]["batch"]["properties"]["spec"]["replicas"],
             2
+        );
+    }
+
+    #[test]
+    fn lists_crlf_and_an_empty_resources_block_keep_the_programs_text() {
+        let generated = "resources:\n  batch:\n    type: kubernetes:apps/v1:Deployment\n    properties:\n      spec:\n        template:\n          spec:\n            containers:\n            - name: batch\n              image: batch:2\n              ports:\n              - containerPort: 80\n";
+        let program =
+            "name: shop # the shop\nruntime: yaml\nresources:\n    api:\n        type: x\n";
+        let merged = merge(program, generated, &[batch()]).unwrap();
+        assert!(
+            merged.starts_with(program),
+            "appended, not rewritten: {merged}"
+        );
+        let read: Value = serde_saphyr::from_str(&merged).unwrap();
+        assert_eq!(
+            read["resources"]["batch"]["properties"]["spec"]["template"]["spec"]["containers"][0]["ports"]
+                [0]["containerPort"],
+            80
+        );
+        let crlf = program.replace('\n', "\r\n");
+        let merged = merge(&crlf, generated, &[batch()]).unwrap();
+        assert!(
+            merged.starts_with(&crlf) && !merged.replace("\r\n", "").contains('\n'),
+            "{merged:?}"
+        );
+        let empty = "name: shop\nruntime: yaml\nresources:\n# none yet\noutputs: {}\n";
+        let merged = merge(empty, generated, &[batch()]).unwrap();
+        assert!(merged.contains("# none yet"), "{merged}");
+        let read: Value = serde_saphyr::from_str(&merged).unwrap();
+        assert_eq!(
+            read["resources"]["batch"]["options"]["import"],
+            "shop/batch"
         );
     }
 

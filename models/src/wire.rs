@@ -93,3 +93,25 @@ mod tests {
         assert_eq!(percent_encode("é"), "%C3%A9");
     }
 }
+
+/// `text` cut to at most `max` bytes at a character's end, `…` added when cut: a reason
+/// quoted from a tool's output (which can run to pages) fits a row and an event.
+pub fn truncated(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod truncation_tests {
+    #[test]
+    fn long_text_is_cut_at_a_character() {
+        assert_eq!(super::truncated("short", 10), "short");
+        assert_eq!(super::truncated("ééé", 3), "é…", "never inside a character");
+    }
+}

@@ -22,6 +22,8 @@ pub struct Adoption {
     pub proposal_id: String,
     pub tenant_id: String,
     pub environment_id: String,
+    /// How many times it was asked for (its workflow is `program-adoption/{proposalId}/{attempt}`).
+    pub attempt: u32,
     pub state: AdoptionState,
     /// What each workload became in the program; `[]` until generated.
     pub resources: Vec<ImportedResource>,
@@ -46,6 +48,7 @@ fn read(m: rows::Model) -> Result<Adoption, Error> {
     Ok(Adoption {
         state: at.wire("state", &m.state)?,
         resources: at.json("resources", &m.resources)?,
+        attempt: u32::try_from(m.attempt).unwrap_or_default(),
         proposal_id: m.proposal_id,
         tenant_id: m.tenant_id,
         environment_id: m.environment_id,
@@ -87,7 +90,9 @@ pub async fn request(
             return Ok(Requested::Already(read(row)?));
         }
         Some(row) => {
+            let attempt = row.attempt + 1;
             let mut again = row.into_active_model();
+            again.attempt = Set(attempt);
             again.state = Set(AdoptionState::Generating.as_str().to_owned());
             again.resources = Set(serde_json::json!([]));
             again.reason = Set(None);
@@ -100,6 +105,7 @@ pub async fn request(
             proposal_id: Set(proposal_id.to_owned()),
             tenant_id: Set(tenant_id.to_owned()),
             environment_id: Set(environment_id.to_owned()),
+            attempt: Set(1),
             state: Set(AdoptionState::Generating.as_str().to_owned()),
             resources: Set(serde_json::json!([])),
             branch: Set(None),
@@ -185,18 +191,23 @@ pub enum Outcome {
     },
 }
 
-/// Ends the adoption of `proposal_id` with `outcome` and its event, in one transaction; an
-/// adoption that ended already is left as it is (a retried activity records nothing twice).
+/// Ends attempt `attempt` of the adoption of `proposal_id` with `outcome` and its event, in one
+/// transaction; an adoption that ended already, or was asked for again since, is left as it
+/// is (a retried activity, or an earlier request's workflow still running, records nothing).
 pub async fn end(
     db: &DatabaseConnection,
     proposal_id: &str,
+    attempt: u32,
     outcome: Outcome,
 ) -> Result<(), Error> {
     let txn = begin_write(db).await?;
     let Some(row) = rows::Entity::find_by_id(proposal_id.to_owned())
         .one(&txn)
         .await?
-        .filter(|r| r.state == AdoptionState::Generating.as_str())
+        .filter(|r| {
+            r.state == AdoptionState::Generating.as_str()
+                && u32::try_from(r.attempt).ok() == Some(attempt)
+        })
     else {
         return Ok(());
     };
@@ -228,9 +239,10 @@ pub async fn end(
             outbox::append(&txn, &tenant_id, event.into(), id).await?;
         }
         Outcome::Failed { reason } => {
+            let reason = runtime_cloud_models::wire::truncated(&reason, 4000);
             ended.state = Set(AdoptionState::Failed.as_str().to_owned());
             ended.reason = Set(Some(reason.clone()));
-            let requested_at = ended.update(&txn).await?.requested_at;
+            ended.update(&txn).await?;
             let event = AdoptionFailed {
                 proposal_id: proposal_id.to_owned(),
                 tenant_id: tenant_id.clone(),
@@ -238,10 +250,7 @@ pub async fn end(
                 reason,
             };
             // One per request: a failed adoption may be asked for again, and fail again.
-            let id = outbox::event_id(
-                proposal_id,
-                &format!("AdoptionFailed:{}", requested_at.timestamp_micros()),
-            );
+            let id = outbox::event_id(proposal_id, &format!("AdoptionFailed:{attempt}"));
             outbox::append(&txn, &tenant_id, event.into(), id).await?;
         }
     }

@@ -3,25 +3,36 @@
 //! still generating.
 
 use runtime_cloud_workflows::ProgramAdoption;
+use runtime_cloud_workflows::contracts::AdoptionInput;
 use runtime_cloud_workflows::ids::program_adoption_id;
 use sea_orm::DatabaseConnection;
 use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
 
-/// Starts the adoption workflow of proposal `proposal_id` of `tenant_id`, unless it runs (a
-/// failed one ended: asked again, it starts anew).
+/// Starts the workflow of request `attempt` of proposal `proposal_id`'s adoption (of
+/// `tenant_id`), unless it runs: each request has a workflow of its own, so one asked again
+/// while the last one's workflow is still closing starts anew.
 pub async fn start(
     client: &Client,
     task_queue: &str,
     tenant_id: &str,
     proposal_id: &str,
+    attempt: u32,
 ) -> Result<(), WorkflowStartError> {
-    let opts = WorkflowStartOptions::new(task_queue.to_owned(), program_adoption_id(proposal_id))
+    let workflow_id = program_adoption_id(proposal_id, attempt);
+    let opts = WorkflowStartOptions::new(task_queue.to_owned(), workflow_id)
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .priority(runtime_cloud_workflows::fairness::of_tenant(tenant_id))
         .build();
     match client
-        .start_workflow(ProgramAdoption::run, proposal_id.to_owned(), opts)
+        .start_workflow(
+            ProgramAdoption::run,
+            AdoptionInput {
+                proposal_id: proposal_id.to_owned(),
+                attempt,
+            },
+            opts,
+        )
         .await
     {
         Ok(_) | Err(WorkflowStartError::AlreadyStarted { .. }) => Ok(()),
@@ -38,7 +49,8 @@ pub async fn start_all(
 ) -> Result<usize, runtime_cloud_store::Error> {
     let generating = runtime_cloud_store::adoptions::generating(db).await?;
     for a in &generating {
-        if let Err(e) = start(client, task_queue, &a.tenant_id, &a.proposal_id).await {
+        let started = start(client, task_queue, &a.tenant_id, &a.proposal_id, a.attempt);
+        if let Err(e) = started.await {
             tracing::warn!(proposal_id = %a.proposal_id, error = %e, "cannot start the adoption");
         }
     }

@@ -856,7 +856,7 @@ impl AdoptionActivities {
     /// reason when the program, the import or the repository refuses it. An error is one a
     /// retry may get past (a repository or backend out of reach).
     #[activity(name = "adoption.publish")]
-    pub fn publish(proposal_id: String) -> Result<(), ActivityError> {
+    pub fn publish(request: AdoptionInput) -> Result<(), ActivityError> {
         unimplemented!()
     }
 
@@ -867,11 +867,20 @@ impl AdoptionActivities {
     }
 }
 
+/// One request of a proposal's adoption: the workflow's input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptionInput {
+    pub proposal_id: String,
+    /// Which request (`store::adoptions`): only its workflow ends it.
+    pub attempt: u32,
+}
+
 /// Record a proposal's adoption failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailAdoption {
-    pub proposal_id: String,
+    pub adoption: AdoptionInput,
     pub reason: String,
 }
 

@@ -46,9 +46,10 @@ pub fn cluster_watch_id(cluster_id: &str) -> String {
     format!("cluster-watch/{cluster_id}")
 }
 
-/// `program-adoption/{proposalId}`: a proposal's unmanaged workloads adopted into its program.
-pub fn program_adoption_id(proposal_id: &str) -> String {
-    format!("program-adoption/{proposal_id}")
+/// `program-adoption/{proposalId}/{attempt}`: a proposal's unmanaged workloads adopted into its
+/// program, for the `attempt`th time it was asked for.
+pub fn program_adoption_id(proposal_id: &str, attempt: u32) -> String {
+    format!("program-adoption/{proposal_id}/{attempt}")
 }
 
 /// `offboarding-order/{orderId}`: an instance's off-boarding.

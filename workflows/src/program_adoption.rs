@@ -1,5 +1,5 @@
-//! `program-adoption/{proposalId}`: a proposal's unmanaged workloads adopted into its Pulumi
-//! program (`models::program_adoption`).
+//! `program-adoption/{proposalId}/{attempt}`: a proposal's unmanaged workloads adopted into its
+//! Pulumi program (`models::program_adoption`), as asked for the `attempt`th time.
 //!
 //! ```text
 //! generate the code (pulumi import) and push it to a new branch ─▶ published
@@ -7,10 +7,12 @@
 //!   │ still out of reach after a few attempts ─▶ failed, with the last error
 //! ```
 //!
-//! The publish is idempotent (the same change is the same commit, and a branch holding it is
-//! left as it is), so an attempt after a lost worker repeats nothing that counts.
+//! The publish is idempotent (the same change is the same commit, and a branch holding the
+//! product's commit for this proposal is answered as published), so an attempt after a lost
+//! worker repeats nothing that counts; it heartbeats, so a lost worker's attempt is given up
+//! within a minute.
 
-use crate::contracts::{AdoptionActivities, FailAdoption};
+use crate::contracts::{AdoptionActivities, AdoptionInput, FailAdoption};
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
@@ -22,24 +24,27 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(600);
 const PUBLISH_ATTEMPTS: u32 = 4;
 /// The record of a failure.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// A publish whose worker stopped heartbeating for this long is tried again elsewhere.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The ProgramAdoption workflow; its input is the proposal id.
+/// The ProgramAdoption workflow.
 #[workflow]
 pub struct ProgramAdoption {
-    proposal_id: String,
+    input: AdoptionInput,
 }
 
 #[workflow_methods]
 impl ProgramAdoption {
     #[init]
-    pub fn new(_ctx: &WorkflowContextView, proposal_id: String) -> Self {
-        Self { proposal_id }
+    pub fn new(_ctx: &WorkflowContextView, input: AdoptionInput) -> Self {
+        Self { input }
     }
 
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
-        let proposal_id = ctx.state(|s| s.proposal_id.clone());
+        let input = ctx.state(|s| s.input.clone());
         let options = ActivityOptions::with_start_to_close_timeout(PUBLISH_TIMEOUT)
+            .heartbeat_timeout(HEARTBEAT_TIMEOUT)
             .retry_policy(
                 RetryPolicy::builder()
                     .maximum_attempts(PUBLISH_ATTEMPTS)
@@ -48,11 +53,11 @@ impl ProgramAdoption {
             )
             .build();
         let published = ctx
-            .execute_activity(AdoptionActivities::publish, proposal_id.clone(), options)
+            .execute_activity(AdoptionActivities::publish, input.clone(), options)
             .await;
         if let Err(e) = published {
             let request = FailAdoption {
-                proposal_id,
+                adoption: input,
                 reason: format!("the adoption could not be published: {e}"),
             };
             ctx.execute_activity(

@@ -499,15 +499,19 @@ impl Teller {
                 while let Ok(more) = told.try_recv() {
                     batch.extend(more);
                 }
-                batch.retain(|key| turns.add(key.clone()));
-                // Recorded before they are told, in one write: the sweep no longer trusts the
-                // watch for them until an observation after this records them again (should
-                // one fail, the sweep reads them).
+                let mut seen = std::collections::HashSet::new();
+                batch.retain(|key| seen.insert(key.clone()));
+                // Every change recorded before it is told (one waiting to be told included), in
+                // one write: the sweep no longer trusts the watch for them until an observation
+                // after this records them again (should one fail, the sweep reads them).
                 let at = Utc::now();
                 for chunk in batch.chunks(RECORDED_AT_ONCE) {
                     if let Err(e) = cluster_watches::changed(&db, &cluster_id, chunk, at).await {
                         tracing::warn!(error = %e, "cannot record watched changes; the sweep reads those environments");
                     }
+                }
+                for key in batch {
+                    turns.add(key);
                 }
                 while in_flight.len() < TOLD_AT_ONCE {
                     let Some(key) = turns.next() else { break };
@@ -708,7 +712,6 @@ mod tests {
             [next(), next(), next()],
             [Some("a1".into()), Some("b1".into()), Some("c1".into())]
         );
-        drop(next);
         // A storm of a's, then b's few: b's first is told next, not after a's storm.
         let mut turns = Turns::default();
         for i in 0..5000 {

@@ -1,7 +1,7 @@
 //! `/factory/reconciliation/proposals/{proposalId}/adoption`: a proposal's unmanaged workloads
 //! adopted into its environment's Pulumi program. The product generates the code that manages
 //! them (`pulumi import`) and commits it on the branch `runtime-cloud/adopt/{proposalId}` of
-//! the program's repository, never its default branch (workflow `program-adoption/{proposalId}`,
+//! the program's repository, never its default branch (workflow `program-adoption/{proposalId}/{attempt}`,
 //! `models::program_adoption`); the proposal records the branch, the commit and the diff.
 
 use crate::auth::{PRODUCTION_DECIDERS, RuntimeOperate, RuntimeRead, Scoped};
@@ -26,7 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdoptionView {
-    /// `program-adoption/{proposalId}`.
+    /// `program-adoption/{proposalId}/{attempt}`: the last request's.
     pub workflow_id: String,
     #[serde(flatten)]
     pub adoption: Adoption,
@@ -35,7 +35,7 @@ pub struct AdoptionView {
 impl From<Adoption> for AdoptionView {
     fn from(adoption: Adoption) -> Self {
         Self {
-            workflow_id: program_adoption_id(&adoption.proposal_id),
+            workflow_id: program_adoption_id(&adoption.proposal_id, adoption.attempt),
             adoption,
         }
     }
@@ -114,6 +114,7 @@ async fn adopt(
             &state.task_queue,
             tenant,
             &proposal_id,
+            adoption.attempt,
         )
         .await
         .map_err(|e| {

@@ -9,6 +9,9 @@ pub struct Model {
     pub proposal_id: String,
     pub tenant_id: String,
     pub environment_id: String,
+    /// How many times it was asked for: each request's workflow is `program-adoption/{id}/{n}`,
+    /// and only that request's workflow ends it.
+    pub attempt: i32,
     /// `generating`, `published` or `failed` (`models::program_adoption::AdoptionState`).
     pub state: String,
     /// `models::program_adoption::ImportedResource`s, JSON; `[]` until generated.

@@ -44,6 +44,7 @@ enum ProgramAdoptions {
     ProposalId,
     TenantId,
     EnvironmentId,
+    Attempt,
     State,
     Resources,
     Branch,
@@ -122,6 +123,7 @@ impl MigrationTrait for Migration {
                     .col(string(ProgramAdoptions::ProposalId).primary_key())
                     .col(string(ProgramAdoptions::TenantId))
                     .col(string(ProgramAdoptions::EnvironmentId))
+                    .col(integer(ProgramAdoptions::Attempt))
                     .col(string(ProgramAdoptions::State))
                     .col(json(ProgramAdoptions::Resources))
                     .col(string_null(ProgramAdoptions::Branch))
