@@ -85,9 +85,14 @@ function lifetime(env, refresh) {
   return h('div', { class: 'actions' }, parts);
 }
 
-function inventory(inv) {
+function inventory(inv, envState) {
   if (!inv) return h('p', { class: 'muted' }, lacks('factory.runtime.read'));
+  // A retired or off-boarded environment is observed no more: what it shows is what it ran
+  // before its decommission destroyed it.
+  const retired = envState && envState !== 'active';
   return [
+    retired ? h('p', { class: 'muted', id: 'inventory-retired' },
+      `The environment is ${envState}: this is what it ran when it was last observed, before its decommission.`) : null,
     facts([
       ['Observed', h('span', { class: inv.stale ? 'stale' : 'fresh', id: 'freshness' }, inv.stale ? 'stale' : 'fresh', ' · ',
         inv.observedAt ? time(inv.observedAt) : 'never observed')],
@@ -101,7 +106,8 @@ function inventory(inv) {
         ['Kind', (w) => w.kind],
         ['Version', (w) => h('code', null, w.version)],
         ['Replicas ready / desired', (w) => h('span', { class: w.replicasReady < w.replicasDesired ? 'warn' : '' }, `${w.replicasReady} / ${w.replicasDesired}`)],
-        ['Health', (w) => h('span', { class: `health health-${w.health}` }, w.health)],
+        ['Health', (w) => h('span', { class: `health health-${w.health}` }, retired ? `${w.health} (then)` : w.health)],
+        ['Managed by', (w) => (w.managedBy ? h('code', null, w.managedBy) : '—')],
         ['Endpoints', (w) => (w.endpoints.length ? h('ul', { class: 'refs' }, w.endpoints.map((e) => h('li', null, h('code', null, e)))) : '—')],
         ['Config bindings', (w) => refs(w.configRefs)],
         ['Secret bindings', (w) => refs(w.secretRefs)],
@@ -275,7 +281,7 @@ export async function render(root, [environmentId]) {
       ]);
       const items = page ? page.items : null;
       head.update(env, (e) => header(e, wake));
-      inv.update(inventoryView, inventory);
+      inv.update({ view: inventoryView, state: env.state }, (d) => inventory(d.view, d.state));
       findings.update(drifts && drifts.items, drift);
       props.update({ items, findings: drifts && drifts.items, env }, (d) => proposals(d.items, d.findings, d.env, wake));
       const order = orders && orders.items[0];

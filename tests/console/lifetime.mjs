@@ -26,6 +26,7 @@ await scenario('lifetime', async (t) => {
   await page.fill('#decommission-reason', 'preview done, from the console');
   await page.click('#decommission');
   await t.until(page.locator('#env-state', { hasText: 'retired' }), 120_000);
+  await t.until(page.locator('#inventory-retired', { hasText: 'retired' }), 30_000);
   check(!(await page.locator('#decommission').count()), 'a retired environment offers no decommission');
   await t.noReload('the environment was retired');
   await t.shoot('environment-retired');

@@ -19,6 +19,7 @@ await scenario('offboard', async (t) => {
   await page.click('#offboard');
   await t.until(page.locator('#offboarding-state', { hasText: 'completed' }), 120_000);
   await t.until(page.locator('#env-state', { hasText: 'offboarded' }), 30_000);
+  await t.until(page.locator('#inventory-retired', { hasText: 'offboarded' }), 30_000);
   check((await text(page.locator('#offboarding-archive'))).includes('sha256:'), 'the archive is shown');
   check(!(await page.locator('#offboard').count()), 'an off-boarded instance offers no off-boarding');
   await t.noReload('the instance was off-boarded');
