@@ -155,16 +155,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         let http = reqwest::Client::new();
+        // `/metrics` reads every tenant's counts: a scraper's token (the PlatformAdmin role).
+        let scraper = stack.mint(&stack.tenant, &["PlatformAdmin"], &["factory.meta.read"])?;
         for &round in &args.rates {
             for (route, own_rate) in args.routes(&run) {
                 let rate = own_rate.unwrap_or(round);
                 let url = format!("{}{route}", stack.base_url);
+                let token = if route == METRICS {
+                    &scraper
+                } else {
+                    &stack.token
+                };
                 let warm = Duration::from_secs(args.warmup);
-                loadgen::run(&http, &url, &stack.token, rate, warm).await;
+                loadgen::run(&http, &url, token, rate, warm).await;
                 let out = loadgen::run(
                     &http,
                     &url,
-                    &stack.token,
+                    token,
                     rate,
                     Duration::from_secs(args.duration),
                 )
