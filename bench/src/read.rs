@@ -168,14 +168,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 };
                 let warm = Duration::from_secs(args.warmup);
                 loadgen::run(&http, &url, token, rate, warm).await;
-                let out = loadgen::run(
-                    &http,
-                    &url,
-                    token,
-                    rate,
-                    Duration::from_secs(args.duration),
-                )
-                .await;
+                let out =
+                    loadgen::run(&http, &url, token, rate, Duration::from_secs(args.duration))
+                        .await;
                 results.push(Measured {
                     db: *db,
                     route,
