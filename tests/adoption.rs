@@ -9,6 +9,43 @@ use crate::kubernetes::{declared, deployment, kubeconfig};
 use crate::pulumi::{Repository, stack_with};
 use serde_json::{Value, json};
 
+/// A stack (auto-accept and the watches off: each test asks for its observations) with a
+/// Pulumi environment `k8s` whose stack manages Deployment `api` in namespace `shop` of a
+/// Kubernetes stand-in, applied.
+struct Applied {
+    cluster: KubeStandIn,
+    stack: Stack,
+    state: std::path::PathBuf,
+    api: Api,
+    repo: Repository,
+    /// The program's commit the environment runs.
+    base: String,
+    kubeconfig_ref: String,
+}
+
+async fn applied_api() -> Applied {
+    let cluster = KubeStandIn::start().await;
+    let (stack, state) = stack_with(&[
+        (
+            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
+            "false",
+        ),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
+    ])
+    .await;
+    let api = stack.operator("acme");
+    let (repo, base, kubeconfig_ref) = managed_api(&stack, &api, &cluster, &state).await;
+    Applied {
+        cluster,
+        stack,
+        state,
+        api,
+        repo,
+        base,
+        kubeconfig_ref,
+    }
+}
+
 /// A Pulumi environment `k8s` whose stack manages Deployment `api` in namespace `shop` of
 /// `cluster`, applied; the stand-in repository and its commit.
 async fn managed_api(
@@ -98,17 +135,15 @@ async fn adoption_ended(api: &Api, proposal: &str) -> Value {
 #[tokio::test]
 async fn an_unmanaged_workload_is_adopted_into_the_program_on_a_branch_and_managed_after_its_update()
  {
-    let cluster = KubeStandIn::start().await;
-    let (stack, state) = stack_with(&[
-        (
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
-            "false",
-        ),
-        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
-    ])
-    .await;
-    let api = stack.operator("acme");
-    let (repo, base, kubeconfig_ref) = managed_api(&stack, &api, &cluster, &state).await;
+    let Applied {
+        cluster,
+        stack,
+        state,
+        api,
+        repo,
+        base,
+        kubeconfig_ref,
+    } = applied_api().await;
     let proposal = unmanaged_batch(&stack, &api, &cluster).await;
 
     // Asked by a reader: refused; by an Operator: generating, then published.
@@ -248,17 +283,14 @@ async fn an_unmanaged_workload_is_adopted_into_the_program_on_a_branch_and_manag
 
 #[tokio::test]
 async fn a_push_the_repository_refuses_fails_the_adoption_and_leaves_no_branch() {
-    let cluster = KubeStandIn::start().await;
-    let (stack, state) = stack_with(&[
-        (
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
-            "false",
-        ),
-        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
-    ])
-    .await;
-    let api = stack.operator("acme");
-    let (repo, base, _) = managed_api(&stack, &api, &cluster, &state).await;
+    let Applied {
+        cluster,
+        stack,
+        api,
+        repo,
+        base,
+        ..
+    } = applied_api().await;
     let hook = repo.path().join(".git/hooks/pre-receive");
     std::fs::write(
         &hook,
@@ -320,17 +352,13 @@ async fn a_push_the_repository_refuses_fails_the_adoption_and_leaves_no_branch()
 /// adoption published by that operator.
 #[tokio::test]
 async fn console_an_operator_adopts_an_unmanaged_workload_into_the_program() {
-    let cluster = KubeStandIn::start().await;
-    let (stack, state) = stack_with(&[
-        (
-            "RuntimeCloud__Inventory__AutoAcceptNonDestructiveOutsideProduction",
-            "false",
-        ),
-        ("RUNTIME_CLOUD_KUBERNETES_WATCH", "false"),
-    ])
-    .await;
-    let api = stack.operator("acme");
-    let (repo, _, _) = managed_api(&stack, &api, &cluster, &state).await;
+    let Applied {
+        cluster,
+        stack,
+        api,
+        repo,
+        ..
+    } = applied_api().await;
     let proposal = unmanaged_batch(&stack, &api, &cluster).await;
     let token = stack.token("acme", crate::common::OPERATOR_SCOPES);
     crate::console::scenario(

@@ -828,25 +828,11 @@ impl Pulumi {
 #[async_trait::async_trait]
 impl crate::ports::Refresher for Pulumi {
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
-        let applied = runtime_cloud_store::runs::last_applied(
-            &self.db,
-            &target.tenant_id,
-            &target.environment_id,
-        )
-        .await?;
-        if applied.is_none() {
+        let args = ["refresh", "--preview-only", "--json"];
+        let Some(refreshed) = self.read_applied_state(target, &args).await? else {
             return Ok(Vec::new());
-        }
-        // What the observer runs is not a run's: its log is not kept (secrets still never are).
-        let log = StepLog::default();
-        let stack = self.stack(target, &log).await?;
-        self.version()
-            .await
-            .map_err(|e| Error::Unreachable(e.to_string()))?;
-        let refreshed = self
-            .in_scratch_project(&stack, &["refresh", "--preview-only", "--json"])
-            .await;
-        let digest: PreviewDigest = serde_json::from_str(&refreshed?).map_err(|e| {
+        };
+        let digest: PreviewDigest = serde_json::from_str(&refreshed).map_err(|e| {
             Error::Unreachable(format!("reading pulumi refresh --preview-only --json: {e}"))
         })?;
         Ok(digest.drifted())

@@ -61,20 +61,12 @@ impl Pulumi {
     /// applied to it. Read at every observation: the observation after an apply is read before
     /// the run's end is recorded, so no record of the runs can say the state is unchanged.
     pub async fn managed(&self, target: &Target) -> Result<Vec<(String, String)>, Error> {
-        let applied = runtime_cloud_store::runs::last_applied(
-            &self.db,
-            &target.tenant_id,
-            &target.environment_id,
-        )
-        .await?;
-        if applied.is_none() {
+        let Some(export) = self
+            .read_applied_state(target, &["stack", "export"])
+            .await?
+        else {
             return Ok(Vec::new());
-        }
-        let log = crate::step_log::StepLog::default();
-        let stack = self.stack(target, &log).await?;
-        let export = self
-            .in_scratch_project(&stack, &["stack", "export"])
-            .await?;
+        };
         let export: serde_json::Value = serde_json::from_str(&export)
             .map_err(|e| Error::Unreachable(format!("reading pulumi stack export: {e}")))?;
         Ok(managed_workloads(&export))
@@ -257,6 +249,31 @@ option `import`) instead of created.
             )));
         }
         read(&code).await
+    }
+
+    /// What `pulumi args…` (a command that reads the stack's state: `refresh --preview-only`,
+    /// `stack export`) prints for the environment's stack, run as the observer runs it (its log
+    /// not kept); none while nothing was applied to the stack.
+    pub(super) async fn read_applied_state(
+        &self,
+        target: &Target,
+        args: &[&str],
+    ) -> Result<Option<String>, Error> {
+        let applied = runtime_cloud_store::runs::last_applied(
+            &self.db,
+            &target.tenant_id,
+            &target.environment_id,
+        )
+        .await?;
+        if applied.is_none() {
+            return Ok(None);
+        }
+        let log = crate::step_log::StepLog::default();
+        let stack = self.stack(target, &log).await?;
+        self.version()
+            .await
+            .map_err(|e| Error::Unreachable(e.to_string()))?;
+        self.in_scratch_project(&stack, args).await.map(Some)
     }
 
     /// `pulumi args…` for `stack` in a scratch project named after the stack's (commands that
