@@ -120,10 +120,11 @@ function inventory(inv, envState) {
 
 function findingsTable(findings, status) {
   const columns = [
-    ['Kind', (f) => h('span', { class: `kind kind-${f.kind}` }, f.kind)],
+    ['Kind', (f) => [h('span', { class: `kind kind-${f.kind}` }, f.kind), f.rule ? [' ', h('code', { class: 'posture-rule' }, f.rule)] : null]],
     ['Resource', (f) => h('code', null, f.resource)],
     ['Declared', (f) => show(f.declared)],
-    ['Observed', (f) => show(f.observed)],
+    // A posture finding's observation is what breaks its rule, in words.
+    ['Observed', (f) => (f.kind === 'posture' && f.observed?.details ? h('ul', { class: 'refs' }, f.observed.details.map((d) => h('li', null, d))) : show(f.observed))],
     ['Changed by', (f) => changedBy(f.changedBy)],
     ['Detected', (f) => time(f.detectedAt)],
   ];

@@ -145,6 +145,7 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
         db.clone(),
         secrets.clone(),
         config.kubernetes_calls_per_cluster.ceil() as usize,
+        config.posture_findings,
     ));
     Ok(WorkerDeps {
         client,

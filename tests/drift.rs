@@ -665,6 +665,7 @@ fn observed_now(
         observation: Observation::Observed {
             workloads,
             resources: Vec::new(),
+            posture: Vec::new(),
             observed_at: Some(chrono::Utc::now()),
         },
         proposal_id: uuid::Uuid::now_v7().to_string(),

@@ -903,6 +903,7 @@ fn only_the_worker_reads_the_kubernetes_api_and_only_what_the_observer_needs() {
             "apps/daemonsets",
             "/services",
             "networking.k8s.io/ingresses",
+            "networking.k8s.io/networkpolicies",
         ]
         .map(String::from)
         .into();

@@ -33,6 +33,7 @@ mod pagination;
 mod payload_encryption;
 mod policy;
 mod postgres_tls;
+mod posture;
 mod provisioning;
 mod pulumi;
 mod quarantines;

@@ -54,9 +54,10 @@ impl InventoryActivitiesImpl {
     /// One read of the target; an unreachable one is an observation.
     async fn read_target(&self, target: &Target) -> Result<Observation, Error> {
         match self.observer.read(target).await {
-            Ok((workloads, resources)) => Ok(Observation::Observed {
-                workloads,
-                resources,
+            Ok(read) => Ok(Observation::Observed {
+                workloads: read.workloads,
+                resources: read.resources,
+                posture: read.posture,
                 observed_at: Some(chrono::Utc::now()),
             }),
             Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
@@ -184,7 +185,7 @@ impl InventoryActivitiesImpl {
                 tracing::warn!(error = %e, "cannot read what the watches vouch for; reading every target");
                 Default::default()
             });
-        let reads: Vec<(Target, Option<Vec<_>>)> = environments
+        let reads: Vec<(Target, Option<_>)> = environments
             .iter()
             .map(|env| {
                 let target = Target {
@@ -198,9 +199,10 @@ impl InventoryActivitiesImpl {
         futures::stream::iter(reads)
             .map(|(target, vouched)| async move {
                 match vouched {
-                    Some(workloads) => Observation::Observed {
-                        workloads,
+                    Some(last) => Observation::Observed {
+                        workloads: last.workloads,
                         resources: Vec::new(),
+                        posture: last.posture,
                         observed_at: Some(now),
                     },
                     None => self.read_target_with_retries(&target).await,

@@ -1,8 +1,8 @@
 //! The Kubernetes adapter of the Observer port: an environment's namespace read through the
 //! cluster API (`kube`), one paginated list per kind — Deployments, StatefulSets, DaemonSets
-//! (with the target's label selector), Services and Ingresses (for endpoints) — never one call
-//! per workload, and never a Secret: the pod templates name the Secrets they use, and
-//! [`mapping`] keeps those names as references.
+//! (with the target's label selector), Services and Ingresses (for endpoints), NetworkPolicies
+//! (for the security posture) — never one call per workload, and never a Secret: the pod
+//! templates name the Secrets they use, and [`mapping`] keeps those names as references.
 //!
 //! The cluster is the target's kubeconfig, resolved through the secrets port when observing
 //! (`kubeconfigRef`, with an optional `context`), or the worker pod's own service account
@@ -14,7 +14,7 @@ pub mod owners;
 pub mod watch;
 
 use crate::Error;
-use crate::ports::{Observer, Target};
+use crate::ports::{Observed, Observer, Target};
 use crate::references::SecretBroker;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ListParams};
@@ -41,6 +41,9 @@ pub struct Kubernetes {
     /// floods its API server.
     calls_per_cluster: usize,
     clusters: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// Whether observations read the security posture (`models::posture`): the pod templates'
+    /// facts, the Services and Ingresses, and one more list call for the NetworkPolicies.
+    posture: bool,
 }
 
 impl Kubernetes {
@@ -48,12 +51,14 @@ impl Kubernetes {
         db: sea_orm::DatabaseConnection,
         secrets: Arc<dyn SecretBroker>,
         calls_per_cluster: usize,
+        posture: bool,
     ) -> Self {
         Self {
             db,
             secrets,
             calls_per_cluster: calls_per_cluster.max(1),
             clusters: Default::default(),
+            posture,
         }
     }
 
@@ -149,12 +154,57 @@ fn kubeconfig_file(reference: &str) -> Option<std::path::PathBuf> {
     std::path::absolute(path).ok()
 }
 
-/// Every object of kind `K` in the namespace, page by page.
+/// Every object of kind `K` in the namespace, page by page; any failure is
+/// [`Error::Unreachable`].
 async fn list_all<K>(
-    (client, permits): (&kube::Client, &Semaphore),
+    cluster: (&kube::Client, &Semaphore),
     namespace: &str,
     selector: Option<&str>,
 ) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    list_pages(cluster, namespace, selector).await.map_err(|e| {
+        Error::Unreachable(format!(
+            "listing {} in namespace {namespace}: {e}",
+            K::plural(&Default::default())
+        ))
+    })
+}
+
+/// How many NetworkPolicies the namespace has; none when the observer may not list them (a
+/// role from before posture findings, a cluster without the API): no finding is made up.
+async fn network_policies(
+    cluster: (&kube::Client, &Semaphore),
+    namespace: &str,
+) -> Result<Option<usize>, Error> {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    match list_pages::<NetworkPolicy>(cluster, namespace, None).await {
+        Ok(policies) => Ok(Some(policies.len())),
+        Err(kube::Error::Api(status)) if status.is_forbidden() || status.is_not_found() => {
+            tracing::debug!(
+                namespace,
+                code = status.code,
+                "NetworkPolicies cannot be listed: no finding of them"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(Error::Unreachable(format!(
+            "listing networkpolicies in namespace {namespace}: {e}"
+        ))),
+    }
+}
+
+/// [`list_all`], with the cluster's own error.
+async fn list_pages<K>(
+    (client, permits): (&kube::Client, &Semaphore),
+    namespace: &str,
+    selector: Option<&str>,
+) -> Result<Vec<K>, kube::Error>
 where
     K: kube::Resource<Scope = NamespaceResourceScope>
         + Clone
@@ -176,13 +226,8 @@ where
         let _permit = permits
             .acquire()
             .await
-            .map_err(|e| Error::Unreachable(format!("the cluster's call permits: {e}")))?;
-        let page = api.list(&params).await.map_err(|e| {
-            Error::Unreachable(format!(
-                "listing {} in namespace {namespace}: {e}",
-                K::plural(&Default::default())
-            ))
-        })?;
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        let page = api.list(&params).await?;
         items.extend(page.items);
         match page.metadata.continue_ {
             Some(t) if !t.is_empty() => token = Some(t),
@@ -194,19 +239,30 @@ where
 #[async_trait::async_trait]
 impl Observer for Kubernetes {
     async fn observe(&self, target: &Target) -> Result<Vec<ObservedWorkload>, Error> {
+        Ok(self.read(target).await?.workloads)
+    }
+
+    async fn read(&self, target: &Target) -> Result<Observed, Error> {
         let ns = self.namespace(target).await?;
         let (client, permits) = self.client(&ns).await?;
         let cluster = (&client, &*permits);
         let selector = ns.label_selector.as_deref();
         let name = ns.namespace.as_str();
         // One list per kind, at once within the cluster's permits: five calls a namespace,
-        // whatever it holds.
-        let (deployments, stateful_sets, daemon_sets, services, ingresses) = tokio::try_join!(
+        // whatever it holds, and a sixth for the NetworkPolicies when posture is read.
+        let policies = async {
+            match self.posture {
+                true => network_policies(cluster, name).await,
+                false => Ok(None),
+            }
+        };
+        let (deployments, stateful_sets, daemon_sets, services, ingresses, policies) = tokio::try_join!(
             list_all(cluster, name, selector),
             list_all(cluster, name, selector),
             list_all(cluster, name, selector),
             list_all(cluster, name, None),
             list_all(cluster, name, None),
+            policies,
         )?;
         let objects = mapping::Objects {
             deployments,
@@ -215,7 +271,15 @@ impl Observer for Kubernetes {
             services,
             ingresses,
         };
-        Ok(mapping::workloads(name, &objects))
+        let posture = match self.posture {
+            true => mapping::posture(name, &objects, policies),
+            false => Vec::new(),
+        };
+        Ok(Observed {
+            workloads: mapping::workloads(name, &objects),
+            resources: Vec::new(),
+            posture,
+        })
     }
 }
 

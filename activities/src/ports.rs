@@ -4,6 +4,7 @@ use crate::Error;
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::observation::DriftedResource;
+use runtime_cloud_models::posture::Violation;
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
 /// Where an environment runs.
@@ -78,11 +79,14 @@ fn cannot_destroy(target: &Target) -> Error {
     ))
 }
 
-/// One observation's reading of a target: what runs, and what drifted in its cloud.
-pub type Observed = (
-    Vec<runtime_cloud_models::observation::ObservedWorkload>,
-    Vec<DriftedResource>,
-);
+/// One observation's reading of a target: what runs, what drifted in its cloud, and the
+/// security posture rules its objects break.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub workloads: Vec<runtime_cloud_models::observation::ObservedWorkload>,
+    pub resources: Vec<DriftedResource>,
+    pub posture: Vec<Violation>,
+}
 
 /// Reads what an environment actually runs (sandbox; later Kubernetes).
 #[async_trait::async_trait]
@@ -99,9 +103,14 @@ pub trait Observer: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// Both, as one observation reads them: what runs, and what drifted in its cloud.
+    /// What one observation reads: what runs, what drifted in its cloud, and (for an
+    /// observer that reads such facts) the posture rules broken.
     async fn read(&self, target: &Target) -> Result<Observed, Error> {
-        Ok((self.observe(target).await?, self.drifted(target).await?))
+        Ok(Observed {
+            workloads: self.observe(target).await?,
+            resources: self.drifted(target).await?,
+            posture: Vec::new(),
+        })
     }
 }
 
@@ -293,12 +302,15 @@ impl Observer for TargetObservers {
         self.drifted_in(&of, target).await
     }
 
-    /// The environment's target read once for both (a sweep reads thousands).
+    /// The environment's target read once for all (a sweep reads thousands).
     async fn read(&self, target: &Target) -> Result<Observed, Error> {
         let of = target_of(&self.db, target).await?;
-        let workloads = self.observer(&of).observe(target).await?;
-        let workloads = self.marked_managed(&of, target, workloads).await?;
-        Ok((workloads, self.drifted_in(&of, target).await?))
+        let read = self.observer(&of).read(target).await?;
+        Ok(Observed {
+            workloads: self.marked_managed(&of, target, read.workloads).await?,
+            resources: self.drifted_in(&of, target).await?,
+            posture: read.posture,
+        })
     }
 }
 

@@ -136,6 +136,7 @@ pub async fn seed(
             detected_at: detected,
             proposal_id: None,
             resolved_at: None,
+            rule: None,
             changed_by: None,
             suppressed_by: None,
             created_at: detected,

@@ -21,8 +21,20 @@ crate::wire::wire_enum!(
         Unmanaged => "unmanaged",
         /// Secret bindings differ.
         SecretBinding => "secret-binding",
+        /// A security posture rule is broken (`rule` names which): nothing declared differs,
+        /// so it is never proposed for reconciliation (`models::posture`).
+        Posture => "posture",
     }
 );
+
+impl DriftKind {
+    /// Whether findings of this kind are grouped into reconciliation proposals: every drift
+    /// kind is (applying the declared state, or declaring the observed one, ends it); a
+    /// posture finding is not (there is no declared state to apply).
+    pub fn proposes(self) -> bool {
+        self != DriftKind::Posture
+    }
+}
 
 crate::wire::wire_enum!(
     /// The state of a reconciliation proposal.
@@ -50,13 +62,16 @@ crate::wire::wire_enum!(
     }
 );
 
-/// One difference, identified by `(kind, resource)`.
+/// One difference, identified by `(kind, resource, rule)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
     pub kind: DriftKind,
     /// `{workloadKind}/{name}`.
     pub resource: String,
+    /// The posture rule a `posture` finding breaks (`privileged-container`); none for drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     pub declared: Option<serde_json::Value>,
     pub observed: Option<serde_json::Value>,
     /// Who made the difference, when the target records it (Kubernetes `managedFields`): the
@@ -86,6 +101,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                     serde_json::json!({ "version": want.version, "replicas": want.replicas }),
                 ),
                 observed: None,
+                rule: None,
                 changed_by: None,
             });
             continue;
@@ -97,6 +113,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(want.version.clone().into()),
                 observed: Some(have.version.clone().into()),
+                rule: None,
                 changed_by: owners.version.clone(),
             });
         }
@@ -107,6 +124,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 declared: Some(want.replicas.into()),
                 observed: Some(serde_json::json!({ "desired": have.replicas_desired, "ready": have.replicas_ready })),
                 // Someone scaled it, or its replicas are not ready (the controller says so).
+                rule: None,
                 changed_by: if want.replicas != have.replicas_desired {
                     owners.replicas.clone()
                 } else {
@@ -120,6 +138,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(serde_json::json!(want.config_refs)),
                 observed: Some(serde_json::json!(have.config_refs)),
+                rule: None,
                 changed_by: owners.bindings.clone(),
             });
         }
@@ -129,6 +148,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: res(),
                 declared: Some(serde_json::json!(want.secret_refs)),
                 observed: Some(serde_json::json!(have.secret_refs)),
+                rule: None,
                 changed_by: owners.bindings.clone(),
             });
         }
@@ -142,6 +162,7 @@ pub fn compare(declared: &[Workload], observed: &[ObservedWorkload]) -> Vec<Find
                 resource: resource(&have.kind, &have.name),
                 declared: None,
                 observed: Some(serde_json::json!({ "version": have.version, "replicas": have.replicas_desired })),
+                rule: None,
                 changed_by: have.changed_by.workload.clone(),
             });
         }
@@ -161,6 +182,7 @@ pub fn resource_findings(drifted: &[DriftedResource]) -> Vec<Finding> {
                 resource: r.urn.clone(),
                 declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
                 observed: Some(serde_json::json!({ "type": r.kind, "changed": r.fields })),
+                rule: None,
                 changed_by: None,
             },
             ResourceChange::Deleted => Finding {
@@ -168,6 +190,7 @@ pub fn resource_findings(drifted: &[DriftedResource]) -> Vec<Finding> {
                 resource: r.urn.clone(),
                 declared: Some(serde_json::json!({ "type": r.kind, "state": "as applied" })),
                 observed: None,
+                rule: None,
                 changed_by: None,
             },
         })
@@ -191,6 +214,7 @@ pub struct ProposalPlan {
 /// finding's kind and resource with the manager, operation and time), so a reviewer sees
 /// whether a person, a controller or the product itself moved the target.
 pub fn proposal_plan(findings: &[Finding]) -> ProposalPlan {
+    let findings: Vec<&Finding> = findings.iter().filter(|f| f.kind.proposes()).collect();
     let count = |k: DriftKind| findings.iter().filter(|f| f.kind == k).count();
     let unmanaged = count(DriftKind::Unmanaged);
     let missing = count(DriftKind::Missing);
@@ -416,12 +440,39 @@ mod tests {
     }
 
     #[test]
+    fn posture_findings_are_never_proposed() {
+        let d = vec![declared("api")];
+        let mut stray = observed(&declared("debug-shell"));
+        stray.kind = "pod".into();
+        let mut found = compare(&d, &[stray]);
+        let posture = Finding {
+            kind: DriftKind::Posture,
+            resource: "pod/debug-shell".into(),
+            rule: Some("privileged-container".into()),
+            declared: None,
+            observed: None,
+            changed_by: None,
+        };
+        let without = proposal_plan(&found);
+        found.push(posture.clone());
+        assert_eq!(proposal_plan(&found), without);
+        // Alone, a posture finding plans nothing.
+        let alone = proposal_plan(&[posture]);
+        assert_eq!(
+            alone.plan_summary,
+            serde_json::json!({ "adds": 0, "changes": 0, "deletes": 0 })
+        );
+        assert!(!DriftKind::Posture.proposes() && DriftKind::Unmanaged.proposes());
+    }
+
+    #[test]
     fn only_unmanaged_is_adopted_without_deleting() {
         let only = [Finding {
             kind: DriftKind::Unmanaged,
             resource: "d/x".into(),
             declared: None,
             observed: None,
+            rule: None,
             changed_by: None,
         }];
         let p = proposal_plan(&only);
@@ -432,6 +483,7 @@ mod tests {
             Finding {
                 kind: DriftKind::Version,
                 resource: "d/y".into(),
+                rule: None,
                 declared: None,
                 observed: None,
                 changed_by: Some(ChangedBy {

@@ -50,6 +50,10 @@ pub struct RuleMatch {
     /// pattern; matches only findings whose target records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager: Option<String>,
+    /// The posture rule (`privileged-container`), or a pattern; only with kind `posture`.
+    /// Such a rule is a risk accepted for a time: it must expire (`expiresAt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 impl DriftRule {
@@ -87,7 +91,11 @@ impl RuleMatch {
             .manager
             .as_deref()
             .is_none_or(|want| by.is_some_and(|b| glob(want, &b.manager)));
-        field_ok && manager_ok
+        let rule_ok = self
+            .rule
+            .as_deref()
+            .is_none_or(|want| f.rule.as_deref().is_some_and(|r| glob(want, r)));
+        field_ok && manager_ok && rule_ok
     }
 
     /// What is wrong with the rule, if anything.
@@ -102,7 +110,21 @@ impl RuleMatch {
         if self.manager.as_deref().is_some_and(|m| m.trim().is_empty()) {
             out.push("manager, when given, must not be empty".to_owned());
         }
+        if self.rule.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            out.push("rule, when given, must not be empty".to_owned());
+        }
+        if self.rule.is_some() && self.kind != DriftKind::Posture {
+            out.push("rule names a posture rule: only with kind `posture`".to_owned());
+        }
         out
+    }
+
+    /// What is wrong with a rule of this match expiring at `expires_at`: a posture finding is
+    /// a risk, accepted only for a time, so its rule must expire.
+    pub fn expiry_problem(&self, expires_at: Option<DateTime<Utc>>) -> Option<String> {
+        (self.kind == DriftKind::Posture && expires_at.is_none()).then(|| {
+            "a rule of kind `posture` accepts a risk for a time: expiresAt is required".to_owned()
+        })
     }
 }
 
@@ -158,6 +180,7 @@ mod tests {
             resource: resource.into(),
             declared: None,
             observed: None,
+            rule: None,
             changed_by: by.map(|(manager, field)| ChangedBy {
                 manager: manager.into(),
                 operation: "Update".into(),
@@ -202,6 +225,7 @@ mod tests {
             workload: "*".into(),
             field: Some("spec.replicas".into()),
             manager: Some("horizontal-pod-autoscaler".into()),
+            rule: None,
         }
     }
 
@@ -243,6 +267,7 @@ mod tests {
             workload: "api".into(),
             field: Some("spec.template.spec.containers".into()),
             manager: None,
+            rule: None,
         };
         let env = finding(
             DriftKind::Configuration,
@@ -309,5 +334,40 @@ mod tests {
         };
         assert_eq!(bad.problems().len(), 2);
         assert!(hpa().problems().is_empty());
+        let drift_with_rule = RuleMatch {
+            rule: Some("host-path".into()),
+            ..hpa()
+        };
+        assert_eq!(drift_with_rule.problems().len(), 1);
+        assert_eq!(hpa().expiry_problem(None), None);
+    }
+
+    #[test]
+    fn a_posture_rule_matches_its_rule_and_must_expire() {
+        let privileged = Finding {
+            rule: Some("privileged-container".into()),
+            ..finding(DriftKind::Posture, "deployment/agent", None)
+        };
+        let accepted = RuleMatch {
+            kind: DriftKind::Posture,
+            workload: "agent".into(),
+            field: None,
+            manager: None,
+            rule: Some("privileged-*".into()),
+        };
+        assert!(accepted.matches(&privileged));
+        assert!(accepted.problems().is_empty());
+        let other_rule = Finding {
+            rule: Some("host-path".into()),
+            ..privileged.clone()
+        };
+        assert!(!accepted.matches(&other_rule), "another posture rule");
+        let any_rule = RuleMatch {
+            rule: None,
+            ..accepted.clone()
+        };
+        assert!(any_rule.matches(&other_rule), "no rule: every posture rule");
+        assert!(accepted.expiry_problem(None).is_some());
+        assert_eq!(accepted.expiry_problem(Some(Utc::now())), None);
     }
 }

@@ -138,6 +138,10 @@ pub struct RuntimeDriftDetected {
     pub environment_id: String,
     pub kind: String,
     pub resource: String,
+    /// The posture rule a `posture` finding breaks (optional; beyond the spec's required
+    /// fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// Who made the difference, when the target records it (optional; beyond the spec's
     /// required fields).
     #[serde(skip_serializing_if = "Option::is_none")]

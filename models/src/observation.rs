@@ -155,6 +155,10 @@ pub enum Observation {
         workloads: Vec<ObservedWorkload>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         resources: Vec<DriftedResource>,
+        /// The security posture rules its objects break (`models::posture`): none where the
+        /// target's observer reads no such facts, or posture findings are turned off.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        posture: Vec<crate::posture::Violation>,
         /// When the target was read: an observation recorded later than `StalenessMinutes`
         /// after it (a retried record, a worker that was down) is never auto-accepted.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -120,12 +120,16 @@ pub enum Envs {
     Observe { id: String },
     /// What was observed: workloads, versions, replicas, health.
     Inventory { id: String },
-    /// Drift findings.
+    /// Drift and posture findings.
     Drift {
         id: String,
         /// `open`, `resolved` or `suppressed`.
         #[arg(long)]
         state: Option<String>,
+        /// One kind only: `version`, `replica`, `configuration`, `missing`, `unmanaged`,
+        /// `secret-binding` or `posture` (security posture rules broken).
+        #[arg(long)]
+        kind: Option<String>,
         #[command(flatten)]
         paging: Paging,
     },
@@ -346,6 +350,7 @@ const WORKLOAD_COLUMNS: &[Column] = &[
 const FINDING_COLUMNS: &[Column] = &[
     ("FINDING", "/findingId"),
     ("KIND", "/kind"),
+    ("RULE", "/rule"),
     ("RESOURCE", "/resource"),
     ("DETECTED", "/detectedAt"),
     ("RESOLVED", "/resolvedAt"),
@@ -667,8 +672,13 @@ async fn envs(api: &Client, format: Format, command: Envs) -> Outcome {
                 })
             );
         }
-        Envs::Drift { id, state, paging } => {
-            let mut params = vec![("state", state)];
+        Envs::Drift {
+            id,
+            state,
+            kind,
+            paging,
+        } => {
+            let mut params = vec![("state", state), ("kind", kind)];
             params.extend(paging.params());
             let path = with_query(&format!("{}/drift", one(&id)), &params);
             print_page(format, &api.get(&path).await?, FINDING_COLUMNS);

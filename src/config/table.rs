@@ -423,6 +423,16 @@ settings! {
         doc: "At most this many list calls of one worker in flight to one Kubernetes API \
             server (by its URL), over all the namespaces it observes there.",
     }
+    posture_findings: bool {
+        env: "RUNTIME_CLOUD_POSTURE_FINDINGS",
+        kind: Bool,
+        default: Some("true"),
+        doc: "Observations of Kubernetes namespaces read their security posture and raise \
+            `posture` findings of the rules it breaks (docs/targets.md, \"Posture findings\"): \
+            one more list call per namespace (NetworkPolicies, which the observer's role must \
+            be allowed to list). `false`: no posture findings; those open resolve at the next \
+            observation.",
+    }
     kubernetes_watch: bool {
         env: "RUNTIME_CLOUD_KUBERNETES_WATCH",
         kind: Bool,

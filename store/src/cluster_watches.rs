@@ -10,7 +10,7 @@ use crate::inventory::Inventory;
 use crate::scope::{EnvKey, of_environments};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::environments::EnvironmentKey;
-use runtime_cloud_models::observation::{ObservedWorkload, Watched};
+use runtime_cloud_models::observation::Watched;
 use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
@@ -71,14 +71,14 @@ pub async fn changed(
 }
 
 /// Of `environments`, those a healthy watch vouches did not change since their last
-/// observation ([`Watched::vouches`]), with the workloads that observation recorded: their
+/// observation ([`Watched::vouches`]), with the inventory that observation recorded: their
 /// observer a watched Kubernetes namespace, their runner one whose recorded state is not
 /// read too (a Pulumi stack's refresh still needs the sweep). Four reads, whatever their number.
 pub async fn vouched(
     db: &impl ConnectionTrait,
     environments: &[EnvironmentKey],
     now: DateTime<Utc>,
-) -> Result<HashMap<EnvironmentKey, Vec<ObservedWorkload>>, Error> {
+) -> Result<HashMap<EnvironmentKey, Inventory>, Error> {
     let keys: Vec<EnvKey> = environments
         .iter()
         .map(|k| (k.tenant_id.clone(), k.environment_id.clone()))
@@ -160,10 +160,10 @@ pub async fn vouched(
         };
         if watched.vouches(inventory.observed_at, inventory.stale, now) {
             let key = EnvironmentKey {
-                tenant_id: inventory.tenant_id,
-                environment_id: inventory.environment_id,
+                tenant_id: inventory.tenant_id.clone(),
+                environment_id: inventory.environment_id.clone(),
             };
-            vouched.insert(key, inventory.workloads);
+            vouched.insert(key, inventory);
         }
     }
     Ok(vouched)

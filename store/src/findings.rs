@@ -30,6 +30,9 @@ pub struct Finding {
     pub kind: DriftKind,
     /// `{workloadKind}/{name}`.
     pub resource: String,
+    /// The posture rule a `posture` finding breaks (`privileged-container`); none for drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     pub declared: Option<serde_json::Value>,
     pub observed: Option<serde_json::Value>,
     pub detected_at: DateTime<Utc>,
@@ -62,12 +65,18 @@ impl Finding {
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
             resource: m.resource,
+            rule: m.rule,
             declared: m.declared,
             observed: m.observed,
             detected_at: m.detected_at,
             proposal_id: m.proposal_id,
             resolved_at: m.resolved_at,
         })
+    }
+
+    /// Whether a proposal covers it: open, not suppressed, of a kind that is proposed.
+    fn proposable(&self) -> bool {
+        self.suppressed_by.is_none() && self.kind.proposes()
     }
 
     /// The comparer's form of this finding.
@@ -77,6 +86,7 @@ impl Finding {
             resource: self.resource.clone(),
             declared: self.declared.clone(),
             observed: self.observed.clone(),
+            rule: self.rule.clone(),
             changed_by: self.changed_by.clone(),
         }
     }
@@ -117,17 +127,19 @@ pub async fn open_of(
 pub struct Synced {
     pub raised: u32,
     pub resolved: u32,
-    /// The open findings after, none suppressed (what a proposal covers).
+    /// The open findings after, none suppressed and none of a kind never proposed (what a
+    /// proposal covers).
     pub open: Vec<Finding>,
 }
 
 impl Synced {
-    /// Nothing raised or resolved; `open` as they are.
+    /// Nothing raised or resolved; of `open` (the environment's open findings), those a
+    /// proposal covers.
     pub fn unchanged(open: Vec<Finding>) -> Self {
         Self {
             raised: 0,
             resolved: 0,
-            open,
+            open: open.into_iter().filter(Finding::proposable).collect(),
         }
     }
 }
@@ -146,19 +158,22 @@ pub async fn sync(
     rules: &[DriftRule],
     now: DateTime<Utc>,
 ) -> Result<Synced, Error> {
-    // A finding is identified by (kind, resource).
-    let found_by_key: std::collections::BTreeMap<(&str, &str), &drift::Finding> = found
+    // A finding is identified by (kind, resource, rule).
+    let key = |kind: DriftKind, resource: &str, rule: Option<&str>| {
+        (kind.as_str(), resource.to_owned(), rule.map(str::to_owned))
+    };
+    let found_by_key: std::collections::BTreeMap<_, &drift::Finding> = found
         .iter()
-        .map(|f| ((f.kind.as_str(), f.resource.as_str()), f))
+        .map(|f| (key(f.kind, &f.resource, f.rule.as_deref()), f))
         .collect();
-    let open_keys: BTreeSet<(&str, String)> = open
+    let open_keys: BTreeSet<_> = open
         .iter()
-        .map(|f| (f.kind.as_str(), f.resource.clone()))
+        .map(|f| key(f.kind, &f.resource, f.rule.as_deref()))
         .collect();
     let mut still_open = Vec::new();
     let mut resolved = 0;
     for mut f in open {
-        let Some(now_found) = found_by_key.get(&(f.kind.as_str(), f.resource.as_str())) else {
+        let Some(now_found) = found_by_key.get(&key(f.kind, &f.resource, f.rule.as_deref())) else {
             set(db, &f.finding_id, rows::Column::ResolvedAt, Some(now), now).await?;
             resolved += 1;
             continue;
@@ -181,7 +196,7 @@ pub async fn sync(
             }
             f.suppressed_by = rule;
         }
-        if f.suppressed_by.is_none() {
+        if f.proposable() {
             still_open.push(f);
         }
     }
@@ -191,7 +206,7 @@ pub async fn sync(
     let mut raised_rows = Vec::new();
     for f in found
         .iter()
-        .filter(|f| !open_keys.contains(&(f.kind.as_str(), f.resource.clone())))
+        .filter(|f| !open_keys.contains(&key(f.kind, &f.resource, f.rule.as_deref())))
     {
         raised_rows.push(rows::Model {
             finding_id: Uuid::now_v7().to_string(),
@@ -199,6 +214,7 @@ pub async fn sync(
             environment_id: environment_id.to_owned(),
             kind: f.kind.as_str().to_owned(),
             resource: f.resource.clone(),
+            rule: f.rule.clone(),
             declared: f.declared.clone(),
             observed: f.observed.clone(),
             detected_at: now,
@@ -232,7 +248,9 @@ pub async fn sync(
         }
         let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
         events.push((detected(&finding).into(), id));
-        still_open.push(finding);
+        if finding.proposable() {
+            still_open.push(finding);
+        }
     }
     outbox::append_new(db, tenant_id, events).await?;
     Ok(Synced {
@@ -276,11 +294,13 @@ fn detected(f: &Finding) -> RuntimeDriftDetected {
         environment_id: f.environment_id.clone(),
         kind: f.kind.as_str().to_owned(),
         resource: f.resource.clone(),
+        rule: f.rule.clone(),
         changed_by: f.changed_by.clone(),
     }
 }
 
-/// The ids of an environment's open findings, suppressed ones aside.
+/// The ids of an environment's open findings a proposal covers: suppressed ones and posture
+/// findings aside.
 pub async fn open_ids(
     db: &impl ConnectionTrait,
     tenant_id: &str,
@@ -293,6 +313,7 @@ pub async fn open_ids(
         .filter(rows::Column::EnvironmentId.eq(environment_id))
         .filter(rows::Column::ResolvedAt.is_null())
         .filter(rows::Column::SuppressedBy.is_null())
+        .filter(rows::Column::Kind.ne(DriftKind::Posture.as_str()))
         .into_tuple()
         .all(db)
         .await?;
@@ -424,6 +445,7 @@ mod tests {
             resource: "deployment/api".into(),
             declared: Some(2.into()),
             observed: Some(3.into()),
+            rule: None,
             changed_by: None,
         }];
         let synced = sync(&db, "acme", "dev", Vec::new(), &found, &[], Utc::now())

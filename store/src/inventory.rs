@@ -7,6 +7,7 @@ use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::observation::ObservedWorkload;
+use runtime_cloud_models::posture::Violation;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     EntityTrait, QueryFilter, QuerySelect,
@@ -32,6 +33,8 @@ pub struct Inventory {
     pub stale: bool,
     /// Why the last observation failed, if it did.
     pub last_error: Option<String>,
+    /// The security posture rules the last observation found broken (`models::posture`).
+    pub posture: Vec<Violation>,
 }
 
 impl Inventory {
@@ -42,6 +45,7 @@ impl Inventory {
         };
         Ok(Self {
             workloads: at.json("workloads", &m.workloads)?,
+            posture: at.json("posture", &m.posture)?,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -184,6 +188,7 @@ mod tests {
             stale: Set(false),
             last_error: Set(None),
             compared_with: Set(None),
+            posture: Set(serde_json::json!([])),
             created_at: Set(now),
             updated_at: Set(now),
         }

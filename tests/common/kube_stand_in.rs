@@ -62,6 +62,8 @@ struct Cluster {
     /// Lists and watches over every namespace are forbidden (the observer bound per namespace
     /// only, without the watched cluster's ClusterRole).
     cluster_scope_forbidden: bool,
+    /// Kinds (plurals) the observer's role may not read.
+    forbidden_kinds: std::collections::BTreeSet<String>,
 }
 
 /// One write, as a watch tells it.
@@ -143,6 +145,11 @@ const KINDS: &[(&str, &str, &str)] = &[
     ("apis/apps/v1", "daemonsets", "DaemonSetList"),
     ("api/v1", "services", "ServiceList"),
     ("apis/networking.k8s.io/v1", "ingresses", "IngressList"),
+    (
+        "apis/networking.k8s.io/v1",
+        "networkpolicies",
+        "NetworkPolicyList",
+    ),
 ];
 
 impl KubeStandIn {
@@ -201,6 +208,7 @@ impl KubeStandIn {
             Some("DaemonSet") => "daemonsets",
             Some("Service") => "services",
             Some("Ingress") => "ingresses",
+            Some("NetworkPolicy") => "networkpolicies",
             other => panic!("the stand-in does not serve {other:?}"),
         };
         self.cluster().store(namespace, plural, object);
@@ -298,6 +306,16 @@ impl KubeStandIn {
     /// bound in each namespace only, or allows them again.
     pub fn forbid_cluster_scope(&self, forbidden: bool) {
         self.cluster().cluster_scope_forbidden = forbidden;
+    }
+
+    /// Forbids every request for `plural` (`true`), as a role without it does, or allows it
+    /// again.
+    pub fn forbid_kind(&self, plural: &str, forbidden: bool) {
+        let mut cluster = self.cluster();
+        match forbidden {
+            true => cluster.forbidden_kinds.insert(plural.to_owned()),
+            false => cluster.forbidden_kinds.remove(plural),
+        };
     }
 
     /// How many watches are being served now.
@@ -721,21 +739,22 @@ fn refused(cluster: &Cluster, headers: &HeaderMap, plural: &str, ns: &str) -> Op
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v == format!("Bearer {TOKEN}"));
-    match (authorized, cluster.refuse) {
-        (false, _) | (_, Some(401)) => Some(status(
+    if !authorized || cluster.refuse == Some(401) {
+        return Some(status(
             StatusCode::UNAUTHORIZED,
             "Unauthorized",
             "Unauthorized",
-        )),
-        (_, Some(_)) => Some(status(
+        ));
+    }
+    (cluster.refuse.is_some() || cluster.forbidden_kinds.contains(plural)).then(|| {
+        status(
             StatusCode::FORBIDDEN,
             "Forbidden",
             &format!(
                 "{plural} is forbidden: User \"system:serviceaccount:runtime-cloud:observer\" cannot list resource \"{plural}\" in API group \"\" in the namespace \"{ns}\""
             ),
-        )),
-        _ => None,
-    }
+        )
+    })
 }
 
 /// A list of `plural` in namespace `ns`, or in every namespace.

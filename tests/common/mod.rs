@@ -142,6 +142,10 @@ pub struct StackOptions {
     pub suffix: Option<String>,
     /// A read DB of the test's own (a PostgreSQL that takes only TLS), instead of `db`'s.
     pub database_url: Option<String>,
+    /// Kubernetes observations raise posture findings, as they do on the product's default.
+    /// Off otherwise: the other tests count findings, events and list calls exactly, and their
+    /// plain fixtures (images by tag, no limits) break a posture rule or three each.
+    pub posture_findings: bool,
 }
 
 impl StackOptions {
@@ -229,7 +233,13 @@ impl Stack {
             base_url: String::new(),
             worker: None,
             api: None,
-            extra_env: opts.env,
+            extra_env: match opts.posture_findings {
+                true => opts.env,
+                false => [("RUNTIME_CLOUD_POSTURE_FINDINGS".into(), "false".into())]
+                    .into_iter()
+                    .chain(opts.env)
+                    .collect(),
+            },
             postgres_via: opts.postgres_via,
             temporal: opts.temporal.unwrap_or_else(temporal_address),
             suffix: opts

@@ -246,6 +246,7 @@ mod tests {
                 observation: Observation::Observed {
                     workloads: Vec::new(),
                     resources: Vec::new(),
+                    posture: Vec::new(),
                     observed_at: Some(observed_at),
                 },
                 proposal_id: proposal_id.into(),

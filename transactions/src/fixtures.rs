@@ -23,6 +23,7 @@ pub(crate) async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalI
         observation: Observation::Observed {
             workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
             resources: Vec::new(),
+            posture: Vec::new(),
             observed_at: None,
         },
         proposal_id: "p1".into(),

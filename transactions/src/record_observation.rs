@@ -13,6 +13,7 @@ use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
+use runtime_cloud_models::posture::{self, Violation};
 use runtime_cloud_store::decode::{At, to_json};
 use runtime_cloud_store::entities::{
     observed_workloads as workload_rows, runtime_inventories as rows,
@@ -246,6 +247,7 @@ async fn record_known(
             current_release_id: Set(None),
             specification_version: Set(None),
             observed_at: Set(None),
+            posture: Set(serde_json::json!([])),
             created_at: Set(now),
             ..Default::default()
         },
@@ -282,10 +284,11 @@ async fn record_known(
         Observation::Observed {
             workloads,
             resources,
+            posture,
             ..
-        } => (workloads, resources),
+        } => (workloads, resources, posture),
     };
-    let (workloads, resources) = workloads;
+    let (workloads, resources, posture) = workloads;
 
     let previous: Vec<ObservedWorkload> = match &existing {
         Some(i) => At {
@@ -299,9 +302,11 @@ async fn record_known(
         spec.as_ref().map(|s| s.specification_id.as_str()),
         &rules,
         resources,
+        posture,
         now,
     );
     row.observed_at = Set(Some(read_at));
+    row.posture = Set(to_json(posture)?);
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
     let unchanged = existing
@@ -346,8 +351,8 @@ async fn record_known(
             }
         }
         // Compare with the declared specification, and take the runner's state's own drift;
-        // without a specification there is nothing to drift from.
-        let found = match &spec {
+        // without a specification there is nothing to drift from. Posture needs none.
+        let mut found = match &spec {
             Some(spec) => {
                 let mut found = compare(&spec.declaration.workloads, workloads);
                 found.extend(resource_findings(resources));
@@ -355,6 +360,7 @@ async fn record_known(
             }
             None => Vec::new(),
         };
+        found.extend(posture::findings(posture));
         (changed, Some(found))
     };
     let standing = Standing {
@@ -377,11 +383,13 @@ async fn record_known(
 }
 
 /// What a comparison compares against, besides the observed workloads: the specification, the
-/// drift rules active at `now` and the runner state's drift.
+/// drift rules active at `now`, the runner state's drift and the posture violations (a
+/// NetworkPolicy is none of the workloads' objects).
 fn comparison_key(
     specification_id: Option<&str>,
     rules: &[DriftRule],
     resources: &[DriftedResource],
+    posture: &[Violation],
     now: DateTime<Utc>,
 ) -> String {
     use sha2::{Digest, Sha256};
@@ -394,6 +402,10 @@ fn comparison_key(
     for r in resources {
         hash.update(b"\0resource:");
         hash.update(serde_json::to_string(r).unwrap_or_default().as_bytes());
+    }
+    for v in posture {
+        hash.update(b"\0posture:");
+        hash.update(serde_json::to_string(v).unwrap_or_default().as_bytes());
     }
     hex::encode(hash.finalize())
 }
@@ -461,6 +473,7 @@ mod tests {
             observation: Observation::Observed {
                 workloads,
                 resources: Vec::new(),
+                posture: Vec::new(),
                 observed_at: Some(Utc::now()),
             },
             proposal_id: proposal_id.into(),
@@ -759,6 +772,7 @@ mod tests {
                     workload: workload.into(),
                     field: None,
                     manager: None,
+                    rule: None,
                 },
                 owner: "platform".into(),
                 reason: "started by hand".into(),
@@ -1015,6 +1029,7 @@ mod tests {
                     workload: "*".into(),
                     field: Some("spec.replicas".into()),
                     manager: Some("horizontal-pod-autoscaler".into()),
+                    rule: None,
                 },
                 owner: "platform".into(),
                 reason: "the HPA scales api".into(),

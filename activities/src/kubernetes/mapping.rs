@@ -27,7 +27,9 @@ use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use runtime_cloud_models::observation::ObservedWorkload;
-use runtime_cloud_models::posture::{ContainerFacts, NamespaceFacts, PodFacts};
+use runtime_cloud_models::posture::{
+    ContainerFacts, NamespaceFacts, PodFacts, Violation, namespace_violations, workload_violations,
+};
 use runtime_cloud_models::specification::Refs;
 use std::collections::BTreeMap;
 
@@ -199,6 +201,54 @@ fn workload(
         image: pod.containers.first().and_then(|c| c.image.clone()),
         managed_by: None,
     }
+}
+
+/// The security posture rules the namespace's workloads (each as `{kind}/{name}`, as its
+/// findings name it) and its Services, Ingresses and `network_policies` break.
+pub fn posture(
+    namespace: &str,
+    objects: &Objects,
+    network_policies: Option<usize>,
+) -> Vec<Violation> {
+    let templates = objects
+        .deployments
+        .iter()
+        .map(|d| {
+            (
+                "deployment",
+                &d.metadata,
+                d.spec.as_ref().map(|s| &s.template),
+            )
+        })
+        .chain(objects.stateful_sets.iter().map(|s| {
+            (
+                "statefulset",
+                &s.metadata,
+                s.spec.as_ref().map(|s| &s.template),
+            )
+        }))
+        .chain(objects.daemon_sets.iter().map(|d| {
+            (
+                "daemonset",
+                &d.metadata,
+                d.spec.as_ref().map(|s| &s.template),
+            )
+        }));
+    let mut out = Vec::new();
+    for (kind, meta, template) in templates {
+        let (Some(name), Some(pod)) = (&meta.name, template.and_then(|t| t.spec.as_ref())) else {
+            continue;
+        };
+        out.extend(workload_violations(
+            &format!("{kind}/{name}"),
+            &pod_facts(pod),
+        ));
+    }
+    out.extend(namespace_violations(
+        namespace,
+        &namespace_facts(objects, network_policies),
+    ));
+    out
 }
 
 /// What the posture rules read of a pod template (`models::posture`): its containers' (init

@@ -38,7 +38,7 @@ struct CreateRule {
     owner: String,
     /// Why the difference is expected.
     reason: String,
-    /// When it stops suppressing; none: until removed.
+    /// When it stops suppressing; none: until removed (required for kind `posture`).
     expires_at: Option<DateTime<Utc>>,
 }
 
@@ -55,6 +55,7 @@ impl CreateRule {
         if self.reason.trim().is_empty() {
             problems.push("reason must say why the difference is expected".into());
         }
+        problems.extend(self.matcher.expiry_problem(self.expires_at));
         if let Some(at) = self.expires_at.filter(|at| *at <= Utc::now()) {
             problems.push(format!("expiresAt {at} is not in the future"));
         }

@@ -10,9 +10,12 @@ pub struct Model {
     pub finding_id: String,
     pub tenant_id: String,
     pub environment_id: String,
-    /// `version`, `replica`, `configuration`, `missing`, `unmanaged`, `secret-binding`.
+    /// `version`, `replica`, `configuration`, `missing`, `unmanaged`, `secret-binding`,
+    /// `posture`.
     pub kind: String,
     pub resource: String,
+    /// The posture rule a `posture` finding breaks; none for drift.
+    pub rule: Option<String>,
     pub declared: Option<Json>,
     pub observed: Option<Json>,
     pub detected_at: DateTimeUtc,

@@ -17,6 +17,8 @@ pub struct Model {
     pub workload: String,
     pub field: Option<String>,
     pub manager: Option<String>,
+    /// A posture rule id or pattern (kind `posture` only).
+    pub rule: Option<String>,
     pub owner: String,
     pub reason: String,
     pub expires_at: Option<DateTimeUtc>,

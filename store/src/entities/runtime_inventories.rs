@@ -20,6 +20,8 @@ pub struct Model {
     pub stale: bool,
     /// Why the last observation failed, if it did.
     pub last_error: Option<String>,
+    /// The posture violations the last observation found (`models::posture::Violation`s).
+    pub posture: Json,
     /// What the last comparison compared against (`observations::comparison_key`).
     pub compared_with: Option<String>,
     pub created_at: DateTimeUtc,

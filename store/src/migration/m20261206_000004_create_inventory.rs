@@ -32,6 +32,7 @@ enum RuntimeInventories {
     CreatedAt,
     UpdatedAt,
     ComparedWith,
+    Posture,
 }
 
 #[derive(DeriveIden)]
@@ -94,6 +95,8 @@ impl MigrationTrait for Migration {
                     .col(timestamp_with_time_zone(RuntimeInventories::CreatedAt))
                     .col(timestamp_with_time_zone(RuntimeInventories::UpdatedAt))
                     .col(string_null(RuntimeInventories::ComparedWith))
+                    // Empty for inventories written without posture (a bulk fixture).
+                    .col(json(RuntimeInventories::Posture).default(Expr::cust("'[]'")))
                     .to_owned(),
             )
             .await?;

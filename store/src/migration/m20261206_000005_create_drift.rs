@@ -1,7 +1,8 @@
 //! The drift aggregate:
 //! - `drift_findings`: differences between declared and observed state, with who changed the
 //!   field (`changed_by`, JSON: the `managedFields` entry that owns it) and the rule that
-//!   suppresses an open finding (`suppressed_by`).
+//!   suppresses an open finding (`suppressed_by`); and posture findings, with the posture
+//!   `rule` they break.
 //! - `drift_rules`: differences an operator expects, an environment's and (without an
 //!   environment) its tenant's defaults.
 
@@ -18,6 +19,7 @@ enum DriftFindings {
     EnvironmentId,
     Kind,
     Resource,
+    Rule,
     Declared,
     Observed,
     DetectedAt,
@@ -39,6 +41,7 @@ enum DriftRules {
     Workload,
     Field,
     Manager,
+    Rule,
     Owner,
     Reason,
     ExpiresAt,
@@ -58,6 +61,7 @@ impl MigrationTrait for Migration {
                     .col(string(DriftFindings::EnvironmentId))
                     .col(string(DriftFindings::Kind))
                     .col(string(DriftFindings::Resource))
+                    .col(string_null(DriftFindings::Rule))
                     .col(json_null(DriftFindings::Declared))
                     .col(json_null(DriftFindings::Observed))
                     .col(timestamp_with_time_zone(DriftFindings::DetectedAt))
@@ -83,18 +87,19 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        // At most one open finding per (environment, kind, resource). Two observations of one
+        // At most one open finding per (environment, kind, resource, posture rule). Two observations of one
         // environment at once (a sweep and an after-apply observation) are serialized by the
         // inventory row each one updates before it syncs findings (on PostgreSQL the second
         // waits for the first and then reads what it committed); this index makes the invariant
         // hold whatever the statement order: a second insert fails, the activity retries, and
-        // the retry sees the finding the first one raised. The same statement on SQLite and
-        // PostgreSQL.
+        // the retry sees the finding the first one raised. A drift finding has no rule, and
+        // NULLs are distinct in a unique index: hence the COALESCE. The same statement on SQLite
+        // and PostgreSQL.
         manager
             .get_connection()
             .execute_unprepared(
                 "CREATE UNIQUE INDEX ux_findings_open_resource \
-                 ON drift_findings (tenant_id, environment_id, kind, resource) \
+                 ON drift_findings (tenant_id, environment_id, kind, resource, COALESCE(rule, '')) \
                  WHERE resolved_at IS NULL",
             )
             .await?;
@@ -110,6 +115,7 @@ impl MigrationTrait for Migration {
                     .col(string(DriftRules::Workload))
                     .col(string_null(DriftRules::Field))
                     .col(string_null(DriftRules::Manager))
+                    .col(string_null(DriftRules::Rule))
                     .col(string(DriftRules::Owner))
                     .col(text(DriftRules::Reason))
                     .col(timestamp_with_time_zone_null(DriftRules::ExpiresAt))

@@ -1,0 +1,293 @@
+//! Security posture findings against the Kubernetes stand-in (`tests/common/kube_stand_in.rs`),
+//! on the product's default (posture findings on): a privileged container, an image by
+//! `:latest` and a LoadBalancer Service each raise a `posture` finding with its rule, announced
+//! and counted, never proposed; fixing the object resolves its finding at the next observation;
+//! a drift rule accepts one only for a time (it must expire, and it reopens when it does); a
+//! namespace without a NetworkPolicy is found, and one whose policies the observer may not list
+//! is not made up.
+
+use crate::common::kube_stand_in::KubeStandIn;
+use crate::common::{Api, Stack, StackOptions, text};
+use runtime_cloud_models::observation::FIELD_MANAGER;
+use serde_json::{Value, json};
+
+/// A Deployment that breaks no posture rule: image by digest, not root, memory limit and CPU
+/// request; `change` makes it break one.
+fn deployment(name: &str, change: impl FnOnce(&mut Value)) -> Value {
+    let mut d = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": name, "generation": 1, "labels": { "app": name } },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name, "app.kubernetes.io/version": "1.0.0" } },
+                "spec": {
+                    "securityContext": { "runAsNonRoot": true },
+                    "containers": [{
+                        "name": name,
+                        "image": format!("registry.example.com/shop/{name}@sha256:0a1b"),
+                        "resources": { "requests": { "cpu": "250m", "memory": "256Mi" },
+                                       "limits": { "memory": "256Mi" } }
+                    }]
+                }
+            }
+        },
+        "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                    "readyReplicas": 1, "availableReplicas": 1 }
+    });
+    change(&mut d["spec"]["template"]["spec"]);
+    d
+}
+
+fn service(name: &str, kind: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": name },
+            "spec": { "type": kind, "selector": { "app": name }, "ports": [{ "port": 80 }] } })
+}
+
+fn network_policy() -> Value {
+    json!({ "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": { "name": "default-deny" },
+            "spec": { "podSelector": {}, "policyTypes": ["Ingress"] } })
+}
+
+/// `agent` privileged, `web` by `:latest` behind a LoadBalancer, `api` hardened behind a
+/// ClusterIP Service, a NetworkPolicy; an environment `k8s` observing namespace `shop` with
+/// the three declared (so nothing drifts but the posture).
+async fn cluster_with_risks(stack: &Stack) -> (KubeStandIn, Api, tempfile::TempDir) {
+    let cluster = KubeStandIn::start().await;
+    let privileged = |pod: &mut Value| {
+        pod["containers"][0]["securityContext"] = json!({ "privileged": true });
+    };
+    let latest = |pod: &mut Value| {
+        pod["containers"][0]["image"] = json!("registry.example.com/shop/web:latest");
+    };
+    cluster.create("shop", deployment("agent", privileged), FIELD_MANAGER);
+    cluster.create("shop", deployment("web", latest), FIELD_MANAGER);
+    cluster.create("shop", deployment("api", |_| {}), FIELD_MANAGER);
+    cluster.put("shop", service("web", "LoadBalancer"));
+    cluster.put("shop", service("api", "ClusterIP"));
+    cluster.put("shop", network_policy());
+    let (dir, kubeconfig) = crate::kubernetes::kubeconfig(&cluster);
+    let api = stack.operator("acme");
+    let declared = |name: &str, version: &str| {
+        json!({ "name": name, "kind": "deployment", "version": version, "replicas": 1,
+                "configRefs": {}, "secretRefs": {} })
+    };
+    crate::kubernetes::observe_namespace(
+        &api,
+        "k8s",
+        &kubeconfig,
+        "shop",
+        vec![
+            declared("agent", "1.0.0"),
+            declared("web", "1.0.0"),
+            declared("api", "1.0.0"),
+        ],
+    )
+    .await;
+    (cluster, api, dir)
+}
+
+/// The stack on the product's defaults for posture, each observation asked for.
+async fn stack() -> Stack {
+    let mut opts = StackOptions::proposals_wait_for_a_decision();
+    opts.posture_findings = true;
+    opts.env
+        .push(("RUNTIME_CLOUD_KUBERNETES_WATCH".into(), "false".into()));
+    Stack::with(opts).await
+}
+
+/// (rule, resource) of each finding, sorted.
+fn rules(findings: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = findings
+        .iter()
+        .map(|f| (text(&f["rule"]), text(&f["resource"])))
+        .collect();
+    out.sort();
+    out
+}
+
+fn pair(rule: &str, resource: &str) -> (String, String) {
+    (rule.to_owned(), resource.to_owned())
+}
+
+#[tokio::test]
+async fn posture_risks_are_found_resolved_when_fixed_and_accepted_only_for_a_time() {
+    let stack = stack().await;
+    let (cluster, api, _kubeconfig) = cluster_with_risks(&stack).await;
+
+    let outcome = api.observe(&stack, "k8s").await;
+    assert_eq!(outcome["stale"], false, "{outcome}");
+    let open = api.drift("k8s", Some("open")).await;
+    assert!(open.iter().all(|f| f["kind"] == "posture"), "{open:?}");
+    assert_eq!(
+        rules(&open),
+        [
+            pair("mutable-image-tag", "deployment/web"),
+            pair("privileged-container", "deployment/agent"),
+            pair("public-endpoint", "service/web"),
+        ]
+    );
+    let privileged = open
+        .iter()
+        .find(|f| f["rule"] == "privileged-container")
+        .expect("privileged");
+    assert_eq!(
+        privileged["observed"]["details"],
+        json!(["container `agent` is privileged"])
+    );
+    // Six list calls: the five kinds and the NetworkPolicies.
+    let requests = cluster.requests();
+    assert_eq!(requests.len(), 6, "{requests:?}");
+    assert!(requests.iter().any(|r| r.contains("/networkpolicies")));
+    // Never proposed: there is nothing declared to apply.
+    assert_eq!(api.proposals("k8s").await, Vec::<Value>::new());
+    // Announced, with the rule, and counted.
+    let announced = stack.events("RuntimeDriftDetected").await;
+    let mut announced: Vec<(String, String)> = announced
+        .iter()
+        .map(|e| (text(&e["payload"]["rule"]), text(&e["payload"]["kind"])))
+        .collect();
+    announced.sort();
+    assert_eq!(
+        announced,
+        [
+            pair("mutable-image-tag", "posture"),
+            pair("privileged-container", "posture"),
+            pair("public-endpoint", "posture"),
+        ]
+    );
+    let metrics = stack.scrape().await;
+    let tenant = stack.tenant("acme");
+    let open_gauge =
+        format!(r#"connectsoft_factory_runtime_drift_open{{tenant="{tenant}",kind="posture"}} 3"#);
+    assert!(metrics.contains(&open_gauge), "{metrics}");
+    // Listed by kind too.
+    let by_kind = api
+        .get("/factory/environments/k8s/drift?kind=posture&state=open")
+        .await
+        .expect(200);
+    assert_eq!(by_kind["items"].as_array().map(Vec::len), Some(3));
+
+    // Nothing changed: nothing raised or resolved.
+    let again = api.observe(&stack, "k8s").await;
+    assert_eq!(
+        (&again["newFindings"], &again["resolvedFindings"]),
+        (&json!(0), &json!(0)),
+        "{again}"
+    );
+
+    // The agent is fixed: its finding resolves at the next observation, the others stand.
+    cluster.put("shop", deployment("agent", |_| {}));
+    let fixed = api.observe(&stack, "k8s").await;
+    assert_eq!(fixed["resolvedFindings"], 1, "{fixed}");
+    let resolved = api.drift("k8s", Some("resolved")).await;
+    assert_eq!(
+        rules(&resolved),
+        [pair("privileged-container", "deployment/agent")]
+    );
+    assert_eq!(resolved[0]["findingId"], privileged["findingId"]);
+
+    // Accepting a posture risk needs an expiry.
+    let forever = api
+        .post(
+            "/factory/environments/k8s/drift-rules",
+            json!({ "kind": "posture", "workload": "web", "rule": "mutable-image-tag",
+                    "owner": "team-shop", "reason": "pinned next sprint" }),
+        )
+        .await
+        .expect_problem(422);
+    assert!(text(&forever["detail"]).contains("expiresAt"), "{forever}");
+    let misplaced = api
+        .post(
+            "/factory/environments/k8s/drift-rules",
+            json!({ "kind": "replica", "workload": "web", "rule": "mutable-image-tag",
+                    "owner": "team-shop", "reason": "x" }),
+        )
+        .await
+        .expect_problem(422);
+    assert!(
+        text(&misplaced["detail"]).contains("posture"),
+        "{misplaced}"
+    );
+    // Long enough for an observation on a loaded machine.
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(15);
+    let rule = api
+        .post(
+            "/factory/environments/k8s/drift-rules",
+            json!({ "kind": "posture", "workload": "web", "rule": "mutable-*",
+                    "owner": "team-shop", "reason": "pinned next sprint",
+                    "expiresAt": expires_at }),
+        )
+        .await
+        .expect(201);
+    assert_eq!(rule["rule"], "mutable-*");
+    api.observe(&stack, "k8s").await;
+    let suppressed = api.drift("k8s", Some("suppressed")).await;
+    assert_eq!(
+        rules(&suppressed),
+        [pair("mutable-image-tag", "deployment/web")]
+    );
+    assert_eq!(suppressed[0]["suppressedBy"], rule["ruleId"]);
+    assert_eq!(
+        rules(&api.drift("k8s", Some("open")).await),
+        [pair("public-endpoint", "service/web")],
+        "the rule names one posture rule of one workload"
+    );
+    // The acceptance lapses (the clock passes its expiry; nothing else is awaited).
+    let left = (expires_at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(left + std::time::Duration::from_millis(50)).await;
+    api.observe(&stack, "k8s").await;
+    let open = api.drift("k8s", Some("open")).await;
+    let reopened = open
+        .iter()
+        .find(|f| f["rule"] == "mutable-image-tag")
+        .unwrap_or_else(|| panic!("reopened: {open:?}"));
+    assert_eq!(reopened["findingId"], suppressed[0]["findingId"]);
+
+    // The NetworkPolicy goes: the namespace is open to the whole cluster.
+    cluster.delete("shop", "networkpolicies", "default-deny");
+    api.observe(&stack, "k8s").await;
+    let open = api.drift("k8s", Some("open")).await;
+    assert!(
+        rules(&open).contains(&pair("no-network-policy", "namespace/shop")),
+        "{open:?}"
+    );
+    // An observer whose role may not list NetworkPolicies makes no finding up, and still
+    // observes.
+    cluster.forbid_kind("networkpolicies", true);
+    let forbidden = api.observe(&stack, "k8s").await;
+    assert_eq!(forbidden["stale"], false, "{forbidden}");
+    let open = api.drift("k8s", Some("open")).await;
+    assert!(
+        !rules(&open)
+            .iter()
+            .any(|(rule, _)| rule == "no-network-policy"),
+        "{open:?}"
+    );
+    assert_eq!(api.proposals("k8s").await, Vec::<Value>::new());
+}
+
+/// Turned off, observations raise no posture finding and make no extra list call; those open
+/// resolve.
+#[tokio::test]
+async fn posture_findings_turned_off_raise_nothing() {
+    let stack = Stack::with(StackOptions::with_env(
+        "RUNTIME_CLOUD_KUBERNETES_WATCH",
+        "false",
+    ))
+    .await;
+    let (cluster, api, _kubeconfig) = cluster_with_risks(&stack).await;
+    let outcome = api.observe(&stack, "k8s").await;
+    assert_eq!(
+        (&outcome["stale"], &outcome["newFindings"]),
+        (&json!(false), &json!(0)),
+        "{outcome}"
+    );
+    assert_eq!(api.drift("k8s", None).await, Vec::<Value>::new());
+    let requests = cluster.requests();
+    assert_eq!(requests.len(), 5, "{requests:?}");
+}
