@@ -147,6 +147,10 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
         config.kubernetes_calls_per_cluster.ceil() as usize,
         config.posture_findings,
     ));
+    let policy = policy(
+        config,
+        inventory.auto_accept_non_destructive_outside_production,
+    )?;
     Ok(WorkerDeps {
         client,
         db: db.clone(),
@@ -160,12 +164,11 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
             sandbox,
             kubernetes: kubernetes.clone(),
             pulumi: pulumi.clone(),
+            policy: policy.clone(),
+            posture: config.posture_findings,
         }),
         pulumi,
-        policy: policy(
-            config,
-            inventory.auto_accept_non_destructive_outside_production,
-        )?,
+        policy,
         artifacts,
         approvals: Arc::new(RecordedApprovals {
             db: db.clone(),

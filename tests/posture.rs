@@ -291,3 +291,77 @@ async fn posture_findings_turned_off_raise_nothing() {
     let requests = cluster.requests();
     assert_eq!(requests.len(), 5, "{requests:?}");
 }
+
+/// A Pulumi stack's resources are judged by the posture rules written in Rego (the default
+/// bundle's `public-bucket` here), on the Pulumi stand-in's `pulumi stack export`: raised by
+/// the observation after the apply, with the URN as its resource, resolved once a run makes the
+/// bucket private.
+#[tokio::test]
+async fn a_rego_posture_rule_fires_on_a_pulumi_stacks_resource_until_it_is_fixed() {
+    let stack = Stack::with(StackOptions {
+        env: vec![(
+            "RUNTIME_CLOUD_PULUMI_BINARY".into(),
+            crate::pulumi::stand_in(),
+        )],
+        posture_findings: true,
+        ..StackOptions::proposals_wait_for_a_decision()
+    })
+    .await;
+    let state = stack.data_dir.path().join("pulumi-state");
+    let api = stack.operator("acme");
+    let program = |acl: &str| {
+        json!({ "name": "shop", "runtime": "yaml",
+                "resources": { "docs": { "type": "aws:s3/bucket:Bucket",
+                                         "properties": { "acl": acl } } } })
+    };
+    let repo = crate::pulumi::Repository::new();
+    let public = repo.commit(&program("public-read"));
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "dev", "projectId": "shop", "class": "non-production",
+                "target": { "runner": { "kind": "pulumi", "stack": "acme/shop/dev",
+                                        "backendUrl": format!("file://{}", state.display()) } } }),
+    )
+    .await
+    .expect(201);
+    let declare = |commit: String| {
+        let api = &api;
+        let program_ref = repo.program_ref();
+        async move {
+            api.post(
+                "/factory/provisioning/specifications",
+                json!({ "environmentId": "dev", "kind": "environment", "programRef": program_ref,
+                        "programVersion": commit, "configRefs": {}, "secretRefs": {},
+                        "workloads": [] }),
+            )
+            .await
+            .expect(201);
+        }
+    };
+    // Nothing applied yet: no state, nothing judged.
+    declare(public).await;
+    api.observe(&stack, "dev").await;
+    assert_eq!(api.drift("dev", None).await, Vec::<Value>::new());
+
+    let id = api.plan_run("dev", "baseline").await;
+    api.wait_state(&id, "Applied").await;
+    api.observe(&stack, "dev").await;
+    let open = api.drift("dev", Some("open")).await;
+    let urn = "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs";
+    assert_eq!(rules(&open), [pair("public-bucket", urn)], "{open:?}");
+    assert_eq!(
+        open[0]["observed"]["details"],
+        json!(["acl `public-read`: anyone can read it"])
+    );
+    assert_eq!(api.proposals("dev").await, Vec::<Value>::new());
+
+    declare(repo.commit(&program("private"))).await;
+    let id = api.plan_run("dev", "promotion").await;
+    api.wait_state(&id, "Applied").await;
+    api.observe(&stack, "dev").await;
+    assert_eq!(api.drift("dev", Some("open")).await, Vec::<Value>::new());
+    assert_eq!(
+        rules(&api.drift("dev", Some("resolved")).await),
+        [pair("public-bucket", urn)]
+    );
+}

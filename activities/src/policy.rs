@@ -17,16 +17,52 @@ use crate::Error;
 use crate::ports::Policy;
 use chrono::Utc;
 use runtime_cloud_models::policy::{PolicyDecision, PolicyInput, ProposalPolicyInput, input_hash};
+use runtime_cloud_models::posture::{PostureInput, Violation};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 /// The bundle built into the worker.
-const DEFAULT_BUNDLE: &[(&str, &str)] = &[(
-    "embedded/runtime_cloud.rego",
-    include_str!("../policies/runtime_cloud.rego"),
-)];
+const DEFAULT_BUNDLE: &[(&str, &str)] = &[
+    (
+        "embedded/runtime_cloud.rego",
+        include_str!("../policies/runtime_cloud.rego"),
+    ),
+    (
+        "embedded/posture.rego",
+        include_str!("../policies/posture.rego"),
+    ),
+];
+
+/// The posture rules' result: a set of `{rule, resource, detail}`.
+const POSTURE_RULE: &str = "data.runtime_cloud.posture.violations";
+
+/// The violations of a `violations` result (a set, read as an array; undefined is none), each
+/// checked: a tenant's rule that yields something else is an error naming it, not a finding.
+fn violations(result: serde_json::Value) -> Result<Vec<Violation>, Error> {
+    let items = match result {
+        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Array(items) => items,
+        other => {
+            return Err(Error::PlanInvalid(format!(
+                "{POSTURE_RULE} must be a set of {{rule, resource, detail}}, not {other}"
+            )));
+        }
+    };
+    let mut out: Vec<Violation> = items
+        .into_iter()
+        .map(|v| {
+            serde_json::from_value(v.clone()).map_err(|e| {
+                Error::PlanInvalid(format!(
+                    "{POSTURE_RULE}: {v} is not a {{rule, resource, detail}}: {e}"
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    out.sort_by(|a, b| (&a.resource, &a.rule, &a.detail).cmp(&(&b.resource, &b.rule, &b.detail)));
+    Ok(out)
+}
 
 /// A parsed bundle: the engine with every policy added, and what identifies it.
 #[derive(Clone)]
@@ -235,6 +271,11 @@ impl Policy for RegoPolicy {
             decided_at: Utc::now(),
         })
     }
+
+    async fn posture(&self, input: &PostureInput) -> Result<Vec<Violation>, Error> {
+        let mut engine = with_input(self.current(), input)?;
+        violations(rule(&mut engine, POSTURE_RULE)?)
+    }
 }
 
 /// An external PolicyEngineService with OPA's REST data API.
@@ -274,6 +315,9 @@ struct OpaResult {
     /// A bundle revision, when the service reports one.
     #[serde(default)]
     revision: Option<String>,
+    /// The package `runtime_cloud.posture`'s document (its `violations`).
+    #[serde(default)]
+    posture: serde_json::Value,
 }
 
 #[async_trait::async_trait]
@@ -309,6 +353,11 @@ impl Policy for OpaPolicy {
             decided_at: Utc::now(),
         })
     }
+
+    async fn posture(&self, input: &PostureInput) -> Result<Vec<Violation>, Error> {
+        let result = self.ask(input).await?;
+        violations(result.posture["violations"].clone())
+    }
 }
 
 impl OpaPolicy {
@@ -337,6 +386,7 @@ impl OpaPolicy {
             allow: None,
             no_auto_accept: serde_json::Value::Null,
             revision: None,
+            posture: serde_json::Value::Null,
         }))
     }
 }
@@ -345,6 +395,7 @@ impl OpaPolicy {
 mod tests {
     use super::*;
     use runtime_cloud_models::EnvironmentClass;
+    use runtime_cloud_models::posture::StateResource;
 
     fn input(class: EnvironmentClass, replicas: u32, deletes: usize) -> PolicyInput {
         serde_json::from_value(serde_json::json!({
@@ -398,6 +449,97 @@ mod tests {
             mass.deny,
             ["the plan deletes 11 workloads at once (at most 10)"]
         );
+    }
+
+    fn resource(name: &str, kind: &str, inputs: serde_json::Value) -> StateResource {
+        StateResource {
+            urn: format!("urn:pulumi:dev::shop::{kind}::{name}"),
+            kind: kind.into(),
+            id: Some(format!("{name}-1234")),
+            outputs: inputs.clone(),
+            inputs,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_posture_rules_find_public_buckets_and_open_security_groups_and_a_tenant_adds_its_own()
+     {
+        let bucket = "aws:s3/bucket:Bucket";
+        let input = PostureInput {
+            tenant_id: "acme".into(),
+            environment_id: "dev".into(),
+            resources: vec![
+                resource("docs", bucket, serde_json::json!({ "acl": "public-read" })),
+                resource("logs", bucket, serde_json::json!({ "acl": "private" })),
+                resource("media", bucket, serde_json::json!({ "tags": {} })),
+                resource(
+                    "web",
+                    "aws:ec2/securityGroup:SecurityGroup",
+                    serde_json::json!({ "ingress": [
+                        { "fromPort": 443, "toPort": 443, "protocol": "tcp", "cidrBlocks": ["10.0.0.0/8"] },
+                        { "fromPort": 22, "toPort": 22, "protocol": "tcp", "cidrBlocks": ["0.0.0.0/0"] }
+                    ] }),
+                ),
+            ],
+        };
+        let found = RegoPolicy::new(true, None)
+            .unwrap()
+            .posture(&input)
+            .await
+            .unwrap();
+        let pairs: Vec<(&str, &str)> = found
+            .iter()
+            .map(|v| (v.rule.as_str(), v.detail.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (
+                    "open-security-group",
+                    "ingress from 0.0.0.0/0 to ports 22-22"
+                ),
+                ("public-bucket", "acl `public-read`: anyone can read it"),
+            ],
+            "by resource"
+        );
+        assert_eq!(found[1].resource, input.resources[0].urn);
+
+        // A tenant's own rule, in the policy directory: every bucket must be tagged.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tags.rego"),
+            "package runtime_cloud.posture\n\
+             violations contains v if {\n\
+               some r in input.resources\n\
+               r.type == \"aws:s3/bucket:Bucket\"\n\
+               not r.inputs.tags.team\n\
+               v := {\"rule\": \"untagged-bucket\", \"resource\": r.urn, \"detail\": \"no team tag\"}\n\
+             }\n",
+        )
+        .unwrap();
+        let with_own = RegoPolicy::new(true, Some(dir.path().to_owned()))
+            .unwrap()
+            .posture(&input)
+            .await
+            .unwrap();
+        let untagged: Vec<&str> = with_own
+            .iter()
+            .filter(|v| v.rule == "untagged-bucket")
+            .map(|v| v.resource.rsplit("::").next().unwrap_or_default())
+            .collect();
+        assert_eq!(untagged, ["docs", "logs", "media"]);
+        // A rule yielding something else is an error naming the rule, never a finding.
+        std::fs::write(
+            dir.path().join("tags.rego"),
+            "package runtime_cloud.posture\nviolations contains \"oops\" if { true }\n",
+        )
+        .unwrap();
+        let broken = RegoPolicy::new(true, Some(dir.path().to_owned()))
+            .unwrap()
+            .posture(&input)
+            .await
+            .unwrap_err();
+        assert!(broken.to_string().contains("violations"), "{broken}");
     }
 
     #[tokio::test]

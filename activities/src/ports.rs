@@ -4,7 +4,7 @@ use crate::Error;
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::observation::DriftedResource;
-use runtime_cloud_models::posture::Violation;
+use runtime_cloud_models::posture::{PostureInput, StateResource, Violation};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
 /// Where an environment runs.
@@ -120,9 +120,9 @@ pub trait Observer: Send + Sync + 'static {
 pub trait Refresher: Send + Sync + 'static {
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error>;
 
-    /// The Kubernetes workloads the runner's recorded state manages (Pulumi:
-    /// `pulumi stack export`): the observer's kind and `namespace/name` of each.
-    async fn managed(&self, _target: &Target) -> Result<Vec<(String, String)>, Error> {
+    /// The resources the runner's recorded state holds (Pulumi: `pulumi stack export`); none
+    /// before anything was applied.
+    async fn resources(&self, _target: &Target) -> Result<Vec<StateResource>, Error> {
         Ok(Vec::new())
     }
 }
@@ -148,6 +148,10 @@ pub trait Policy: Send + Sync + 'static {
         &self,
         input: &runtime_cloud_models::policy::ProposalPolicyInput,
     ) -> Result<runtime_cloud_models::policy::PolicyDecision, Error>;
+
+    /// The posture rules written as policy (package `runtime_cloud.posture`, rule
+    /// `violations`) that the resources of a runner's recorded state break.
+    async fn posture(&self, input: &PostureInput) -> Result<Vec<Violation>, Error>;
 }
 
 /// Verifies a run's claim on an approval and spends the approval on the run
@@ -277,13 +281,18 @@ impl Runner for TargetRunners {
     }
 }
 
-/// The Observer port, per environment: workloads from the observer its target names, and the
-/// drift of its runner's recorded state when the runner records one (a Pulumi stack).
+/// The Observer port, per environment: workloads (and their posture) from the observer its
+/// target names, and the drift of its runner's recorded state when the runner records one (a
+/// Pulumi stack), with the posture rules written as policy that its resources break.
 pub struct TargetObservers {
     pub db: sea_orm::DatabaseConnection,
     pub sandbox: std::sync::Arc<dyn Observer>,
     pub kubernetes: std::sync::Arc<dyn Observer>,
     pub pulumi: std::sync::Arc<dyn Refresher>,
+    /// Judges the recorded state's resources (`Policy::posture`).
+    pub policy: std::sync::Arc<dyn Policy>,
+    /// Whether posture findings are read (`RUNTIME_CLOUD_POSTURE_FINDINGS`).
+    pub posture: bool,
 }
 
 #[async_trait::async_trait]
@@ -292,9 +301,7 @@ impl Observer for TargetObservers {
         &self,
         target: &Target,
     ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
-        let of = target_of(&self.db, target).await?;
-        let workloads = self.observer(&of).observe(target).await?;
-        self.marked_managed(&of, target, workloads).await
+        Ok(self.read(target).await?.workloads)
     }
 
     async fn drifted(&self, target: &Target) -> Result<Vec<DriftedResource>, Error> {
@@ -305,12 +312,13 @@ impl Observer for TargetObservers {
     /// The environment's target read once for all (a sweep reads thousands).
     async fn read(&self, target: &Target) -> Result<Observed, Error> {
         let of = target_of(&self.db, target).await?;
-        let read = self.observer(&of).read(target).await?;
-        Ok(Observed {
-            workloads: self.marked_managed(&of, target, read.workloads).await?,
-            resources: self.drifted_in(&of, target).await?,
-            posture: read.posture,
-        })
+        let mut read = self.observer(&of).read(target).await?;
+        let state = self.recorded_state(&of, target).await?;
+        mark_managed(&of, &state, &mut read.workloads);
+        read.resources = self.drifted_in(&of, target).await?;
+        read.posture
+            .extend(self.state_posture(target, state).await?);
+        Ok(read)
     }
 }
 
@@ -324,27 +332,44 @@ impl TargetObservers {
         }
     }
 
-    /// `workloads` of a Kubernetes namespace with those the environment's Pulumi stack
-    /// manages marked so: they are the program's, declared in the specification or not.
-    async fn marked_managed(
+    /// The resources of the runner's recorded state, when an observation needs them: to mark
+    /// the Kubernetes workloads the stack manages, and for the posture rules. None for a
+    /// runner that records no state.
+    async fn recorded_state(
         &self,
         of: &runtime_cloud_models::targets::Target,
         target: &Target,
-        mut workloads: Vec<runtime_cloud_models::observation::ObservedWorkload>,
-    ) -> Result<Vec<runtime_cloud_models::observation::ObservedWorkload>, Error> {
+    ) -> Result<Vec<StateResource>, Error> {
         use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
-        let (RunnerTarget::Pulumi(_), ObserverTarget::Kubernetes(k)) = (&of.runner, &of.observer)
-        else {
-            return Ok(workloads);
-        };
-        let managed = self.pulumi.managed(target).await?;
-        for w in &mut workloads {
-            let id = (w.kind.clone(), format!("{}/{}", k.namespace, w.name));
-            if managed.contains(&id) {
-                w.managed_by = Some("pulumi".into());
+        let kubernetes = matches!(of.observer, ObserverTarget::Kubernetes(_));
+        match of.runner {
+            RunnerTarget::Pulumi(_) if kubernetes || self.posture => {
+                self.pulumi.resources(target).await
             }
+            _ => Ok(Vec::new()),
         }
-        Ok(workloads)
+    }
+
+    /// The posture rules written as policy that the recorded state's `resources` break;
+    /// evaluating them failing leaves the environment stale with the reason (nothing raised
+    /// or resolved), as an unreadable target does.
+    async fn state_posture(
+        &self,
+        target: &Target,
+        resources: Vec<StateResource>,
+    ) -> Result<Vec<Violation>, Error> {
+        if !self.posture || resources.is_empty() {
+            return Ok(Vec::new());
+        }
+        let input = PostureInput {
+            tenant_id: target.tenant_id.clone(),
+            environment_id: target.environment_id.clone(),
+            resources,
+        };
+        self.policy
+            .posture(&input)
+            .await
+            .map_err(|e| Error::Unreachable(format!("the posture policies: {e}")))
     }
 
     /// The drift of the runner's recorded state, for the environment's target `of`.
@@ -364,6 +389,28 @@ impl TargetObservers {
             drifted.retain(|r| !r.kind.starts_with("kubernetes:"));
         }
         Ok(drifted)
+    }
+}
+
+/// Marks the `workloads` of a Kubernetes namespace that the environment's Pulumi stack
+/// manages (its recorded `state` holds them): they are the program's, declared in the
+/// specification or not.
+fn mark_managed(
+    of: &runtime_cloud_models::targets::Target,
+    state: &[StateResource],
+    workloads: &mut [runtime_cloud_models::observation::ObservedWorkload],
+) {
+    use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
+    let (RunnerTarget::Pulumi(_), ObserverTarget::Kubernetes(k)) = (&of.runner, &of.observer)
+    else {
+        return;
+    };
+    let managed = crate::pulumi::managed_workloads(state);
+    for w in workloads {
+        let id = (w.kind.clone(), format!("{}/{}", k.namespace, w.name));
+        if managed.contains(&id) {
+            w.managed_by = Some("pulumi".into());
+        }
     }
 }
 

@@ -22,8 +22,10 @@
 //!   receipt instead of applying again.
 
 mod adoption;
+mod state;
 
-pub use adoption::{GeneratedAdoption, managed_workloads};
+pub use adoption::GeneratedAdoption;
+pub use state::{managed_workloads, state_resources};
 
 use crate::Error;
 use crate::ports::Artifacts;
@@ -35,6 +37,7 @@ use runtime_cloud_models::artifacts;
 use runtime_cloud_models::capacity::ProcessLimits;
 use runtime_cloud_models::observation::{DriftedResource, ResourceChange};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
+use runtime_cloud_models::posture::StateResource;
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 use serde::Deserialize;
@@ -838,8 +841,8 @@ impl crate::ports::Refresher for Pulumi {
         Ok(digest.drifted())
     }
 
-    async fn managed(&self, target: &Target) -> Result<Vec<(String, String)>, Error> {
-        Pulumi::managed(self, target).await
+    async fn resources(&self, target: &Target) -> Result<Vec<StateResource>, Error> {
+        Pulumi::resources(self, target).await
     }
 }
 

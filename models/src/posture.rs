@@ -83,6 +83,35 @@ pub struct NamespaceFacts {
     pub network_policies: Option<usize>,
 }
 
+/// One resource of a runner's recorded state (a Pulumi stack's, from `pulumi stack export`),
+/// as the posture rules written in Rego read it: `input.resources[_]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateResource {
+    pub urn: String,
+    /// `aws:s3/bucket:Bucket`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What the program set.
+    #[serde(default)]
+    pub inputs: serde_json::Value,
+    /// What the provider reported back.
+    #[serde(default)]
+    pub outputs: serde_json::Value,
+}
+
+/// The `input` of the posture rules written in Rego (package `runtime_cloud.posture`, rule
+/// `violations`: a set of `{rule, resource, detail}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PostureInput {
+    pub tenant_id: String,
+    pub environment_id: String,
+    pub resources: Vec<StateResource>,
+}
+
 /// One rule a resource breaks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]

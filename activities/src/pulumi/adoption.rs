@@ -16,9 +16,7 @@ use super::{CliStack, Pulumi};
 use crate::Error;
 use crate::ports::Target;
 use runtime_cloud_models::SpecificationSnapshot;
-use runtime_cloud_models::program_adoption::{
-    ImportedResource, imports, merge, observed_kind, yaml_resources,
-};
+use runtime_cloud_models::program_adoption::{ImportedResource, imports, merge, yaml_resources};
 use runtime_cloud_models::targets::PulumiStack;
 use std::path::Path;
 
@@ -31,47 +29,7 @@ pub struct GeneratedAdoption {
     pub program: String,
 }
 
-/// The Kubernetes workloads of a `pulumi stack export`: (the observer's kind, `namespace/name`).
-pub fn managed_workloads(export: &serde_json::Value) -> Vec<(String, String)> {
-    export["deployment"]["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| {
-            let kind = observed_kind(r["type"].as_str()?)?;
-            let id = r["id"].as_str()?;
-            // A namespaced object's ID is `namespace/name`; one whose program set no
-            // namespace has its name alone (the provider's `fqName`), and lives where its
-            // outputs say (the provider's namespace, else `default`).
-            let id = if id.contains('/') {
-                id.to_owned()
-            } else {
-                let ns = r["outputs"]["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("default");
-                format!("{ns}/{id}")
-            };
-            Some((kind.to_owned(), id))
-        })
-        .collect()
-}
-
 impl Pulumi {
-    /// The Kubernetes workloads the environment's stack manages; none before anything was
-    /// applied to it. Read at every observation: the observation after an apply is read before
-    /// the run's end is recorded, so no record of the runs can say the state is unchanged.
-    pub async fn managed(&self, target: &Target) -> Result<Vec<(String, String)>, Error> {
-        let Some(export) = self
-            .read_applied_state(target, &["stack", "export"])
-            .await?
-        else {
-            return Ok(Vec::new());
-        };
-        let export: serde_json::Value = serde_json::from_str(&export)
-            .map_err(|e| Error::Unreachable(format!("reading pulumi stack export: {e}")))?;
-        Ok(managed_workloads(&export))
-    }
-
     /// The program change that would manage the workloads of `findings` (`deployment/batch`)
     /// in `namespace`: refused when the stack manages one already, or the program is not
     /// Pulumi YAML; see the module's documentation.
@@ -322,33 +280,4 @@ async fn write(path: &Path, text: &str) -> Result<(), Error> {
     tokio::fs::write(path, text)
         .await
         .map_err(|e| Error::Unreachable(format!("writing {}: {e}", path.display())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_stacks_kubernetes_workloads_are_read_from_its_export() {
-        let export = serde_json::json!({ "version": 3, "deployment": { "resources": [
-            { "urn": "urn:pulumi:k8s::shop::pulumi:pulumi:Stack::shop-k8s", "type": "pulumi:pulumi:Stack" },
-            { "urn": "urn:pulumi:k8s::shop::kubernetes:apps/v1:Deployment::api", "custom": true,
-              "id": "shop/api", "type": "kubernetes:apps/v1:Deployment" },
-            { "urn": "urn:pulumi:k8s::shop::kubernetes:apps/v1:StatefulSet::db", "custom": true,
-              "id": "db", "type": "kubernetes:apps/v1:StatefulSet" },
-            { "urn": "urn:pulumi:k8s::shop::kubernetes:apps/v1:DaemonSet::logs", "custom": true,
-              "id": "logs", "type": "kubernetes:apps/v1:DaemonSet",
-              "outputs": { "metadata": { "name": "logs", "namespace": "ops" } } },
-            { "urn": "urn:pulumi:k8s::shop::kubernetes:core/v1:Service::api", "custom": true,
-              "id": "shop/api", "type": "kubernetes:core/v1:Service" },
-        ] } });
-        assert_eq!(
-            managed_workloads(&export),
-            [
-                ("deployment".to_owned(), "shop/api".to_owned()),
-                ("statefulset".to_owned(), "default/db".to_owned()),
-                ("daemonset".to_owned(), "ops/logs".to_owned())
-            ]
-        );
-    }
 }
