@@ -666,6 +666,7 @@ fn observed_now(
             workloads,
             resources: Vec::new(),
             posture: Vec::new(),
+            resource_types: Default::default(),
             observed_at: Some(chrono::Utc::now()),
         },
         proposal_id: uuid::Uuid::now_v7().to_string(),

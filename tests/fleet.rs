@@ -89,7 +89,7 @@ async fn the_fleet_summary_counts_what_observation_shows_exactly() {
         json!({ "operatedProducts": 2,
                 "instancesByClass": { "non-production": 3, "production": 1 },
                 "staleInstances": 2, "openDrift": 1, "openIncidents": 1, "activeRollouts": 0,
-                "offboardedInstances": 0 })
+                "offboardedInstances": 0, "hourlyCost": null })
     );
 
     let instances = api.get("/fleet/instances?productId=shop").await.expect(200);

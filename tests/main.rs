@@ -11,6 +11,7 @@ mod capacity;
 mod cli;
 mod compose;
 mod console;
+mod costs;
 mod dev;
 mod drift;
 mod events;

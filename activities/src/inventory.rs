@@ -58,6 +58,7 @@ impl InventoryActivitiesImpl {
                 workloads: read.workloads,
                 resources: read.resources,
                 posture: read.posture,
+                resource_types: read.resource_types,
                 observed_at: Some(chrono::Utc::now()),
             }),
             Err(e @ Error::Unreachable(_)) => Ok(Observation::Unreachable {
@@ -203,6 +204,7 @@ impl InventoryActivitiesImpl {
                         workloads: last.workloads,
                         resources: Vec::new(),
                         posture: last.posture,
+                        resource_types: last.resource_types,
                         observed_at: Some(now),
                     },
                     None => self.read_target_with_retries(&target).await,

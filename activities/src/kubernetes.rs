@@ -277,8 +277,8 @@ impl Observer for Kubernetes {
         };
         Ok(Observed {
             workloads: mapping::workloads(name, &objects),
-            resources: Vec::new(),
             posture,
+            ..Observed::default()
         })
     }
 }

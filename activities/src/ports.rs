@@ -86,6 +86,8 @@ pub struct Observed {
     pub workloads: Vec<runtime_cloud_models::observation::ObservedWorkload>,
     pub resources: Vec<DriftedResource>,
     pub posture: Vec<Violation>,
+    /// The runner state's resources by type, and how many of each.
+    pub resource_types: std::collections::BTreeMap<String, u32>,
 }
 
 /// Reads what an environment actually runs (sandbox; later Kubernetes).
@@ -109,7 +111,7 @@ pub trait Observer: Send + Sync + 'static {
         Ok(Observed {
             workloads: self.observe(target).await?,
             resources: self.drifted(target).await?,
-            posture: Vec::new(),
+            ..Observed::default()
         })
     }
 }
@@ -315,6 +317,9 @@ impl Observer for TargetObservers {
         let mut read = self.observer(&of).read(target).await?;
         let state = self.recorded_state(&of, target).await?;
         mark_managed(&of, &state, &mut read.workloads);
+        for r in &state {
+            *read.resource_types.entry(r.kind.clone()).or_default() += 1;
+        }
         read.resources = self.drifted_in(&of, target).await?;
         read.posture
             .extend(self.state_posture(target, state).await?);
@@ -332,21 +337,18 @@ impl TargetObservers {
         }
     }
 
-    /// The resources of the runner's recorded state, when an observation needs them: to mark
-    /// the Kubernetes workloads the stack manages, and for the posture rules. None for a
-    /// runner that records no state.
+    /// The resources of the runner's recorded state: to mark the Kubernetes workloads the
+    /// stack manages, for the posture rules, and for cost by type. None for a runner that
+    /// records no state.
     async fn recorded_state(
         &self,
         of: &runtime_cloud_models::targets::Target,
         target: &Target,
     ) -> Result<Vec<StateResource>, Error> {
         use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
-        let kubernetes = matches!(of.observer, ObserverTarget::Kubernetes(_));
         match of.runner {
-            RunnerTarget::Pulumi(_) if kubernetes || self.posture => {
-                self.pulumi.resources(target).await
-            }
-            _ => Ok(Vec::new()),
+            RunnerTarget::Pulumi(_) => self.pulumi.resources(target).await,
+            RunnerTarget::Sandbox => Ok(Vec::new()),
         }
     }
 

@@ -63,6 +63,18 @@ pub struct FleetSummary {
     /// the first observation).
     #[serde(default)]
     pub observation_age: Option<crate::observation::ObservationAge>,
+    /// What the tenant's observed environments cost an hour at its prices (`null` without a
+    /// price table: `GET /fleet/costs` says why).
+    #[serde(default)]
+    pub hourly_cost: Option<HourlyCost>,
+}
+
+/// An hourly cost in a currency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HourlyCost {
+    pub currency: String,
+    pub hourly: f64,
 }
 
 #[cfg(test)]

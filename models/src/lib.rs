@@ -38,6 +38,7 @@ pub mod adoption;
 pub mod approvals;
 pub mod artifacts;
 pub mod capacity;
+pub mod cost;
 pub mod drift;
 pub mod drift_rules;
 pub mod environments;

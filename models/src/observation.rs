@@ -35,6 +35,10 @@ pub struct ObservedWorkload {
     /// manages is not unmanaged, declared in the specification or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
+    /// What one replica requests (Kubernetes: its containers' `resources.requests`), which
+    /// cost prices (`models::cost`); none where the target says nothing of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<crate::cost::Requests>,
 }
 
 /// The product's own field manager: Kubernetes objects it writes carry it in `managedFields`,
@@ -94,6 +98,15 @@ impl FieldOwners {
 }
 
 impl ObservedWorkload {
+    /// What cost counts of it: its desired replicas and what each requests.
+    pub fn usage(&self) -> crate::cost::WorkloadUsage {
+        crate::cost::WorkloadUsage {
+            name: self.name.clone(),
+            replicas: self.replicas_desired,
+            requests: self.requests,
+        }
+    }
+
     /// What a target running `w` exactly as declared reports: every replica ready, serving at
     /// `endpoints`, healthy (unavailable when it runs no replica).
     pub fn as_declared(w: &crate::specification::Workload, endpoints: Vec<String>) -> Self {
@@ -116,6 +129,7 @@ impl ObservedWorkload {
             managed_by: None,
             source_version: None,
             image: None,
+            requests: None,
         }
     }
 }
@@ -159,6 +173,10 @@ pub enum Observation {
         /// target's observer reads no such facts, or posture findings are turned off.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         posture: Vec<crate::posture::Violation>,
+        /// The runner state's resources by type, and how many of each (what cost prices by
+        /// type); none for a runner that records no state.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        resource_types: std::collections::BTreeMap<String, u32>,
         /// When the target was read: an observation recorded later than `StalenessMinutes`
         /// after it (a retried record, a worker that was down) is never auto-accepted.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,11 +7,12 @@ use crate::entities::{drift_findings, environments as env_rows, runtime_inventor
 use crate::{Error, Page, environments::Environment};
 use chrono::{DateTime, Utc};
 use runtime_cloud_models::EnvironmentClass;
+use runtime_cloud_models::cost::Cost;
 use runtime_cloud_models::environments::{Labels, selects};
 use runtime_cloud_models::lifetime::EnvironmentState;
 use runtime_cloud_models::observation::ObservedWorkload;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One instance and what its last observation shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +27,21 @@ pub struct Observed {
     pub workloads: Vec<ObservedWorkload>,
     /// Open findings, suppressed ones aside.
     pub open_drift: u64,
+    /// What it costs an hour as last priced; none without a price table or an observation.
+    pub cost: Option<Cost>,
+}
+
+/// The hourly costs of the instances a filter selects, summed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CostTotals {
+    /// Every priced instance's.
+    pub hourly: f64,
+    /// Instances priced, and not (never observed, or observed before a price table).
+    pub priced: u64,
+    pub unpriced: u64,
+    pub by_product: BTreeMap<String, f64>,
+    /// By customer tenant, for the instances that name one.
+    pub by_customer_tenant: BTreeMap<String, f64>,
 }
 
 /// Which instances a page of the fleet holds: a product, a class, labels (every pair must
@@ -35,6 +51,8 @@ pub struct InstanceFilter {
     pub project_id: Option<String>,
     pub class: Option<EnvironmentClass>,
     pub labels: Labels,
+    /// The customer tenant inside the product.
+    pub customer_tenant_id: Option<String>,
 }
 
 /// Environments read at a time while a label selector skips some.
@@ -90,6 +108,9 @@ pub async fn page(
         }
         if let Some(class) = filter.class {
             select = select.filter(env_rows::Column::Class.eq(class.as_str()));
+        }
+        if let Some(customer) = &filter.customer_tenant_id {
+            select = select.filter(env_rows::Column::CustomerTenantId.eq(customer.as_str()));
         }
         let rows = batch
             .ascending(select, env_rows::Column::EnvironmentId)
@@ -181,7 +202,13 @@ async fn observe(
                 .json("workloads", &i.workloads)?,
                 None => Vec::new(),
             };
+            let at = crate::decode::At {
+                table: "runtime_inventories",
+                row: &id,
+            };
+            let cost = inventory.and_then(|i| i.cost.as_ref());
             Ok(Observed {
+                cost: cost.map(|c| at.json("cost", c)).transpose()?,
                 release_id: inventory.and_then(|i| i.current_release_id.clone()),
                 specification_version: inventory.and_then(|i| i.specification_version),
                 observed_at: inventory.and_then(|i| i.observed_at),
@@ -192,6 +219,97 @@ async fn observe(
             })
         })
         .collect()
+}
+
+/// The hourly costs of the tenant's active instances that `filter` selects, summed by product and customer tenant: two reads of narrow columns, whatever the
+/// fleet's size (no workload is read).
+pub async fn cost_totals(
+    db: &impl ConnectionTrait,
+    tenant_id: &str,
+    filter: &InstanceFilter,
+) -> Result<CostTotals, Error> {
+    let mut envs = env_rows::Entity::find()
+        .filter(env_rows::Column::TenantId.eq(tenant_id))
+        .filter(env_rows::Column::State.eq(EnvironmentState::Active.as_str()));
+    if let Some(project) = &filter.project_id {
+        envs = envs.filter(env_rows::Column::ProjectId.eq(project.as_str()));
+    }
+    if let Some(class) = filter.class {
+        envs = envs.filter(env_rows::Column::Class.eq(class.as_str()));
+    }
+    if let Some(customer) = &filter.customer_tenant_id {
+        envs = envs.filter(env_rows::Column::CustomerTenantId.eq(customer.as_str()));
+    }
+    let envs = envs.all(db).await?;
+    let hourly: Vec<(String, Option<f64>)> = inv::Entity::find()
+        .select_only()
+        .column(inv::Column::EnvironmentId)
+        .column(inv::Column::HourlyCost)
+        .filter(inv::Column::TenantId.eq(tenant_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let hourly: HashMap<String, Option<f64>> = hourly.into_iter().collect();
+    let mut totals = CostTotals::default();
+    for row in envs {
+        let env = Environment::read(row)?;
+        if !selects(&filter.labels, &env.labels) {
+            continue;
+        }
+        let Some(cost) = hourly.get(&env.environment_id).copied().flatten() else {
+            totals.unpriced += 1;
+            continue;
+        };
+        totals.priced += 1;
+        totals.hourly += cost;
+        *totals.by_product.entry(env.project_id).or_default() += cost;
+        if let Some(customer) = env.customer_tenant_id {
+            *totals.by_customer_tenant.entry(customer).or_default() += cost;
+        }
+    }
+    let round = runtime_cloud_models::cost::round;
+    totals.hourly = round(totals.hourly);
+    totals.by_product.values_mut().for_each(|v| *v = round(*v));
+    totals
+        .by_customer_tenant
+        .values_mut()
+        .for_each(|v| *v = round(*v));
+    Ok(totals)
+}
+
+/// The tenant's hourly cost as last priced, summed in the database (its summary).
+pub async fn hourly_cost(db: &impl ConnectionTrait, tenant_id: &str) -> Result<f64, Error> {
+    let sum: Option<Option<f64>> = inv::Entity::find()
+        .select_only()
+        .column_as(inv::Column::HourlyCost.sum(), "hourly")
+        .filter(inv::Column::TenantId.eq(tenant_id))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(runtime_cloud_models::cost::round(
+        sum.flatten().unwrap_or(0.0),
+    ))
+}
+
+/// Every tenant's hourly cost by project (the metrics' gauge), summed in the database.
+pub async fn hourly_cost_by_project(
+    db: &impl ConnectionTrait,
+) -> Result<Vec<(String, String, f64)>, Error> {
+    let rows: Vec<(String, String, Option<f64>)> = inv::Entity::find()
+        .select_only()
+        .column(inv::Column::TenantId)
+        .column(inv::Column::ProjectId)
+        .column_as(inv::Column::HourlyCost.sum(), "hourly")
+        .filter(inv::Column::HourlyCost.is_not_null())
+        .group_by(inv::Column::TenantId)
+        .group_by(inv::Column::ProjectId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(t, p, h)| (t, p, runtime_cloud_models::cost::round(h.unwrap_or(0.0))))
+        .collect())
 }
 
 /// A page of the tenant's products (its projects that have environments), by id.

@@ -5,6 +5,7 @@ use crate::decode::At;
 use crate::entities::runtime_inventories as rows;
 use crate::{Error, outbox};
 use chrono::{DateTime, Utc};
+use runtime_cloud_models::cost::Cost;
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::posture::Violation;
@@ -12,11 +13,12 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     EntityTrait, QueryFilter, QuerySelect,
 };
+use std::collections::BTreeMap;
 
 const TABLE: &str = "runtime_inventories";
 
 /// The observed state of one environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Inventory {
     pub id: String,
     pub tenant_id: String,
@@ -35,6 +37,11 @@ pub struct Inventory {
     pub last_error: Option<String>,
     /// The security posture rules the last observation found broken (`models::posture`).
     pub posture: Vec<Violation>,
+    /// The runner state's resources by type, as the last observation counted them.
+    pub resource_types: BTreeMap<String, u32>,
+    /// What it costs an hour, priced when it was last observed (or its tenant's prices last
+    /// changed); none without a price table.
+    pub cost: Option<Cost>,
 }
 
 impl Inventory {
@@ -46,6 +53,8 @@ impl Inventory {
         Ok(Self {
             workloads: at.json("workloads", &m.workloads)?,
             posture: at.json("posture", &m.posture)?,
+            resource_types: at.json("resource_types", &m.resource_types)?,
+            cost: m.cost.as_ref().map(|c| at.json("cost", c)).transpose()?,
             id: m.id,
             tenant_id: m.tenant_id,
             environment_id: m.environment_id,
@@ -189,6 +198,9 @@ mod tests {
             last_error: Set(None),
             compared_with: Set(None),
             posture: Set(serde_json::json!([])),
+            resource_types: Set(serde_json::json!({})),
+            cost: Set(None),
+            hourly_cost: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         }

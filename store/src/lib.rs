@@ -68,6 +68,7 @@ pub mod migration;
 pub mod offboarding;
 pub mod outbox;
 pub mod page;
+pub mod prices;
 pub mod proposals;
 pub mod quarantines;
 pub mod rollouts;

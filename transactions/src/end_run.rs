@@ -247,6 +247,7 @@ mod tests {
                     workloads: Vec::new(),
                     resources: Vec::new(),
                     posture: Vec::new(),
+                    resource_types: Default::default(),
                     observed_at: Some(observed_at),
                 },
                 proposal_id: proposal_id.into(),

@@ -24,6 +24,7 @@ pub(crate) async fn adoptable(db: &DatabaseConnection, extra: &str) -> ProposalI
             workloads: vec![observed(&api), observed(&workload(extra, "0.1", 1))],
             resources: Vec::new(),
             posture: Vec::new(),
+            resource_types: Default::default(),
             observed_at: None,
         },
         proposal_id: "p1".into(),

@@ -17,6 +17,7 @@
 //!   nothing was ever declared for it).
 //! - [`prepare_offboarding_decommission`]: an off-boarding order's decommission run, recorded
 //!   with the order `decommissioning`, only once its archive is verified.
+//! - [`set_prices`]: a tenant's prices, and every one of its inventories priced again.
 //! - [`take_lease`]: a run's lease on its project's quota and its capacity slot; with the
 //!   environment's lock when the run takes its turn.
 
@@ -27,6 +28,7 @@ pub mod prepare_offboarding_decommission;
 pub mod prepare_proposal_run;
 pub mod raise_findings;
 pub mod record_observation;
+pub mod set_prices;
 pub mod take_lease;
 
 #[cfg(test)]
@@ -40,3 +42,4 @@ pub use raise_findings::raise_for_replan;
 pub use record_observation::{
     batches_at_once, record_observation, record_observation_in, record_observations,
 };
+pub use set_prices::set_prices;

@@ -7,6 +7,7 @@ mod known;
 use crate::raise_findings::{Standing, raise_findings};
 use chrono::{DateTime, Utc};
 use known::Known;
+use runtime_cloud_models::cost::{self, Cost, PriceTable, Usage};
 use runtime_cloud_models::drift::{compare, resource_findings};
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::events::ObservedStateChanged;
@@ -18,12 +19,14 @@ use runtime_cloud_store::decode::{At, to_json};
 use runtime_cloud_store::entities::{
     observed_workloads as workload_rows, runtime_inventories as rows,
 };
+use runtime_cloud_store::environments::Environment;
 use runtime_cloud_store::proposals::{self, Acceptance};
 use runtime_cloud_store::{Error, outbox};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
     EntityTrait, QueryFilter,
 };
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 const TABLE: &str = "runtime_inventories";
@@ -211,6 +214,7 @@ async fn record_known(
         recorded,
         active,
         untold: _,
+        prices,
     } = known;
     let Some(env) = env else {
         // The environment was removed since the observation started: nothing to record.
@@ -248,6 +252,7 @@ async fn record_known(
             specification_version: Set(None),
             observed_at: Set(None),
             posture: Set(serde_json::json!([])),
+            resource_types: Set(serde_json::json!({})),
             created_at: Set(now),
             ..Default::default()
         },
@@ -285,10 +290,11 @@ async fn record_known(
             workloads,
             resources,
             posture,
+            resource_types,
             ..
-        } => (workloads, resources, posture),
+        } => (workloads, resources, posture, resource_types),
     };
-    let (workloads, resources, posture) = workloads;
+    let (workloads, resources, posture, resource_types) = workloads;
 
     let previous: Vec<ObservedWorkload> = match &existing {
         Some(i) => At {
@@ -307,6 +313,10 @@ async fn record_known(
     );
     row.observed_at = Set(Some(read_at));
     row.posture = Set(to_json(posture)?);
+    row.resource_types = Set(to_json(resource_types)?);
+    let cost = prices.map(|p| priced(&env, workloads, resource_types, &p));
+    row.hourly_cost = Set(cost.as_ref().map(|c| c.hourly));
+    row.cost = Set(cost.as_ref().map(to_json).transpose()?);
     row.specification_version = Set(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
     let unchanged = existing
@@ -380,6 +390,21 @@ async fn record_known(
         new_proposal: raised.new_proposal,
         superseded: raised.superseded,
     })
+}
+
+/// What the environment `env` costs an hour at `prices`, running `workloads` and a runner
+/// state of `resource_types`.
+pub fn priced(
+    env: &Environment,
+    workloads: &[ObservedWorkload],
+    resource_types: &BTreeMap<String, u32>,
+    prices: &PriceTable,
+) -> Cost {
+    let usage = Usage {
+        workloads: workloads.iter().map(ObservedWorkload::usage).collect(),
+        resource_types: resource_types.clone(),
+    };
+    cost::price(&usage, prices, env.labels.get("region").map(String::as_str))
 }
 
 /// What a comparison compares against, besides the observed workloads: the specification, the
@@ -474,6 +499,7 @@ mod tests {
                 workloads,
                 resources: Vec::new(),
                 posture: Vec::new(),
+                resource_types: Default::default(),
                 observed_at: Some(Utc::now()),
             },
             proposal_id: proposal_id.into(),

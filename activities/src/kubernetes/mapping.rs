@@ -26,6 +26,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use runtime_cloud_models::cost::{Requests, quantity};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::posture::{
     ContainerFacts, NamespaceFacts, PodFacts, Violation, namespace_violations, workload_violations,
@@ -200,7 +201,29 @@ fn workload(
         source_version,
         image: pod.containers.first().and_then(|c| c.image.clone()),
         managed_by: None,
+        requests: requests(&pod),
     }
+}
+
+/// What one replica requests: the sum of its containers' `resources.requests` (init
+/// containers aside: they do not run alongside them); none when no container requests CPU or
+/// memory. A quantity that does not read counts as none.
+pub fn requests(pod: &PodSpec) -> Option<Requests> {
+    let mut sum: Option<Requests> = None;
+    for c in &pod.containers {
+        let Some(requested) = c.resources.as_ref().and_then(|r| r.requests.as_ref()) else {
+            continue;
+        };
+        let read = |key: &str| requested.get(key).and_then(|q| quantity(&q.0));
+        let (cpu, memory) = (read("cpu"), read("memory"));
+        if cpu.is_none() && memory.is_none() {
+            continue;
+        }
+        let total = sum.get_or_insert_with(Requests::default);
+        total.cpu_millis += cpu.map_or(0, |c| (c * 1000.0).round() as u64);
+        total.memory_bytes += memory.map_or(0, |m| m.round() as u64);
+    }
+    sum
 }
 
 /// The security posture rules the namespace's workloads (each as `{kind}/{name}`, as its

@@ -153,6 +153,7 @@ async fn instances(
         project_id: q.product_id,
         class,
         labels,
+        customer_tenant_id: None,
     };
     let page = Page {
         cursor: q.cursor,
@@ -272,6 +273,13 @@ async fn summary(
         observation_age: metrics::observation_ages(&state.db, Utc::now(), Some(tenant))
             .await?
             .remove(tenant),
+        hourly_cost: match runtime_cloud_store::prices::get(&state.db, tenant).await? {
+            Some(prices) => Some(runtime_cloud_models::fleet::HourlyCost {
+                currency: prices.currency,
+                hourly: fleet::hourly_cost(&state.db, tenant).await?,
+            }),
+            None => None,
+        },
     }))
 }
 

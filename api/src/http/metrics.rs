@@ -237,6 +237,12 @@ struct QuotaLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProjectLabels {
+    tenant: String,
+    project: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConsumerLabel {
     consumer: &'static str,
 }
@@ -539,6 +545,21 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Error> {
         "connectsoft_factory_fleet_host_inbox_lag",
         "Age of the oldest unprocessed event per module, in seconds",
         ages,
+    );
+    // What each tenant's projects cost an hour, as last priced (tenants with a price table).
+    let hourly_cost = Family::<ProjectLabels, Gauge<f64, AtomicU64>>::default();
+    for (tenant, project, hourly) in
+        runtime_cloud_store::fleet::hourly_cost_by_project(&state.db).await?
+    {
+        hourly_cost
+            .get_or_create(&ProjectLabels { tenant, project })
+            .set(hourly);
+    }
+    declare(
+        &mut registry,
+        "connectsoft_factory_runtime_hourly_cost",
+        "What a project's observed environments cost an hour at its tenant's prices",
+        hourly_cost,
     );
     // How long ago each tenant's environments were last observed successfully.
     let observation_age = Family::<AgeLabels, Gauge<f64, AtomicU64>>::default();

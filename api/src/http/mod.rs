@@ -11,6 +11,7 @@ mod approvals;
 mod capacity;
 mod codec;
 mod console;
+mod costs;
 mod drift_rules;
 mod environments;
 mod fleet;
@@ -60,6 +61,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .merge(drift_rules::router())
         .merge(windows::router())
         .merge(fleet::router())
+        .merge(costs::router())
         .merge(rollouts::router())
         .merge(offboarding::router())
         .merge(capacity::router())

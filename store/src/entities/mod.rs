@@ -16,6 +16,7 @@ pub mod observed_workloads;
 pub mod offboarding_orders;
 pub mod outbox_events;
 pub mod prelude;
+pub mod price_tables;
 pub mod program_adoptions;
 pub mod provisioning_runs;
 pub mod quarantines;

@@ -2,7 +2,7 @@
 
 use sea_orm::entity::prelude::*;
 
-#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "runtime_inventories")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
@@ -22,6 +22,13 @@ pub struct Model {
     pub last_error: Option<String>,
     /// The posture violations the last observation found (`models::posture::Violation`s).
     pub posture: Json,
+    /// The runner state's resources by type (`{type: count}`).
+    pub resource_types: Json,
+    /// `models::cost::Cost`; null without a price table.
+    pub cost: Option<Json>,
+    /// The cost's `hourly`, for sums by project and customer tenant.
+    #[sea_orm(column_type = "Double", nullable)]
+    pub hourly_cost: Option<f64>,
     /// What the last comparison compared against (`observations::comparison_key`).
     pub compared_with: Option<String>,
     pub created_at: DateTimeUtc,

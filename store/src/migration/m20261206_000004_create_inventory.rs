@@ -33,6 +33,9 @@ enum RuntimeInventories {
     UpdatedAt,
     ComparedWith,
     Posture,
+    ResourceTypes,
+    Cost,
+    HourlyCost,
 }
 
 #[derive(DeriveIden)]
@@ -97,6 +100,9 @@ impl MigrationTrait for Migration {
                     .col(string_null(RuntimeInventories::ComparedWith))
                     // Empty for inventories written without posture (a bulk fixture).
                     .col(json(RuntimeInventories::Posture).default(Expr::cust("'[]'")))
+                    .col(json(RuntimeInventories::ResourceTypes).default(Expr::cust("'{}'")))
+                    .col(json_null(RuntimeInventories::Cost))
+                    .col(double_null(RuntimeInventories::HourlyCost))
                     .to_owned(),
             )
             .await?;

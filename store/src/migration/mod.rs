@@ -20,6 +20,7 @@ mod m20261206_000011_create_capacity;
 pub(crate) mod m20261206_000012_create_metric_counts;
 mod m20261206_000013_create_quarantines;
 mod m20261206_000014_create_offboarding_orders;
+mod m20261206_000015_create_price_tables;
 
 /// Runs every migration in order.
 pub struct Migrator;
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000012_create_metric_counts::Migration),
             Box::new(m20261206_000013_create_quarantines::Migration),
             Box::new(m20261206_000014_create_offboarding_orders::Migration),
+            Box::new(m20261206_000015_create_price_tables::Migration),
         ]
     }
 }

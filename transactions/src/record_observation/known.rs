@@ -1,10 +1,12 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
 //! its latest specification, the drift rules and the run that applied last, its open findings
-//! and its proposals (and the superseded ones whose workflows were not told yet). A sweep's
+//! and its proposals (and the superseded ones whose workflows were not told yet), its tenant's
+//! prices. A sweep's
 //! batch reads each table once for all its environments ([`runtime_cloud_store::scope::of_environments`]),
 //! in the batch's transaction, instead of ten queries per environment; one environment is a
 //! batch of one.
 
+use runtime_cloud_models::cost::PriceTable;
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::inventory::RecordRequest;
 use runtime_cloud_store::entities::runtime_inventories as rows;
@@ -14,7 +16,7 @@ use runtime_cloud_store::proposals::{self, Proposal};
 use runtime_cloud_store::runs::{self, Applied};
 use runtime_cloud_store::scope::EnvKey;
 use runtime_cloud_store::specifications::{self, Specification};
-use runtime_cloud_store::{Error, drift_rules, inventory};
+use runtime_cloud_store::{Error, drift_rules, inventory, prices};
 use sea_orm::ConnectionTrait;
 use std::collections::HashMap;
 
@@ -36,6 +38,8 @@ pub(super) struct Known {
     pub active: Vec<Proposal>,
     /// Its superseded proposals whose workflows were not told yet.
     pub untold: Vec<String>,
+    /// Its tenant's prices, if it set any.
+    pub prices: Option<PriceTable>,
 }
 
 impl Known {
@@ -105,6 +109,10 @@ impl Known {
                 k.untold.push(proposal_id);
             }
         }
+        let mut tenants: Vec<String> = keys.iter().map(|(t, _)| t.clone()).collect();
+        tenants.sort();
+        tenants.dedup();
+        let prices = prices::of_tenants(db, &tenants).await?;
         let mut recorded: HashMap<String, Proposal> =
             proposals::find_many(db, reqs.iter().map(|r| r.proposal_id.clone()))
                 .await?
@@ -122,6 +130,7 @@ impl Known {
                     .cloned()
                     .collect();
                 k.recorded = recorded.remove(&req.proposal_id);
+                k.prices = prices.get(&key.0).cloned();
                 k
             })
             .collect())
