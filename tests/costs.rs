@@ -210,6 +210,22 @@ async fn a_fleet_is_priced_by_project_and_customer_tenant_from_what_it_requests(
         .clone();
     assert!(close(&a1_now, doubled), "{costs}");
 
+    // The CLI: the totals, then a row per instance.
+    let op = crate::cli::cli(&stack, Some(crate::cli::operator_token(&stack)));
+    let shown = op.run(&["fleet", "costs", "--product", "shop"]);
+    let shown = shown.expect(0);
+    let total = (((doubled + b1) * 1e6).round() / 1e6).to_string();
+    assert!(
+        shown.starts_with(&format!("{total} EUR an hour (2 instances priced, 0 not)")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("customer-1") && shown.contains("workload/batch"),
+        "{shown}"
+    );
+    let prices = op.run(&["fleet", "prices", "-o", "json"]).json();
+    assert_eq!(prices["regions"]["eu-north-1"]["cpuHour"], north_cpu_hour);
+
     let summary = api.get("/fleet/meta/summary").await.expect(200);
     assert_eq!(summary["hourlyCost"]["currency"], "EUR");
     assert!(

@@ -113,6 +113,11 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// `PUT path` with a JSON body.
+    pub async fn put(&self, path: &str, body: Value) -> Outcome<Value> {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
     /// `GET path` as the bytes it answers (a page of a log: printed as the runner wrote it).
     pub async fn bytes(&self, path: &str) -> Outcome<Vec<u8>> {
         let response = self.request(Method::GET, path, None).await?;

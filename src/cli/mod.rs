@@ -285,6 +285,26 @@ pub enum Fleet {
         #[command(flatten)]
         paging: Paging,
     },
+    /// What the instances cost an hour at the tenant's prices, by environment id, with the
+    /// totals by product and customer tenant.
+    Costs {
+        /// Only this product's instances.
+        #[arg(long)]
+        product: Option<String>,
+        /// Only this customer tenant's instances.
+        #[arg(long)]
+        customer: Option<String>,
+        #[command(flatten)]
+        paging: Paging,
+    },
+    /// The tenant's price table.
+    Prices,
+    /// Set the tenant's price table from a file (YAML or JSON, the API's fields): every
+    /// environment is priced again with it.
+    SetPrices {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
     /// Download an order's archive (needs the `factory.fleet.export` scope).
     Archive {
         id: String,
@@ -355,6 +375,15 @@ const FINDING_COLUMNS: &[Column] = &[
     ("DETECTED", "/detectedAt"),
     ("RESOLVED", "/resolvedAt"),
     ("PROPOSAL", "/proposalId"),
+];
+const COST_COLUMNS: &[Column] = &[
+    ("ENVIRONMENT", "/environmentId"),
+    ("PRODUCT", "/productId"),
+    ("CUSTOMER", "/customerTenantId"),
+    ("HOURLY", "/cost/hourly"),
+    ("CPU", "/cost/cpuCores"),
+    ("MEMORY GB", "/cost/memoryGb"),
+    ("UNPRICED", "/cost/unpriced"),
 ];
 const PROPOSAL_COLUMNS: &[Column] = &[
     ("PROPOSAL", "/proposalId"),
@@ -812,6 +841,35 @@ async fn fleet(api: &Client, format: Format, command: Fleet) -> Outcome {
                 .await?,
             INSTANCE_COLUMNS,
         ),
+        Fleet::Costs {
+            product,
+            customer,
+            paging,
+        } => {
+            let mut params = vec![("productId", product), ("customerTenantId", customer)];
+            params.extend(paging.params());
+            let costs = api.get(&with_query("/fleet/costs", &params)).await?;
+            if format == Format::Table {
+                // The totals first: what the selection costs, or why there is no cost.
+                let cell = |key: &str| output::cell(costs.get(key));
+                match costs["priced"].as_bool() {
+                    Some(true) => println!(
+                        "{} {} an hour ({} instances priced, {} not)",
+                        cell("hourly"),
+                        cell("currency"),
+                        cell("instancesPriced"),
+                        cell("instancesUnpriced")
+                    ),
+                    _ => println!("{}", cell("reason")),
+                }
+            }
+            print_page(format, &costs, COST_COLUMNS);
+        }
+        Fleet::Prices => print_one(format, &api.get("/factory/prices").await?),
+        Fleet::SetPrices { file } => {
+            let prices = read_document(&file)?;
+            print_one(format, &api.put("/factory/prices", prices).await?);
+        }
         Fleet::Offboard { id, reason } => {
             let body = json!({ "environmentId": id, "reason": reason });
             print_one(format, &api.post(ORDERS, body).await?);
