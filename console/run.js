@@ -47,8 +47,18 @@ function diff(plan, declared, observed) {
     facts([
       ['Inputs hash', h('code', { id: 'inputs-hash' }, plan.inputsHash)],
       ['Program version', h('code', null, plan.programVersion)],
+      ['Cost an hour', costText(plan.cost)],
     ]),
   ];
+}
+
+/** `0.0675 → 0.135 EUR an hour (+100 %)`, or why there is no estimate. */
+function costText(cost) {
+  if (!cost) return h('span', { class: 'muted' }, 'no estimate (the tenant has no price table)');
+  const pct = cost.deltaPercent === undefined ? '' : ` (${cost.deltaPercent >= 0 ? '+' : ''}${cost.deltaPercent} %)`;
+  return h('span', { id: 'plan-cost', class: cost.deltaHourly > 0 ? 'warn' : '' },
+    `${cost.beforeHourly} → ${cost.afterHourly} ${cost.currency} an hour${pct}`,
+    cost.unpriced && cost.unpriced.length ? h('span', { class: 'muted' }, `; not priced: ${cost.unpriced.join(', ')}`) : null);
 }
 
 function approvalForm(run, refresh) {

@@ -239,3 +239,104 @@ async fn a_fleet_is_priced_by_project_and_customer_tenant_from_what_it_requests(
     );
     assert!(metrics.contains(&gauge), "{gauge} in {metrics}");
 }
+
+/// A policy that denies a rise of more than half the hourly cost.
+const BUDGET: &str = r#"package runtime_cloud
+
+deny contains msg if {
+	input.plan.cost.deltaPercent > 50
+	msg := sprintf("the plan raises the hourly cost by %v %% (%v to %v %s): at most 50 %%", [input.plan.cost.deltaPercent, input.plan.cost.beforeHourly, input.plan.cost.afterHourly, input.plan.cost.currency])
+}
+"#;
+
+/// Every plan carries its cost estimate (before and after, at the tenant's prices) on the run;
+/// a plan doubling replicas shows its delta, and a policy denying rises over 50 % refuses it
+/// with the estimate as the evidence, while a smaller rise applies.
+#[tokio::test]
+async fn a_plan_shows_its_cost_delta_and_a_budget_policy_refuses_a_doubling() {
+    let dir = tempfile::tempdir().expect("policy dir");
+    std::fs::write(dir.path().join("budget.rego"), BUDGET).expect("policy");
+    let mut opts =
+        StackOptions::with_env("RUNTIME_CLOUD_POLICY_DIR", dir.path().display().to_string());
+    opts.env
+        .push(("RUNTIME_CLOUD_KUBERNETES_WATCH".into(), "false".into()));
+    let stack = Stack::with(opts).await;
+    let cluster = KubeStandIn::start().await;
+    cluster.create(
+        "shop",
+        deployment("api", 3, &[Some(("500m", "512Mi"))]),
+        FIELD_MANAGER,
+    );
+    let (_dir, kubeconfig) = crate::kubernetes::kubeconfig(&cluster);
+    let api = stack.operator("acme");
+    let declare = |replicas: u32| {
+        vec![
+            json!({ "name": "api", "kind": "deployment", "version": "1.0.0",
+                     "replicas": replicas, "configRefs": {}, "secretRefs": {} }),
+        ]
+    };
+    crate::kubernetes::observe_namespace(&api, "k1", &kubeconfig, "shop", declare(3)).await;
+    api.observe(&stack, "k1").await;
+    // Without prices, a plan has no estimate.
+    let id = api.plan_run("k1", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(run["planReceipt"]["cost"], Value::Null, "{run}");
+
+    api.put(
+        "/factory/prices",
+        json!({ "currency": "EUR", "cpuHour": 0.04, "memoryGbHour": 0.005 }),
+    )
+    .await
+    .expect(200);
+    let now = expected(&[(3.0, &[(0.5, 512.0 * 1_048_576.0)])], 0.04, 0.005);
+    let declare_replicas = |replicas: u32| {
+        let api = &api;
+        let workloads = declare(replicas);
+        async move {
+            api.post(
+                "/factory/provisioning/specifications",
+                json!({ "environmentId": "k1", "kind": "environment", "programRef": "git://infra//shop",
+                        "programVersion": "a1b2c3d4e5", "configRefs": {}, "secretRefs": {},
+                        "workloads": workloads }),
+            )
+            .await
+            .expect(201);
+        }
+    };
+
+    // Doubling: +100 %, denied, the estimate on the run as the evidence.
+    declare_replicas(6).await;
+    let id = api.plan_run("k1", "baseline").await;
+    let run = api.wait_state(&id, "Rejected").await;
+    let cost = &run["planReceipt"]["cost"];
+    assert!(close(&cost["beforeHourly"], now), "{run}");
+    assert!(close(&cost["afterHourly"], 2.0 * now), "{run}");
+    assert_eq!(cost["deltaPercent"], 100.0, "{run}");
+    assert_eq!(cost["currency"], "EUR");
+    assert!(
+        text(&run["reason"])
+            .starts_with("denied by policy: the plan raises the hourly cost by 100"),
+        "{run}"
+    );
+    assert!(run["applyReceipt"].is_null(), "nothing applied: {run}");
+    // The CLI shows it with the plan.
+    let op = crate::cli::cli(&stack, Some(crate::cli::operator_token(&stack)));
+    let shown = op.run(&["runs", "get", &id]);
+    assert!(
+        shown.expect(0).contains(&format!(
+            "cost an hour: {now} -> {} EUR (100.0 %)",
+            2.0 * now
+        )),
+        "{}",
+        shown.expect(0)
+    );
+
+    // A third more: within budget, applied.
+    declare_replicas(4).await;
+    let id = api.plan_run("k1", "baseline").await;
+    let run = api.wait_state(&id, "Applied").await;
+    assert_eq!(
+        run["planReceipt"]["cost"]["deltaPercent"], 33.333333,
+        "{run}"
+    );
+}

@@ -35,6 +35,7 @@
 
 pub mod adoption;
 pub mod capacity;
+pub mod cost;
 pub mod error;
 pub mod fleet;
 pub mod inventory;

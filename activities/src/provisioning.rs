@@ -246,7 +246,14 @@ impl ProvisioningActivitiesImpl {
                 plan.as_ref().err(),
             )
             .await?;
-            plan.map_err(activity_error)
+            let mut plan = plan.map_err(activity_error)?;
+            // What it would cost, with the plan wherever it is shown and given to the policies.
+            let declared = (!req.destroy).then_some(&req.specification);
+            let environment = (req.tenant_id.as_str(), req.environment_id.as_str());
+            plan.cost = crate::cost::estimate(&self.db, environment, declared, &plan)
+                .await
+                .map_err(activity_error)?;
+            Ok(plan)
         }
         .instrument(span)
         .await

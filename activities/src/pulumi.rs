@@ -1113,6 +1113,7 @@ impl PreviewDigest {
             changes,
             inputs_hash: format!("sha256:{}", hex::encode(hash.finalize())),
             program_version: spec.program_version.clone(),
+            cost: None,
         }
     }
 }

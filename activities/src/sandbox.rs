@@ -280,6 +280,7 @@ impl Runner for Sandbox {
             changes: diff(&spec.workloads, &current),
             inputs_hash: inputs_hash(spec, &current),
             program_version: spec.program_version.clone(),
+            cost: None,
         };
         let c = &receipt.changes;
         log.line(format!(

@@ -182,6 +182,96 @@ pub fn price(usage: &Usage, prices: &PriceTable, region: Option<&str>) -> Cost {
     }
 }
 
+/// What a plan would do to an environment's hourly cost: before (what its last observation
+/// runs) and after (what the plan leaves running), at the tenant's prices. Given to the
+/// policies with the plan (`input.plan.cost`), so a tenant can require an approval for a rise
+/// or deny one over a budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Estimate {
+    pub currency: String,
+    pub before_hourly: f64,
+    pub after_hourly: f64,
+    /// `after_hourly - before_hourly`.
+    pub delta_hourly: f64,
+    /// The delta as a percentage of `before_hourly`; none when nothing was priced before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_percent: Option<f64>,
+    /// What the estimate could not price, after the plan (see [`Cost::unpriced`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced: Vec<String>,
+}
+
+// Every amount is rounded ([`round`]), so never NaN: equality is total.
+impl Eq for Estimate {}
+
+/// A declared workload, as an estimate counts it: its name and desired replicas.
+pub struct Declared<'a> {
+    pub name: &'a str,
+    pub replicas: u32,
+}
+
+/// What a plan leaves running, from what runs now (`before`): the `declared` workloads at their
+/// declared replicas, each requesting per replica what the workload of the same name requests
+/// now (a workload not running yet requests what nothing says: unpriced); the runner state's
+/// resource types with the plan's added ones (`pkg:module:Type` kinds) counted in and its
+/// deleted ones out.
+pub fn planned(
+    before: &Usage,
+    declared: &[Declared<'_>],
+    plan: &crate::plan::PlanChanges,
+) -> Usage {
+    let requests: BTreeMap<&str, Option<Requests>> = before
+        .workloads
+        .iter()
+        .map(|w| (w.name.as_str(), w.requests))
+        .collect();
+    let workloads = declared
+        .iter()
+        .map(|d| WorkloadUsage {
+            name: d.name.to_owned(),
+            replicas: d.replicas,
+            requests: requests.get(d.name).copied().flatten(),
+        })
+        .collect();
+    let mut resource_types = before.resource_types.clone();
+    // A Pulumi type names its package and module (`aws:s3/bucket:Bucket`); a workload kind
+    // (`deployment`) does not, and is counted with the workloads.
+    let typed = |kind: &str| kind.contains(':');
+    for add in plan.adds.iter().filter(|a| typed(&a.kind)) {
+        *resource_types.entry(add.kind.clone()).or_default() += 1;
+    }
+    for delete in plan.deletes.iter().filter(|d| typed(&d.kind)) {
+        if let Some(n) = resource_types.get_mut(&delete.kind) {
+            *n = n.saturating_sub(1);
+        }
+    }
+    resource_types.retain(|_, n| *n > 0);
+    Usage {
+        workloads,
+        resource_types,
+    }
+}
+
+/// The estimate of going from `before` to `after` at `prices`.
+pub fn estimate(
+    before: &Usage,
+    after: &Usage,
+    prices: &PriceTable,
+    region: Option<&str>,
+) -> Estimate {
+    let (was, will) = (price(before, prices, region), price(after, prices, region));
+    let delta = round(will.hourly - was.hourly);
+    Estimate {
+        currency: prices.currency.clone(),
+        before_hourly: was.hourly,
+        after_hourly: will.hourly,
+        delta_hourly: delta,
+        delta_percent: (was.hourly > 0.0).then(|| round(delta / was.hourly * 100.0)),
+        unpriced: will.unpriced,
+    }
+}
+
 /// A Kubernetes quantity (`250m`, `1.5`, `2`, `256Mi`, `1G`, `1e3`) as a number of its unit:
 /// `None` when it is not one.
 pub fn quantity(text: &str) -> Option<f64> {
@@ -300,6 +390,55 @@ mod tests {
         let problems = bad.problems();
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[2].contains("regions.eu-north-1.memoryGbHour"));
+    }
+
+    #[test]
+    fn a_plan_doubling_replicas_doubles_their_cost_and_counts_added_resources_in() {
+        let before = usage();
+        let plan = crate::plan::PlanChanges {
+            adds: vec![
+                crate::plan::WorkloadChange {
+                    name: "media".into(),
+                    kind: "aws:s3/bucket:Bucket".into(),
+                    fields: vec![],
+                },
+                crate::plan::WorkloadChange {
+                    name: "cron".into(),
+                    kind: "deployment".into(),
+                    fields: vec![],
+                },
+            ],
+            changes: vec![],
+            deletes: vec![crate::plan::WorkloadChange {
+                name: "jobs".into(),
+                kind: "aws:sqs/queue:Queue".into(),
+                fields: vec![],
+            }],
+        };
+        let declared = [
+            Declared {
+                name: "api",
+                replicas: 6,
+            },
+            Declared {
+                name: "cron",
+                replicas: 1,
+            },
+        ];
+        let after = planned(&before, &declared, &plan);
+        assert_eq!(after.workloads[0].replicas, 6);
+        assert_eq!(after.workloads[0].requests, before.workloads[0].requests);
+        assert_eq!(after.workloads[1].requests, None, "not running yet");
+        assert_eq!(
+            after.resource_types,
+            BTreeMap::from([("aws:s3/bucket:Bucket".into(), 3)])
+        );
+        let e = estimate(&before, &after, &table(), None);
+        // api doubles (0.0675 → 0.135) and a third bucket; batch goes (undeclared).
+        assert_eq!((e.before_hourly, e.after_hourly), (0.0875, 0.165));
+        assert_eq!(e.delta_hourly, 0.0775);
+        assert_eq!(e.delta_percent, Some(88.571429));
+        assert_eq!(e.unpriced, ["workload/cron"]);
     }
 
     #[test]

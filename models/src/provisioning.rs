@@ -153,6 +153,10 @@ pub struct PlanReceipt {
     pub inputs_hash: String,
     /// The program commit that was planned.
     pub program_version: String,
+    /// What the environment costs an hour before and after the plan, at the tenant's prices
+    /// (`models::cost::estimate`); none without a price table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::Estimate>,
 }
 
 impl PlanReceipt {
@@ -165,6 +169,7 @@ impl PlanReceipt {
             "destructive": self.changes.is_destructive(),
             "inputsHash": self.inputs_hash,
             "programVersion": self.program_version,
+            "cost": self.cost,
         })
     }
 }
@@ -637,6 +642,7 @@ mod tests {
             changes: Default::default(),
             inputs_hash: hash.into(),
             program_version: "abc".into(),
+            cost: None,
         }
     }
 

@@ -652,6 +652,19 @@ fn plan_text(run: &Value) -> String {
         count("changes"),
         count("deletes")
     ));
+    if let Some(cost) = plan.get("cost").filter(|c| c.is_object()) {
+        let cell = |k: &str| output::cell(cost.get(k));
+        let percent = match cost.get("deltaPercent") {
+            Some(p) if p.is_number() => format!(" ({p} %)"),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "  cost an hour: {} -> {} {}{percent}\n",
+            cell("beforeHourly"),
+            cell("afterHourly"),
+            cell("currency")
+        ));
+    }
     out
 }
 
@@ -939,6 +952,15 @@ mod tests {
             plan_text(&run),
             "plan h1 of program abc\n  + Deployment web\n  ~ Deployment api (version,replicas)\n  \
              - Service old\n  1 to add, 1 to change, 1 to delete\n"
+        );
+        let priced = json!({"planReceipt": {"inputsHash": "h1", "programVersion": "abc",
+            "adds": [], "changes": [], "deletes": [],
+            "cost": {"currency": "EUR", "beforeHourly": 0.5, "afterHourly": 1.0,
+                     "deltaHourly": 0.5, "deltaPercent": 100.0}}});
+        assert!(
+            plan_text(&priced).ends_with("  cost an hour: 0.5 -> 1.0 EUR (100.0 %)\n"),
+            "{}",
+            plan_text(&priced)
         );
     }
 }

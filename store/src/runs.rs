@@ -857,6 +857,7 @@ mod tests {
             changes: PlanChanges::default(),
             inputs_hash: "sha256:h1".into(),
             program_version: "a1b2c3d4".into(),
+            cost: None,
         }
     }
 
