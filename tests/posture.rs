@@ -295,7 +295,7 @@ async fn posture_findings_turned_off_raise_nothing() {
 /// A Pulumi stack's resources are judged by the posture rules written in Rego (the default
 /// bundle's `public-bucket` here), on the Pulumi stand-in's `pulumi stack export`: raised by
 /// the observation after the apply, with the URN as its resource, resolved once a run makes the
-/// bucket private.
+/// bucket private. The same export prices them by type.
 #[tokio::test]
 async fn a_rego_posture_rule_fires_on_a_pulumi_stacks_resource_until_it_is_fixed() {
     let stack = Stack::with(StackOptions {
@@ -354,6 +354,21 @@ async fn a_rego_posture_rule_fires_on_a_pulumi_stacks_resource_until_it_is_fixed
         json!(["acl `public-read`: anyone can read it"])
     );
     assert_eq!(api.proposals("dev").await, Vec::<Value>::new());
+    // The same export prices the stack's resources by type (cost, docs/operations.md).
+    api.put(
+        "/factory/prices",
+        json!({ "currency": "EUR", "cpuHour": 0.04, "memoryGbHour": 0.005,
+                "resourceTypes": { "aws:s3/bucket:Bucket": 0.0125 } }),
+    )
+    .await
+    .expect(200);
+    let costs = api.get("/fleet/costs").await.expect(200);
+    let cost = &costs["items"][0]["cost"];
+    assert_eq!(
+        (&cost["hourly"], &cost["resourcesHourly"], &cost["unpriced"]),
+        (&json!(0.0125), &json!(0.0125), &Value::Null),
+        "{costs}"
+    );
 
     declare(repo.commit(&program("private"))).await;
     let id = api.plan_run("dev", "promotion").await;

@@ -317,9 +317,7 @@ impl Observer for TargetObservers {
         let mut read = self.observer(&of).read(target).await?;
         let state = self.recorded_state(&of, target).await?;
         mark_managed(&of, &state, &mut read.workloads);
-        for r in &state {
-            *read.resource_types.entry(r.kind.clone()).or_default() += 1;
-        }
+        read.resource_types = priced_types(&of, &state);
         read.resources = self.drifted_in(&of, target).await?;
         read.posture
             .extend(self.state_posture(target, state).await?);
@@ -394,6 +392,26 @@ impl TargetObservers {
     }
 }
 
+/// The resource types of the recorded `state` that cost prices by type, and how many of each:
+/// not the runner's own (`pulumi:providers:aws`, which hold no cloud object), and not the
+/// Kubernetes objects of a namespace the Kubernetes observer reads (their workloads are priced
+/// by what they request).
+fn priced_types(
+    of: &runtime_cloud_models::targets::Target,
+    state: &[StateResource],
+) -> std::collections::BTreeMap<String, u32> {
+    use runtime_cloud_models::targets::ObserverTarget;
+    let kubernetes = matches!(of.observer, ObserverTarget::Kubernetes(_));
+    let mut types = std::collections::BTreeMap::new();
+    for r in state {
+        if r.kind.starts_with("pulumi:") || (kubernetes && r.kind.starts_with("kubernetes:")) {
+            continue;
+        }
+        *types.entry(r.kind.clone()).or_default() += 1;
+    }
+    types
+}
+
 /// Marks the `workloads` of a Kubernetes namespace that the environment's Pulumi stack
 /// manages (its recorded `state` holds them): they are the program's, declared in the
 /// specification or not.
@@ -451,4 +469,52 @@ fn location(key: &str) -> Result<object_store::path::Path, Error> {
         return Err(refused("not a key inside the store".into()));
     }
     object_store::path::Path::parse(key).map_err(|e| refused(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_prices_the_stacks_cloud_resources_by_type_not_its_providers_or_observed_objects() {
+        let resource = |kind: &str| StateResource {
+            urn: format!("urn:pulumi:dev::shop::{kind}::x"),
+            kind: kind.into(),
+            id: None,
+            inputs: serde_json::Value::Null,
+            outputs: serde_json::Value::Null,
+        };
+        let state = [
+            resource("pulumi:providers:aws"),
+            resource("aws:s3/bucket:Bucket"),
+            resource("aws:s3/bucket:Bucket"),
+            resource("kubernetes:apps/v1:Deployment"),
+        ];
+        let target = |observer: serde_json::Value| -> runtime_cloud_models::targets::Target {
+            serde_json::from_value(serde_json::json!({
+                "runner": { "kind": "pulumi", "stack": "acme/shop/dev",
+                            "backendUrl": "file:///var/lib/pulumi" },
+                "observer": observer
+            }))
+            .expect("a target")
+        };
+        let sandbox = priced_types(&target(serde_json::json!({ "kind": "sandbox" })), &state);
+        assert_eq!(
+            sandbox,
+            [
+                ("aws:s3/bucket:Bucket".to_owned(), 2),
+                ("kubernetes:apps/v1:Deployment".to_owned(), 1)
+            ]
+            .into()
+        );
+        let observed = target(
+            serde_json::json!({ "kind": "kubernetes", "namespace": "shop",
+                                                  "inCluster": true }),
+        );
+        assert_eq!(
+            priced_types(&observed, &state),
+            [("aws:s3/bucket:Bucket".to_owned(), 2)].into(),
+            "its workloads are priced by what they request"
+        );
+    }
 }
