@@ -343,7 +343,7 @@ impl TargetObservers {
         of: &runtime_cloud_models::targets::Target,
         target: &Target,
     ) -> Result<Vec<StateResource>, Error> {
-        use runtime_cloud_models::targets::{ObserverTarget, RunnerTarget};
+        use runtime_cloud_models::targets::RunnerTarget;
         match of.runner {
             RunnerTarget::Pulumi(_) => self.pulumi.resources(target).await,
             RunnerTarget::Sandbox => Ok(Vec::new()),
