@@ -537,7 +537,7 @@ async fn the_stand_ins_import_and_export_speak_the_captured_formats() {
         "a namespaced object's ID is namespace/name"
     );
     assert_eq!(
-        runtime_cloud_activities::pulumi::managed_workloads(
+        runtime_cloud_models::program_adoption::managed_workloads(
             &runtime_cloud_activities::pulumi::state_resources(&ours)
         ),
         [("deployment".to_owned(), "default/app".to_owned())],

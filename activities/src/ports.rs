@@ -425,7 +425,7 @@ fn mark_managed(
     else {
         return;
     };
-    let managed = crate::pulumi::managed_workloads(state);
+    let managed = runtime_cloud_models::program_adoption::managed_workloads(state);
     for w in workloads {
         let id = (w.kind.clone(), format!("{}/{}", k.namespace, w.name));
         if managed.contains(&id) {

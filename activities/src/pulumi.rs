@@ -25,7 +25,7 @@ mod adoption;
 mod state;
 
 pub use adoption::GeneratedAdoption;
-pub use state::{managed_workloads, state_resources};
+pub use state::state_resources;
 
 use crate::Error;
 use crate::ports::Artifacts;

@@ -2,6 +2,7 @@
 //! findings group into a reconciliation proposal.
 
 use crate::observation::{ChangedBy, DriftedResource, ObservedWorkload, ResourceChange};
+use crate::posture::Violation;
 use crate::specification::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -197,6 +198,35 @@ pub fn resource_findings(drifted: &[DriftedResource]) -> Vec<Finding> {
         .collect()
 }
 
+/// The `posture` findings of an observation's violations: one per resource and rule (a pod
+/// with two privileged containers is one finding), what breaks it as the finding's
+/// `observed.details`, in the order the rules found them.
+pub fn posture_findings(violations: &[Violation]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let mut details: Vec<Vec<&str>> = Vec::new();
+    for v in violations {
+        let same = |f: &Finding| f.resource == v.resource && f.rule.as_deref() == Some(&v.rule);
+        match out.iter().position(same) {
+            Some(at) => details[at].push(&v.detail),
+            None => {
+                out.push(Finding {
+                    kind: DriftKind::Posture,
+                    resource: v.resource.clone(),
+                    rule: Some(v.rule.clone()),
+                    declared: None,
+                    observed: None,
+                    changed_by: None,
+                });
+                details.push(vec![&v.detail]);
+            }
+        }
+    }
+    for (f, details) in out.iter_mut().zip(details) {
+        f.observed = Some(serde_json::json!({ "details": details }));
+    }
+    out
+}
+
 /// How a set of open findings would be reconciled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -259,6 +289,7 @@ pub fn proposal_plan(findings: &[Finding]) -> ProposalPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::posture;
 
     #[test]
     fn drifted_resources_are_configuration_and_missing_findings_by_urn() {
@@ -437,6 +468,58 @@ mod tests {
         assert!(compare(&[], &[adopted.clone()]).is_empty());
         adopted.managed_by = None;
         assert_eq!(kinds(&compare(&[], &[adopted])), [DriftKind::Unmanaged]);
+    }
+
+    #[test]
+    fn violations_of_one_rule_on_one_resource_are_one_finding() {
+        let v = |rule: &str, resource: &str, detail: &str| Violation {
+            rule: rule.into(),
+            resource: resource.into(),
+            detail: detail.into(),
+        };
+        let found = posture_findings(&[
+            v(
+                posture::PRIVILEGED_CONTAINER,
+                "deployment/api",
+                "container `a` is privileged",
+            ),
+            v(
+                posture::MUTABLE_IMAGE_TAG,
+                "deployment/api",
+                "container `a`: latest",
+            ),
+            v(
+                posture::PRIVILEGED_CONTAINER,
+                "deployment/api",
+                "container `b` is privileged",
+            ),
+            v(
+                posture::PRIVILEGED_CONTAINER,
+                "deployment/web",
+                "container `w` is privileged",
+            ),
+        ]);
+        let keys: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|f| (f.resource.as_str(), f.rule.as_deref()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("deployment/api", Some(posture::PRIVILEGED_CONTAINER)),
+                ("deployment/api", Some(posture::MUTABLE_IMAGE_TAG)),
+                ("deployment/web", Some(posture::PRIVILEGED_CONTAINER)),
+            ]
+        );
+        assert!(found.iter().all(|f| f.kind == DriftKind::Posture));
+        assert_eq!(
+            found[0].observed,
+            Some(serde_json::json!({ "details": [
+                "container `a` is privileged",
+                "container `b` is privileged"
+            ] }))
+        );
+        assert_eq!(posture_findings(&[]), []);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! finding of it. Pure: the observer gathers the facts ([`PodFacts`], [`NamespaceFacts`]),
 //! these rules judge them. Each rule's reason is in docs/targets.md ("Posture findings").
 
-use crate::drift::{DriftKind, Finding};
 use serde::{Deserialize, Serialize};
 
 /// A `LoadBalancer` or `NodePort` Service: reachable from outside the cluster.
@@ -240,82 +239,9 @@ pub fn namespace_violations(namespace: &str, facts: &NamespaceFacts) -> Vec<Viol
     out
 }
 
-/// The `posture` findings of an observation's violations: one per resource and rule (a pod
-/// with two privileged containers is one finding), what breaks it as the finding's
-/// `observed.details`, in the order the rules found them.
-pub fn findings(violations: &[Violation]) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut details: Vec<Vec<&str>> = Vec::new();
-    for v in violations {
-        let same = |f: &Finding| f.resource == v.resource && f.rule.as_deref() == Some(&v.rule);
-        match out.iter().position(same) {
-            Some(at) => details[at].push(&v.detail),
-            None => {
-                out.push(Finding {
-                    kind: DriftKind::Posture,
-                    resource: v.resource.clone(),
-                    rule: Some(v.rule.clone()),
-                    declared: None,
-                    observed: None,
-                    changed_by: None,
-                });
-                details.push(vec![&v.detail]);
-            }
-        }
-    }
-    for (f, details) in out.iter_mut().zip(details) {
-        f.observed = Some(serde_json::json!({ "details": details }));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn violations_of_one_rule_on_one_resource_are_one_finding() {
-        let v = |rule: &str, resource: &str, detail: &str| violation(rule, resource, detail.into());
-        let found = findings(&[
-            v(
-                PRIVILEGED_CONTAINER,
-                "deployment/api",
-                "container `a` is privileged",
-            ),
-            v(MUTABLE_IMAGE_TAG, "deployment/api", "container `a`: latest"),
-            v(
-                PRIVILEGED_CONTAINER,
-                "deployment/api",
-                "container `b` is privileged",
-            ),
-            v(
-                PRIVILEGED_CONTAINER,
-                "deployment/web",
-                "container `w` is privileged",
-            ),
-        ]);
-        let keys: Vec<(&str, Option<&str>)> = found
-            .iter()
-            .map(|f| (f.resource.as_str(), f.rule.as_deref()))
-            .collect();
-        assert_eq!(
-            keys,
-            [
-                ("deployment/api", Some(PRIVILEGED_CONTAINER)),
-                ("deployment/api", Some(MUTABLE_IMAGE_TAG)),
-                ("deployment/web", Some(PRIVILEGED_CONTAINER)),
-            ]
-        );
-        assert!(found.iter().all(|f| f.kind == DriftKind::Posture));
-        assert_eq!(
-            found[0].observed,
-            Some(serde_json::json!({ "details": [
-                "container `a` is privileged",
-                "container `b` is privileged"
-            ] }))
-        );
-        assert_eq!(findings(&[]), []);
-    }
 
     fn hardened() -> ContainerFacts {
         ContainerFacts {

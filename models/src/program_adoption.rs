@@ -57,6 +57,29 @@ pub fn observed_kind(pulumi_type: &str) -> Option<&'static str> {
         .find(|k| self::pulumi_type(k) == Some(pulumi_type))
 }
 
+/// The Kubernetes workloads of a stack's resources: (the observer's kind, `namespace/name`).
+pub fn managed_workloads(resources: &[crate::posture::StateResource]) -> Vec<(String, String)> {
+    resources
+        .iter()
+        .filter_map(|r| {
+            let kind = observed_kind(&r.kind)?;
+            let id = r.id.as_deref()?;
+            // A namespaced object's ID is `namespace/name`; one whose program set no
+            // namespace has its name alone (the provider's `fqName`), and lives where its
+            // outputs say (the provider's namespace, else `default`).
+            let id = if id.contains('/') {
+                id.to_owned()
+            } else {
+                let ns = r.outputs["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default");
+                format!("{ns}/{id}")
+            };
+            Some((kind.to_owned(), id))
+        })
+        .collect()
+}
+
 /// What each unmanaged finding's workload becomes, in namespace `namespace` of a program whose
 /// resources are named `taken`: named after the workload (`-adopted` added while the name is
 /// taken). A finding of a kind Pulumi's Kubernetes provider does not import is refused.

@@ -8,13 +8,13 @@ use crate::raise_findings::{Standing, raise_findings};
 use chrono::{DateTime, Utc};
 use known::Known;
 use runtime_cloud_models::cost::{self, Cost, PriceTable, Usage};
-use runtime_cloud_models::drift::{compare, resource_findings};
+use runtime_cloud_models::drift::{compare, posture_findings, resource_findings};
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
-use runtime_cloud_models::posture::{self, Violation};
+use runtime_cloud_models::posture::Violation;
 use runtime_cloud_store::decode::{At, to_json};
 use runtime_cloud_store::entities::{
     observed_workloads as workload_rows, runtime_inventories as rows,
@@ -370,7 +370,7 @@ async fn record_known(
             }
             None => Vec::new(),
         };
-        found.extend(posture::findings(posture));
+        found.extend(posture_findings(posture));
         (changed, Some(found))
     };
     let standing = Standing {

@@ -6,7 +6,7 @@ use super::Pulumi;
 use crate::Error;
 use crate::ports::Target;
 use runtime_cloud_models::posture::StateResource;
-use runtime_cloud_models::program_adoption::observed_kind;
+use runtime_cloud_models::program_adoption::managed_workloads;
 
 /// The resources of a `pulumi stack export` that a provider manages (`custom`): not the stack
 /// itself, nor component resources, which hold no cloud object.
@@ -17,29 +17,6 @@ pub fn state_resources(export: &serde_json::Value) -> Vec<StateResource> {
         .flatten()
         .filter(|r| r["custom"] == true)
         .filter_map(|r| serde_json::from_value(r.clone()).ok())
-        .collect()
-}
-
-/// The Kubernetes workloads of a stack's resources: (the observer's kind, `namespace/name`).
-pub fn managed_workloads(resources: &[StateResource]) -> Vec<(String, String)> {
-    resources
-        .iter()
-        .filter_map(|r| {
-            let kind = observed_kind(&r.kind)?;
-            let id = r.id.as_deref()?;
-            // A namespaced object's ID is `namespace/name`; one whose program set no
-            // namespace has its name alone (the provider's `fqName`), and lives where its
-            // outputs say (the provider's namespace, else `default`).
-            let id = if id.contains('/') {
-                id.to_owned()
-            } else {
-                let ns = r.outputs["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("default");
-                format!("{ns}/{id}")
-            };
-            Some((kind.to_owned(), id))
-        })
         .collect()
 }
 
