@@ -271,6 +271,22 @@ async fn posture_risks_are_found_resolved_when_fixed_and_accepted_only_for_a_tim
     assert_eq!(api.proposals("k8s").await, Vec::<Value>::new());
 }
 
+/// In the console, each open posture finding shows its rule beside its kind and what breaks
+/// it (Chromium, `tests/console/posture.mjs`).
+#[tokio::test]
+async fn console_an_operator_reads_posture_findings_with_their_rules() {
+    let stack = stack().await;
+    let (_cluster, api, _kubeconfig) = cluster_with_risks(&stack).await;
+    api.observe(&stack, "k8s").await;
+    let token = crate::cli::operator_token(&stack);
+    crate::console::scenario(
+        "posture",
+        &stack.base_url,
+        &[("RC_TOKEN", &token), ("RC_ENV", "k8s")],
+    )
+    .await;
+}
+
 /// Turned off, observations raise no posture finding and make no extra list call; those open
 /// resolve.
 #[tokio::test]

@@ -26,8 +26,12 @@
 //! `--target kubernetes` adds the Kubernetes observer: the same fleet again, each environment a
 //! namespace of one cluster — the stand-in API server of the tests
 //! (`tests/common/kube_stand_in.rs`, no real API server runs here) holding exactly the declared
-//! Deployments and StatefulSets — swept the same way. It prints the API calls per environment
-//! the stand-in served (target: at most 5) and the wall time next to the sandbox's.
+//! Deployments and StatefulSets, each container requesting CPU and memory — swept the same way,
+//! twice: without posture findings and cost (`RUNTIME_CLOUD_POSTURE_FINDINGS=false`, no price
+//! table), then with both (the default, and a price table set before the sweep). It prints the
+//! API calls per environment the stand-in served (target: at most 5 without posture, 6 with its
+//! NetworkPolicy list), the wall times next to the sandbox's, and with / without (target: at
+//! most 1.2).
 
 use crate::actions::{self, Tally};
 use crate::api::{for_each_concurrent, workloads};
@@ -114,12 +118,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let product = product(&args).await.context("product")?;
     let kubernetes = match args.target {
         Observer::Sandbox => None,
-        Observer::Kubernetes => Some(kubernetes(&args).await.context("kubernetes")?),
+        Observer::Kubernetes => {
+            let without = kubernetes(&args, false).await.context("kubernetes")?;
+            let with = kubernetes(&args, true)
+                .await
+                .context("kubernetes, posture and cost")?;
+            Some([without, with])
+        }
     };
     let baseline = baseline(&args).await.context("baseline")?;
     report(&args, &product, &baseline);
-    if let Some((k, calls)) = kubernetes {
-        report_kubernetes(&args, &product, &k, calls);
+    if let Some(k) = kubernetes {
+        report_kubernetes(&args, &product, &k);
     }
     Ok(())
 }
@@ -187,11 +197,16 @@ pub async fn seed(
 }
 
 /// The fleet again, each environment a namespace of the stand-in cluster holding exactly its
-/// declared workloads; also returns the list calls the cluster served per environment.
-async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
+/// declared workloads, observed with posture findings and cost (`with`) or without; also
+/// returns the list calls the cluster served per environment.
+async fn kubernetes(args: &Args, with: bool) -> anyhow::Result<(Measured, f64)> {
     use crate::stand_ins::kube_stand_in::KubeStandIn;
     let cluster = Arc::new(KubeStandIn::start().await);
-    let stack = Stack::start(args.db).await?;
+    let posture = (
+        "RUNTIME_CLOUD_POSTURE_FINDINGS".to_owned(),
+        with.to_string(),
+    );
+    let stack = Stack::start_with(args.db, vec![posture]).await?;
     let kubeconfig = stack.dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, cluster.kubeconfig())?;
     let kubeconfig_ref = format!("file://{}", kubeconfig.display());
@@ -213,6 +228,11 @@ async fn kubernetes(args: &Args) -> anyhow::Result<(Measured, f64)> {
         args.envs,
         seeding.elapsed().as_secs_f64()
     );
+    if with {
+        let prices =
+            serde_json::json!({ "currency": "EUR", "cpuHour": 0.04, "memoryGbHour": 0.005 });
+        api.put("/factory/prices", prices, 200).await?;
+    }
     let before = cluster.requests().len();
     let measured = sweep(args, stack).await?;
     let calls = (cluster.requests().len() - before) as f64 / args.envs as f64;
@@ -291,6 +311,7 @@ pub(crate) fn kubernetes_object(w: &runtime_cloud_models::Workload) -> serde_jso
                 "metadata": { "labels": { "app": w.name } },
                 "spec": { "containers": [{
                     "name": w.name, "image": format!("registry.example.com/bench/{}:{}", w.name, w.version),
+                    "resources": { "requests": { "cpu": "100m", "memory": "128Mi" } },
                     "env": [
                         { "name": "SETTINGS", "valueFrom": { "configMapKeyRef": { "name": format!("{}-config", w.name), "key": "settings" } } },
                         { "name": "DB_PASSWORD", "valueFrom": { "secretKeyRef": { "name": format!("{}-db", w.name), "key": "password" } } }
@@ -664,7 +685,7 @@ fn report(args: &Args, p: &Measured, b: &Measured) {
     v.print();
 }
 
-fn report_kubernetes(args: &Args, sandbox: &Measured, k: &Measured, calls: f64) {
+fn report_kubernetes(args: &Args, sandbox: &Measured, [without, with]: &[(Measured, f64); 2]) {
     let mut t = Table::new(
         &format!(
             "Kubernetes observer: {} namespaces x {} workloads on the stand-in API server, {}",
@@ -680,13 +701,18 @@ fn report_kubernetes(args: &Args, sandbox: &Measured, k: &Measured, calls: f64) 
             "worker peak RSS MiB",
         ],
     );
-    t.row(vec![
-        "kubernetes".into(),
-        format!("{:.1}", k.wall.as_secs_f64()),
-        format!("{:.1}", rate(args.envs, k.wall)),
-        format!("{calls:.2}"),
-        format!("{:.0}", k.worker_peak_mib),
-    ]);
+    for (name, (k, calls)) in [
+        ("kubernetes, posture and cost", with),
+        ("kubernetes, without them", without),
+    ] {
+        t.row(vec![
+            name.into(),
+            format!("{:.1}", k.wall.as_secs_f64()),
+            format!("{:.1}", rate(args.envs, k.wall)),
+            format!("{calls:.2}"),
+            format!("{:.0}", k.worker_peak_mib),
+        ]);
+    }
     t.row(vec![
         "sandbox".into(),
         format!("{:.1}", sandbox.wall.as_secs_f64()),
@@ -694,22 +720,48 @@ fn report_kubernetes(args: &Args, sandbox: &Measured, k: &Measured, calls: f64) 
         "-".into(),
         format!("{:.0}", sandbox.worker_peak_mib),
     ]);
+    let (with, with_calls) = (&with.0, with.1);
+    let (without, without_calls) = (&without.0, without.1);
+    let overhead = ratio(with.wall.as_secs_f64(), without.wall.as_secs_f64());
     t.row(vec![
-        "kubernetes / sandbox".into(),
-        ratio_cell(ratio(k.wall.as_secs_f64(), sandbox.wall.as_secs_f64())),
+        "with / without".into(),
+        ratio_cell(overhead),
         ratio_cell(ratio(
-            rate(args.envs, k.wall),
+            rate(args.envs, with.wall),
+            rate(args.envs, without.wall),
+        )),
+        String::new(),
+        ratio_cell(ratio(with.worker_peak_mib, without.worker_peak_mib)),
+    ]);
+    t.row(vec![
+        "kubernetes (without) / sandbox".into(),
+        ratio_cell(ratio(
+            without.wall.as_secs_f64(),
+            sandbox.wall.as_secs_f64(),
+        )),
+        ratio_cell(ratio(
+            rate(args.envs, without.wall),
             rate(args.envs, sandbox.wall),
         )),
         String::new(),
-        ratio_cell(ratio(k.worker_peak_mib, sandbox.worker_peak_mib)),
+        ratio_cell(ratio(without.worker_peak_mib, sandbox.worker_peak_mib)),
     ]);
     t.print();
     let mut v = Table::new("Target", &["target", "measured", "verdict"]);
     v.row(vec![
-        "at most 5 API calls per environment".into(),
-        format!("{calls:.2}"),
-        verdict(calls <= 5.0),
+        "at most 5 API calls per environment (posture off)".into(),
+        format!("{without_calls:.2}"),
+        verdict(without_calls <= 5.0),
+    ]);
+    v.row(vec![
+        "at most 6 with posture (its NetworkPolicy list)".into(),
+        format!("{with_calls:.2}"),
+        verdict(with_calls <= 6.0),
+    ]);
+    v.row(vec![
+        "sweep with posture and cost at most 1.2 x without".into(),
+        format!("{} x", ratio_cell(overhead)),
+        verdict(overhead <= 1.2),
     ]);
     v.print();
 }
