@@ -4,7 +4,7 @@
 // its reconciliation proposals, with the form that accepts or rejects one.
 
 import { get, post, withQuery, seg, lacks, DECIDERS } from './api.js';
-import { h, fill, link, time, badge, table, facts, refs, json, action, perform, poll, region, policy } from './ui.js';
+import { h, fill, link, time, badge, table, facts, refs, json, action, perform, poll, region, policy, hourlyCost } from './ui.js';
 import { targetText, byKind } from './environments.js';
 
 /** `kubectl-edit (Update) at …, field spec.replicas`: who made a difference. */
@@ -99,6 +99,7 @@ function inventory(inv, envState) {
       ['Last error', inv.lastError || null],
       ['Release', inv.currentReleaseId || null],
       ['Specification', inv.specificationVersion ? `version ${inv.specificationVersion}` : null],
+      ['Cost', hourlyCost(inv.cost, { id: 'inventory-cost' })],
     ]),
     table(
       [

@@ -3,11 +3,12 @@
 // filtered by class and state, searched by id, project or label among those shown.
 //
 // The environments list carries none of the observed state, so each row also reads the
-// environment's inventory, open drift and newest run (three small reads per environment),
-// each only when the token has the scope; the cell says which scope is missing otherwise.
+// environment's inventory (its cost an hour too), open drift and newest run (three small reads
+// per environment), each only when the token has the scope; the cell says which scope is
+// missing otherwise. Above the list, what the tenant's fleet costs an hour (`factory.meta.read`).
 
 import { get, withQuery, seg, lacks } from './api.js';
-import { h, fill, link, time, badge, table, poll, runMoving } from './ui.js';
+import { h, fill, link, time, badge, table, poll, runMoving, hourlyCost } from './ui.js';
 
 /** `sandbox`, `pulumi org/project/stack` …: the runner, and the observer when it differs. */
 export function targetText(target) {
@@ -85,6 +86,7 @@ export async function render(root, _params, query) {
   const more = h('button', { type: 'button', id: 'more', hidden: true, onclick: () => { wanted += PAGE; refresh(); } }, 'More environments');
   const list = h('div', { id: 'environments' });
   const count = h('span', { class: 'muted' });
+  const total = h('p', { id: 'fleet-total' });
 
   const draw = () => {
     const shown = rows.filter((r) => matches(r, filter));
@@ -99,6 +101,7 @@ export async function render(root, _params, query) {
           ['Target', (r) => targetText(r.env.target)],
           ['Observed', freshness],
           ['Open drift', drift],
+          ['Cost', (r) => (r.runtime ? h('span', { class: 'muted' }, '—') : hourlyCost(r.inventory.cost, { class: 'cost' }))],
           ['Mode', (r) => r.env.mode],
           ['Life', (r) => (r.env.state === 'retired' ? h('span', { class: 'badge' }, 'retired') : r.env.expiresAt ? ['expires ', time(r.env.expiresAt)] : '—')],
           ['Last run', lastRun],
@@ -118,6 +121,7 @@ export async function render(root, _params, query) {
   fill(
     root,
     h('h1', null, 'Environments ', count),
+    total,
     h(
       'div',
       { class: 'filters' },
@@ -143,7 +147,14 @@ export async function render(root, _params, query) {
         cursor = page.nextCursor;
       } while (cursor && envs.length < wanted);
       more.hidden = !cursor;
-      rows = await Promise.all(envs.map(details));
+      const [found, summary] = await Promise.all([
+        Promise.all(envs.map(details)),
+        lacks('factory.meta.read') ? null : get('/fleet/meta/summary'),
+      ]);
+      rows = found;
+      fill(total, summary && summary.hourlyCost
+        ? ['The tenant\'s observed environments cost ', h('strong', { id: 'fleet-cost' }, `${summary.hourlyCost.hourly} ${summary.hourlyCost.currency} an hour`), '.']
+        : summary ? h('span', { class: 'muted', id: 'fleet-cost' }, 'No price table: nothing is priced (PUT /factory/prices).') : null);
       draw();
       return rows;
     },

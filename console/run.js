@@ -48,8 +48,16 @@ function diff(plan, declared, observed) {
       ['Inputs hash', h('code', { id: 'inputs-hash' }, plan.inputsHash)],
       ['Program version', h('code', null, plan.programVersion)],
       ['Cost an hour', costText(plan.cost)],
+      ['Posture', postureText(plan.posture)],
     ]),
   ];
+}
+
+/** The posture rules the plan would newly break, each on its resource, or that it breaks none. */
+function postureText(posture) {
+  if (!posture || !posture.length) return h('span', { class: 'muted' }, 'breaks no posture rule it does not break already');
+  return h('ul', { id: 'plan-posture', class: 'warn' }, posture.map((v) =>
+    h('li', { 'data-rule': v.rule }, h('code', { class: 'posture-rule' }, v.rule), ' on ', h('code', null, v.resource), ': ', v.detail)));
 }
 
 /** `0.0675 → 0.135 EUR an hour (+100 %)`, or why there is no estimate. */

@@ -120,6 +120,16 @@ export const json = (value) => h('pre', { class: 'json' }, JSON.stringify(value,
  * the reason beside it and as its tooltip, when the token does not allow it. The API refuses
  * it anyway; this only saves the operator a 403.
  */
+/**
+ * `0.135 EUR an hour` of an observed cost (`models::cost::Cost`), with what could not be priced;
+ * or that there is none (no price table, or not observed yet): never a made-up number.
+ */
+export function hourlyCost(cost, props = {}) {
+  if (!cost) return h('span', { class: 'muted', ...props }, 'not priced');
+  return h('span', props, `${cost.hourly} ${cost.currency} an hour`,
+    cost.unpriced && cost.unpriced.length ? h('span', { class: 'muted' }, ` (not priced: ${cost.unpriced.join(', ')})`) : null);
+}
+
 export function action(label, need, onclick, extra = {}) {
   const why = lacks(need.scope, need.roles);
   const button = h('button', { type: 'button', onclick, disabled: !!why, title: why, ...extra }, label);

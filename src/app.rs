@@ -185,6 +185,7 @@ async fn worker_deps(config: &Config) -> anyhow::Result<WorkerDeps> {
             )) as Arc<dyn runtime_cloud_activities::slo::SloGuard>
         }),
         kubernetes_watch: config.kubernetes_watch.then_some(kubernetes),
+        posture_findings: config.posture_findings,
     })
 }
 

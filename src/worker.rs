@@ -52,6 +52,8 @@ pub struct WorkerDeps {
     pub pulumi: Arc<runtime_cloud_activities::pulumi::Pulumi>,
     /// Reads the Kubernetes clusters, for their watches; none when they are not watched.
     pub kubernetes_watch: Option<Arc<runtime_cloud_activities::kubernetes::Kubernetes>>,
+    /// Judge observations and plans by the posture rules (`RUNTIME_CLOUD_POSTURE_FINDINGS`).
+    pub posture_findings: bool,
 }
 
 /// Runs the worker until `shutdown` resolves, then drains it. A worker that stops on its own
@@ -281,6 +283,7 @@ fn provisioning_activities(deps: &WorkerDeps) -> ProvisioningActivitiesImpl {
         runner: deps.runner.clone(),
         approvals: deps.approvals.clone(),
         policy: deps.policy.clone(),
+        posture: deps.posture_findings,
         artifacts: deps.artifacts.clone(),
         semaphores: semaphores(deps),
         inventory: None,

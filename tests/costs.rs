@@ -238,6 +238,29 @@ async fn a_fleet_is_priced_by_project_and_customer_tenant_from_what_it_requests(
         r#"connectsoft_factory_runtime_hourly_cost{{tenant="{tenant}",project="blog"}} {g1}"#
     );
     assert!(metrics.contains(&gauge), "{gauge} in {metrics}");
+
+    // The environment's inventory carries its cost; the console shows it there, in the
+    // environments list, and the fleet's above it.
+    let inventory = api
+        .get("/factory/environments/a1/inventory")
+        .await
+        .expect(200);
+    assert_eq!(inventory["cost"]["hourly"], a1_now, "{inventory}");
+    let token = crate::cli::operator_token(&stack);
+    crate::console::scenario(
+        "costs",
+        &stack.base_url,
+        &[
+            ("RC_TOKEN", &token),
+            ("RC_ENV", "a1"),
+            ("RC_ENV_COST", &format!("{a1_now} EUR an hour")),
+            (
+                "RC_FLEET_COST",
+                &format!("{} EUR an hour", summary["hourlyCost"]["hourly"]),
+            ),
+        ],
+    )
+    .await;
 }
 
 /// A policy that denies a rise of more than half the hourly cost.

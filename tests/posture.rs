@@ -396,3 +396,155 @@ async fn a_rego_posture_rule_fires_on_a_pulumi_stacks_resource_until_it_is_fixed
         [pair("public-bucket", urn)]
     );
 }
+
+/// A tenant's rule: no plan may newly run a privileged container or open a bucket.
+const NO_NEW_RISKS: &str = r#"package runtime_cloud
+
+deny contains msg if {
+	some v in input.plan.posture
+	v.rule in {"privileged-container", "public-bucket"}
+	msg := sprintf("the plan introduces %s on %s (%s)", [v.rule, v.resource, v.detail])
+}
+"#;
+
+/// Each plan's resources are judged by the posture rules as they are and as the plan would
+/// leave them: what the plan would newly break is on its receipt (`planReceipt.posture`) and
+/// given to the policies, so a tenant's rule denies a plan that makes a container privileged
+/// and a bucket public, with both as the evidence on the run; a rule the resource broke
+/// already (its image by tag) is not the plan's doing.
+#[tokio::test]
+async fn a_plan_that_would_introduce_a_posture_risk_is_denied_with_the_risk_as_evidence() {
+    use crate::pulumi::Repository;
+    let policies = tempfile::tempdir().expect("policy dir");
+    std::fs::write(policies.path().join("no-new-risks.rego"), NO_NEW_RISKS).expect("policy");
+    let mut opts = StackOptions::proposals_wait_for_a_decision();
+    opts.posture_findings = true;
+    opts.env.extend([
+        (
+            "RUNTIME_CLOUD_PULUMI_BINARY".to_owned(),
+            crate::pulumi::stand_in(),
+        ),
+        (
+            "RUNTIME_CLOUD_POLICY_DIR".to_owned(),
+            policies.path().display().to_string(),
+        ),
+        ("RUNTIME_CLOUD_KUBERNETES_WATCH".to_owned(), "false".to_owned()),
+    ]);
+    let stack = Stack::with(opts).await;
+    let cluster = KubeStandIn::start().await;
+    let (_kubeconfig_dir, kubeconfig_ref) = crate::kubernetes::kubeconfig(&cluster);
+    let state = stack.data_dir.path().join("pulumi-state");
+    let api = stack.operator("acme");
+    // The program: Deployment `api` by a mutable tag (breaking `mutable-image-tag` from the
+    // start), privileged or not, and bucket `docs` with `acl`.
+    let program = |privileged: bool, acl: &str| {
+        let object = deployment("api", |pod| {
+            pod["containers"][0]["image"] = json!("registry.example.com/shop/api:1.0.0");
+            if privileged {
+                pod["containers"][0]["securityContext"] = json!({ "privileged": true });
+            }
+        });
+        let metadata = json!({ "name": "api", "namespace": "shop", "labels": { "app": "api" },
+                               "annotations": { "pulumi.com/patchFieldManager": FIELD_MANAGER } });
+        json!({ "name": "shop", "runtime": "yaml", "outputs": {},
+                "resources": {
+                    "api": { "type": "kubernetes:apps/v1:Deployment",
+                             "properties": { "metadata": metadata, "spec": object["spec"] } },
+                    "docs": { "type": "aws:s3/bucket:Bucket", "properties": { "acl": acl } } } })
+    };
+    let repo = Repository::new();
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": "production",
+                "target": {
+                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
+                                "backendUrl": format!("file://{}", state.display()) },
+                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
+                                  "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+    let declare = |commit: String| {
+        let api = &api;
+        let (program_ref, kubeconfig_ref) = (repo.program_ref(), kubeconfig_ref.clone());
+        async move {
+            api.post(
+                "/factory/provisioning/specifications",
+                json!({ "environmentId": "k8s", "kind": "environment", "programRef": program_ref,
+                        "programVersion": commit, "configRefs": {},
+                        "secretRefs": { "kubernetes:kubeconfig": kubeconfig_ref },
+                        "workloads": [{ "name": "api", "kind": "deployment", "version": "1.0.0",
+                                        "replicas": 1, "configRefs": {}, "secretRefs": {} }] }),
+            )
+            .await
+            .expect(201);
+        }
+    };
+    let urn = "urn:pulumi:k8s::shop::aws:s3/bucket:Bucket::docs";
+
+    // The baseline creates both: the image by tag is introduced, and no rule denies it.
+    declare(repo.commit(&program(false, "private"))).await;
+    let id = api.plan_run("k8s", "baseline").await;
+    let run = api.wait_state(&id, "AwaitingApproval").await;
+    let introduced = |run: &Value| -> Vec<(String, String)> {
+        run["planReceipt"]["posture"]
+            .as_array()
+            .map(|a| rules(a))
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        introduced(&run),
+        [pair("mutable-image-tag", "deployment/api")],
+        "{run}"
+    );
+    api.decide(&id, "approve").await.expect(202);
+    api.wait_state(&id, "Applied").await;
+
+    // Privileged and public: denied before any approval, both rules the evidence; the image
+    // by tag, broken already, is not listed.
+    declare(repo.commit(&program(true, "public-read"))).await;
+    let id = api.plan_run("k8s", "promotion").await;
+    let run = api.wait_state(&id, "Rejected").await;
+    assert_eq!(
+        introduced(&run),
+        [
+            pair("privileged-container", "deployment/api"),
+            pair("public-bucket", urn)
+        ],
+        "{run}"
+    );
+    let reason = text(&run["reason"]);
+    assert!(
+        reason.starts_with("denied by policy: ")
+            && reason.contains("the plan introduces privileged-container on deployment/api (container `api` is privileged)")
+            && reason.contains(&format!("the plan introduces public-bucket on {urn}")),
+        "{run}"
+    );
+    assert!(run["applyReceipt"].is_null(), "nothing applied: {run}");
+    let live = cluster.get("shop", "deployments", "api");
+    assert_eq!(
+        live["spec"]["template"]["spec"]["containers"][0]["securityContext"],
+        Value::Null,
+        "the cluster runs what the baseline applied"
+    );
+    // The CLI shows them with the plan.
+    let op = crate::cli::cli(&stack, Some(crate::cli::operator_token(&stack)));
+    let shown = op.run(&["runs", "get", &id]);
+    let shown = shown.expect(0);
+    assert!(
+        shown.contains("introduces posture privileged-container on deployment/api: container `api` is privileged"),
+        "{shown}"
+    );
+    // And the console, with the plan on the run's page.
+    let token = crate::cli::operator_token(&stack);
+    crate::console::scenario(
+        "plan_posture",
+        &stack.base_url,
+        &[
+            ("RC_TOKEN", &token),
+            ("RC_RUN", &id),
+            ("RC_RULES", "privileged-container,public-bucket"),
+        ],
+    )
+    .await;
+}

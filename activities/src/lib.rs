@@ -45,6 +45,7 @@ pub mod offboarding;
 pub mod outbox_relay;
 pub mod policy;
 pub mod ports;
+pub mod plan_posture;
 pub mod program_branches;
 pub mod programs;
 pub mod provisioning;

@@ -4,7 +4,7 @@ use crate::Error;
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
 use runtime_cloud_models::observation::DriftedResource;
-use runtime_cloud_models::posture::{PostureInput, StateResource, Violation};
+use runtime_cloud_models::posture::{PlannedResource, PostureInput, StateResource, Violation};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 
 /// Where an environment runs.
@@ -17,6 +17,25 @@ pub struct Target {
     pub limits: Option<runtime_cloud_models::capacity::ProcessLimits>,
 }
 
+/// A runner's plan: its receipt, and the resources it would leave, before and after, which
+/// the plan activity judges by the posture rules and then drops (their properties are the
+/// program's: no receipt, table or workflow payload keeps them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub receipt: PlanReceipt,
+    pub resources: Vec<PlannedResource>,
+}
+
+impl From<PlanReceipt> for Plan {
+    /// A plan whose runner tells no planned resources (the sandbox's workloads have none).
+    fn from(receipt: PlanReceipt) -> Plan {
+        Plan {
+            receipt,
+            resources: Vec::new(),
+        }
+    }
+}
+
 /// Plans and applies a specification on a target (sandbox, Pulumi).
 #[async_trait::async_trait]
 pub trait Runner: Send + Sync + 'static {
@@ -27,7 +46,7 @@ pub trait Runner: Send + Sync + 'static {
         target: &Target,
         spec: &SpecificationSnapshot,
         log: &StepLog,
-    ) -> Result<PlanReceipt, Error>;
+    ) -> Result<Plan, Error>;
 
     /// Converges the target to the specification. Applying the same run twice returns the
     /// first receipt and changes nothing; a target that moved since the plan (another inputs
@@ -234,7 +253,7 @@ impl Runner for TargetRunners {
         target: &Target,
         spec: &SpecificationSnapshot,
         log: &StepLog,
-    ) -> Result<PlanReceipt, Error> {
+    ) -> Result<Plan, Error> {
         self.runner(target).await?.plan(target, spec, log).await
     }
 

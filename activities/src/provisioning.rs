@@ -2,7 +2,7 @@
 
 use crate::error::{Error, activity_error, store_failed};
 use crate::ports::Artifacts;
-use crate::ports::{Approvals, Runner, Target};
+use crate::ports::{Approvals, Plan, Runner, Target};
 use crate::semaphores::{Semaphores, letting};
 use crate::step_log::StepLog;
 use runtime_cloud_models::approvals::{ApprovalClaim, ClaimOutcome};
@@ -31,6 +31,8 @@ pub struct ProvisioningActivitiesImpl {
     pub approvals: Arc<dyn Approvals>,
     /// Decides on every plan before it applies.
     pub policy: Arc<dyn crate::ports::Policy>,
+    /// Judge each plan's resources by the posture rules (`RUNTIME_CLOUD_POSTURE_FINDINGS`).
+    pub posture: bool,
     /// Keeps every plan's and apply's log.
     pub artifacts: Artifacts,
     /// The environments' locks and the projects' capacity.
@@ -222,10 +224,13 @@ impl ProvisioningActivitiesImpl {
             // heartbeat timeout, not the plan's whole timeout (the plan is read-only: planned
             // again, it changes nothing).
             let plan = {
-                let plan = if req.destroy {
-                    self.runner.plan_destroy(&target, &req.specification, &log)
-                } else {
-                    self.runner.plan(&target, &req.specification, &log)
+                let plan = async {
+                    if req.destroy {
+                        let destroy = self.runner.plan_destroy(&target, &req.specification, &log);
+                        destroy.await.map(Plan::from)
+                    } else {
+                        self.runner.plan(&target, &req.specification, &log).await
+                    }
                 };
                 tokio::pin!(plan);
                 let mut beat = heartbeats();
@@ -246,13 +251,23 @@ impl ProvisioningActivitiesImpl {
                 plan.as_ref().err(),
             )
             .await?;
-            let mut plan = plan.map_err(activity_error)?;
-            // What it would cost, with the plan wherever it is shown and given to the policies.
+            let Plan {
+                receipt: mut plan,
+                resources,
+            } = plan.map_err(activity_error)?;
+            // What it would cost and which posture rules it would newly break, with the plan
+            // wherever it is shown and given to the policies.
             let declared = (!req.destroy).then_some(&req.specification);
             let environment = (req.tenant_id.as_str(), req.environment_id.as_str());
             plan.cost = crate::cost::estimate(&self.db, environment, declared, &plan)
                 .await
                 .map_err(activity_error)?;
+            if self.posture {
+                plan.posture =
+                    crate::plan_posture::introduced(self.policy.as_ref(), environment, &resources)
+                        .await
+                        .map_err(activity_error)?;
+            }
             Ok(plan)
         }
         .instrument(span)

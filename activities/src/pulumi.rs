@@ -29,7 +29,7 @@ pub use state::state_resources;
 
 use crate::Error;
 use crate::ports::Artifacts;
-use crate::ports::{Runner, Target};
+use crate::ports::{Plan, Runner, Target};
 use crate::programs::{GitCredential, ProgramRef, Programs};
 use crate::references::{ConfigPlatform, SecretBroker, resolve_all};
 use crate::step_log::StepLog;
@@ -37,7 +37,7 @@ use runtime_cloud_models::artifacts;
 use runtime_cloud_models::capacity::ProcessLimits;
 use runtime_cloud_models::observation::{DriftedResource, ResourceChange};
 use runtime_cloud_models::plan::{PlanChanges, WorkloadChange};
-use runtime_cloud_models::posture::StateResource;
+use runtime_cloud_models::posture::{PlannedResource, StateResource};
 use runtime_cloud_models::targets::{PulumiStack, RunnerTarget};
 use runtime_cloud_models::{ApplyReceipt, PlanReceipt, SpecificationSnapshot};
 use serde::Deserialize;
@@ -505,7 +505,7 @@ impl Runner for Pulumi {
         target: &Target,
         spec: &SpecificationSnapshot,
         log: &StepLog,
-    ) -> Result<PlanReceipt, Error> {
+    ) -> Result<Plan, Error> {
         let stack = self.stack(target, log).await?;
         self.version().await?;
         let checkout = self.program(&stack, target, spec, "plan").await?;
@@ -559,7 +559,10 @@ impl Runner for Pulumi {
         crate::ports::keep(&self.artifacts, &key, saved)
             .await
             .map_err(|e| Error::Unreachable(format!("keeping the plan: {e}")))?;
-        Ok(receipt)
+        Ok(Plan {
+            receipt,
+            resources: digest.planned(),
+        })
     }
 
     async fn apply(
@@ -1007,6 +1010,21 @@ pub struct PreviewStep {
     pub diff_reasons: Vec<String>,
     #[serde(default)]
     pub detailed_diff: Option<BTreeMap<String, serde_json::Value>>,
+    /// The resource as the stack holds it (`apitype.ResourceV3`; secrets shown `[secret]`).
+    #[serde(default, deserialize_with = "state_if_readable")]
+    pub old_state: Option<StateResource>,
+    /// The resource as the update would leave it.
+    #[serde(default, deserialize_with = "state_if_readable")]
+    pub new_state: Option<StateResource>,
+}
+
+/// A step's resource state, or none when it does not read as one: the plan's changes do
+/// not depend on it, only its posture does.
+fn state_if_readable<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<StateResource>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 impl PreviewStep {
@@ -1032,6 +1050,30 @@ impl PreviewStep {
 }
 
 impl PreviewDigest {
+    /// The resources the update would create or change, each before and after, for the
+    /// posture rules. An import is left out: the object exists already (its findings are the
+    /// observation's), the update only takes it over.
+    pub fn planned(self) -> Vec<PlannedResource> {
+        self.steps
+            .into_iter()
+            .filter(|step| {
+                matches!(
+                    step.op.as_str(),
+                    "create" | "update" | "replace" | "create-replacement"
+                )
+            })
+            .filter_map(|step| {
+                let after = step.new_state?;
+                let stack_or_provider = after.kind == "pulumi:pulumi:Stack"
+                    || after.kind.starts_with("pulumi:providers:");
+                (!stack_or_provider).then_some(PlannedResource {
+                    before: step.old_state,
+                    after,
+                })
+            })
+            .collect()
+    }
+
     /// The steps of a refresh preview as drifted resources: a resource refresh would delete
     /// from the state is gone from its cloud; one it would update (or a `refresh` step with a
     /// diff) changed there. The stack itself and providers are not resources of the cloud.
@@ -1114,6 +1156,7 @@ impl PreviewDigest {
             inputs_hash: format!("sha256:{}", hex::encode(hash.finalize())),
             program_version: spec.program_version.clone(),
             cost: None,
+            posture: Vec::new(),
         }
     }
 }
@@ -1139,11 +1182,20 @@ mod tests {
             {"op": "same", "urn": "urn:pulumi:dev::shop::pulumi:pulumi:Stack::shop-dev",
              "detailedDiff": null},
             {"op": "create", "urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs",
-             "detailedDiff": null},
+             "detailedDiff": null,
+             "newState": {"urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs",
+                          "custom": true, "type": "aws:s3/bucket:Bucket",
+                          "inputs": {"acl": "private"}}},
             {"op": "update", "urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs",
              "diffReasons": ["tags"],
              "detailedDiff": {"tags": {"kind": "update", "inputDiff": true},
-                              "tags.env": {"kind": "add", "inputDiff": true}}},
+                              "tags.env": {"kind": "add", "inputDiff": true}},
+             "oldState": {"urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs",
+                          "custom": true, "id": "docs-1a2b", "type": "aws:s3/bucket:Bucket",
+                          "inputs": {"acl": "private"}, "outputs": {"acl": "private"}},
+             "newState": {"urn": "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs",
+                          "custom": true, "id": "docs-1a2b", "type": "aws:s3/bucket:Bucket",
+                          "inputs": {"acl": "private", "tags": {"env": "dev"}}}},
             {"op": "replace", "urn": "urn:pulumi:dev::shop::kubernetes:apps/v1:Deployment::api",
              "diffReasons": ["spec"], "replaceReasons": ["spec"], "detailedDiff": {}},
             {"op": "delete", "urn": "urn:pulumi:dev::shop::aws:sqs/queue:Queue::old"}
@@ -1193,6 +1245,30 @@ mod tests {
             hash(&other, "fp", "3 update t succeeded"),
             receipt.inputs_hash
         );
+    }
+
+    #[test]
+    fn a_previews_created_and_changed_resources_are_planned_with_their_states() {
+        let digest: PreviewDigest = serde_json::from_str(PREVIEW).unwrap();
+        let planned = digest.planned();
+        // The stack (a same), the delete and the replace without states are not planned.
+        let urns: Vec<(&str, Option<&str>)> = planned
+            .iter()
+            .map(|p| (p.after.urn.as_str(), p.before.as_ref().map(|b| b.urn.as_str())))
+            .collect();
+        assert_eq!(
+            urns,
+            [
+                ("urn:pulumi:dev::shop::aws:s3/bucket:Bucket::logs", None),
+                (
+                    "urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs",
+                    Some("urn:pulumi:dev::shop::aws:s3/bucket:Bucket::docs")
+                ),
+            ]
+        );
+        assert_eq!(planned[1].after.kind, "aws:s3/bucket:Bucket");
+        assert_eq!(planned[1].after.inputs["tags"]["env"], "dev");
+        assert_eq!(planned[1].before.as_ref().unwrap().id.as_deref(), Some("docs-1a2b"));
     }
 }
 

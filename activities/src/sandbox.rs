@@ -7,7 +7,7 @@
 //! access would (and arms failures for tests).
 
 use crate::Error;
-use crate::ports::{Observer, Runner, Target};
+use crate::ports::{Observer, Plan, Runner, Target};
 use crate::step_log::StepLog;
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::plan::{diff, inputs_hash};
@@ -268,7 +268,7 @@ impl Runner for Sandbox {
         target: &Target,
         spec: &SpecificationSnapshot,
         log: &StepLog,
-    ) -> Result<PlanReceipt, Error> {
+    ) -> Result<Plan, Error> {
         if !program_version_exists(&spec.program_version) {
             return Err(Error::PlanInvalid(format!(
                 "program version `{}` of `{}` not found",
@@ -281,6 +281,7 @@ impl Runner for Sandbox {
             inputs_hash: inputs_hash(spec, &current),
             program_version: spec.program_version.clone(),
             cost: None,
+            posture: Vec::new(),
         };
         let c = &receipt.changes;
         log.line(format!(
@@ -293,7 +294,7 @@ impl Runner for Sandbox {
             c.deletes.len(),
             receipt.inputs_hash
         ));
-        Ok(receipt)
+        Ok(receipt.into())
     }
 
     async fn apply(
@@ -382,7 +383,7 @@ impl Runner for Sandbox {
         spec: &SpecificationSnapshot,
         log: &StepLog,
     ) -> Result<PlanReceipt, Error> {
-        self.plan(target, &nothing(spec), log).await
+        Ok(self.plan(target, &nothing(spec), log).await?.receipt)
     }
 
     /// Removes every workload, as the plan of [`Runner::plan_destroy`] said; the document
@@ -460,7 +461,8 @@ mod tests {
         let plan = sandbox
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         assert_eq!(plan.changes.adds.len(), 1);
         let first = sandbox
             .apply("run-1", &target(), &spec("1.0"), &plan, &StepLog::default())
@@ -480,6 +482,7 @@ mod tests {
                 .plan(&target(), &spec("1.0"), &StepLog::default())
                 .await
                 .unwrap()
+            .receipt
                 .changes
                 .is_empty()
         );
@@ -499,7 +502,8 @@ mod tests {
         let plan = worker
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         let (target, spec, log) = (target(), spec("1.0"), StepLog::default());
         let apply = worker.apply("run-1", &target, &spec, &plan, &log);
         let edit = async {
@@ -522,11 +526,13 @@ mod tests {
         let stale = sandbox
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         let fresh = sandbox
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         sandbox
             .apply(
                 "run-1",
@@ -566,7 +572,8 @@ mod tests {
         let plan = sandbox
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         let err = sandbox
             .apply("run-1", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await
@@ -578,7 +585,8 @@ mod tests {
         let plan = sandbox
             .plan(&target(), &spec("1.0"), &StepLog::default())
             .await
-            .unwrap();
+            .unwrap()
+            .receipt;
         sandbox
             .apply("run-2", &target(), &spec("1.0"), &plan, &StepLog::default())
             .await

@@ -57,7 +57,7 @@ impl ScheduledActivitiesImpl {
         // A look, not a run's plan: its log is not kept (the run it starts plans and logs).
         let log = crate::step_log::StepLog::default();
         let plan = match self.runner.plan(&target, &spec.snapshot(), &log).await {
-            Ok(plan) => plan,
+            Ok(plan) => plan.receipt,
             // Unreachable now: the observation sweep marks it stale; try again next pass.
             Err(Error::Unreachable(_)) => return Ok(ReplanOutcome::Nothing),
             Err(e) => return Err(e),

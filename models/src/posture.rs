@@ -101,6 +101,28 @@ pub struct StateResource {
     pub outputs: serde_json::Value,
 }
 
+/// A resource a plan would leave: as it is now (none when the plan creates it) and as the
+/// plan would leave it (Pulumi: a preview step's `oldState` and `newState`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedResource {
+    pub before: Option<StateResource>,
+    pub after: StateResource,
+}
+
+/// What a plan would introduce: the rules its resources would break (`after`) that they do
+/// not break already (`before`, an open finding rather than the plan's doing). Each (rule,
+/// resource) once, in the order found.
+pub fn introduced(before: &[Violation], after: Vec<Violation>) -> Vec<Violation> {
+    let mut seen: std::collections::BTreeSet<(String, String)> = before
+        .iter()
+        .map(|v| (v.rule.clone(), v.resource.clone()))
+        .collect();
+    after
+        .into_iter()
+        .filter(|v| seen.insert((v.rule.clone(), v.resource.clone())))
+        .collect()
+}
+
 /// The `input` of the posture rules written in Rego (package `runtime_cloud.posture`, rule
 /// `violations`: a set of `{rule, resource, detail}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,5 +390,29 @@ mod tests {
             ..NamespaceFacts::default()
         };
         assert_eq!(namespace_violations("shop", &unread), [], "none made up");
+    }
+
+    #[test]
+    fn a_plan_introduces_only_what_its_resources_did_not_break_already() {
+        let v = |rule: &str, resource: &str, detail: &str| Violation {
+            rule: rule.into(),
+            resource: resource.into(),
+            detail: detail.into(),
+        };
+        let before = [v(MUTABLE_IMAGE_TAG, "deployment/api", "image `a:1`")];
+        let after = vec![
+            v(MUTABLE_IMAGE_TAG, "deployment/api", "image `a:2`"),
+            v(PRIVILEGED_CONTAINER, "deployment/api", "container `a`"),
+            v(PRIVILEGED_CONTAINER, "deployment/api", "container `b`"),
+            v(MUTABLE_IMAGE_TAG, "deployment/web", "image `w:1`"),
+        ];
+        assert_eq!(
+            introduced(&before, after),
+            [
+                v(PRIVILEGED_CONTAINER, "deployment/api", "container `a`"),
+                v(MUTABLE_IMAGE_TAG, "deployment/web", "image `w:1`"),
+            ]
+        );
+        assert_eq!(introduced(&[], Vec::new()), []);
     }
 }

@@ -157,6 +157,11 @@ pub struct PlanReceipt {
     /// (`models::cost::estimate`); none without a price table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::Estimate>,
+    /// The security posture rules the plan would newly break (`models::posture::introduced`):
+    /// given to the policies (`input.plan.posture`), so a tenant can deny such a plan with
+    /// the rule as the evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub posture: Vec<crate::posture::Violation>,
 }
 
 impl PlanReceipt {
@@ -170,6 +175,7 @@ impl PlanReceipt {
             "inputsHash": self.inputs_hash,
             "programVersion": self.program_version,
             "cost": self.cost,
+            "posture": self.posture.len(),
         })
     }
 }
@@ -643,6 +649,7 @@ mod tests {
             inputs_hash: hash.into(),
             program_version: "abc".into(),
             cost: None,
+            posture: Vec::new(),
         }
     }
 

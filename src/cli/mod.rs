@@ -665,6 +665,14 @@ fn plan_text(run: &Value) -> String {
             cell("currency")
         ));
     }
+    for v in plan["posture"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  introduces posture {} on {}: {}\n",
+            output::cell(v.get("rule")),
+            output::cell(v.get("resource")),
+            output::cell(v.get("detail"))
+        ));
+    }
     out
 }
 
@@ -961,6 +969,18 @@ mod tests {
             plan_text(&priced).ends_with("  cost an hour: 0.5 -> 1.0 EUR (100.0 %)\n"),
             "{}",
             plan_text(&priced)
+        );
+        let risky = json!({"planReceipt": {"inputsHash": "h1", "programVersion": "abc",
+            "adds": [], "changes": [], "deletes": [],
+            "posture": [{"rule": "privileged-container", "resource": "deployment/api",
+                         "detail": "container `api` is privileged"}]}});
+        assert!(
+            plan_text(&risky).ends_with(
+                "  introduces posture privileged-container on deployment/api: container `api` \
+                 is privileged\n"
+            ),
+            "{}",
+            plan_text(&risky)
         );
     }
 }

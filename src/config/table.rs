@@ -430,8 +430,10 @@ settings! {
         doc: "Observations of Kubernetes namespaces read their security posture and raise \
             `posture` findings of the rules it breaks (docs/targets.md, \"Posture findings\"): \
             one more list call per namespace (NetworkPolicies, which the observer's role must \
-            be allowed to list). `false`: no posture findings; those open resolve at the next \
-            observation.",
+            be allowed to list); Pulumi stacks' resources are judged by the posture rules \
+            written in Rego; and each plan's resources are judged too, what it would newly \
+            break given to the policies (`input.plan.posture`). `false`: none of that; the \
+            posture findings open resolve at the next observation.",
     }
     kubernetes_watch: bool {
         env: "RUNTIME_CLOUD_KUBERNETES_WATCH",

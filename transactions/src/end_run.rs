@@ -110,6 +110,7 @@ mod tests {
             inputs_hash: "sha256:h1".into(),
             program_version: "a1b2c3d4".into(),
             cost: None,
+            posture: Vec::new(),
         }
     }
 

@@ -29,9 +29,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use runtime_cloud_models::cost::{Requests, quantity};
 use runtime_cloud_models::observation::ObservedWorkload;
 use runtime_cloud_models::posture::{
-    ContainerFacts, NamespaceFacts, PodFacts, Violation, namespace_violations, workload_violations,
+    ContainerFacts, NamespaceFacts, PodFacts, StateResource, Violation, namespace_violations,
+    workload_violations,
 };
 use runtime_cloud_models::specification::Refs;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The objects of one namespace the observer lists.
@@ -272,6 +274,32 @@ pub fn posture(
         &namespace_facts(objects, network_policies),
     ));
     out
+}
+
+/// The Kubernetes objects among a Pulumi program's resources (`kubernetes:` types, whose
+/// inputs are the object as the program declares it), for the posture rules. An object whose
+/// inputs do not read as one (a preview's values not known yet) is left out.
+pub fn planned_objects<'a>(resources: impl IntoIterator<Item = &'a StateResource>) -> Objects {
+    fn read<T: k8s_openapi::Resource + serde::de::DeserializeOwned>(inputs: &Value) -> Option<T> {
+        // The program may leave `apiVersion` and `kind` to the type token.
+        let mut object = inputs.as_object()?.clone();
+        object.insert("apiVersion".into(), T::API_VERSION.into());
+        object.insert("kind".into(), T::KIND.into());
+        serde_json::from_value(Value::Object(object)).ok()
+    }
+    let mut objects = Objects::default();
+    for r in resources {
+        let inputs = &r.inputs;
+        match r.kind.as_str() {
+            "kubernetes:apps/v1:Deployment" => objects.deployments.extend(read(inputs)),
+            "kubernetes:apps/v1:StatefulSet" => objects.stateful_sets.extend(read(inputs)),
+            "kubernetes:apps/v1:DaemonSet" => objects.daemon_sets.extend(read(inputs)),
+            "kubernetes:core/v1:Service" => objects.services.extend(read(inputs)),
+            "kubernetes:networking.k8s.io/v1:Ingress" => objects.ingresses.extend(read(inputs)),
+            _ => {}
+        }
+    }
+    objects
 }
 
 /// What the posture rules read of a pod template (`models::posture`): its containers' (init

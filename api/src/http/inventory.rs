@@ -55,6 +55,9 @@ pub struct InventoryView {
     /// True when the last observation failed or none is newer than `StalenessMinutes`.
     pub stale: bool,
     pub last_error: Option<String>,
+    /// What it costs an hour at the tenant's prices, from its last observation (`GET
+    /// /fleet/costs` for many); null without a price table or before a first observation.
+    pub cost: Option<runtime_cloud_models::cost::Cost>,
 }
 
 /// What the environment was last observed to run, and whether that is stale.
@@ -86,6 +89,7 @@ async fn inventory(
                 observed_at: None,
                 stale: true,
                 last_error: None,
+                cost: None,
             }
         }
         Some(i) => InventoryView {
@@ -98,6 +102,7 @@ async fn inventory(
             specification_version: i.specification_version,
             observed_at: i.observed_at,
             last_error: i.last_error,
+            cost: i.cost,
         },
     };
     Ok(axum::Json(view))
