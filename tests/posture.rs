@@ -483,9 +483,28 @@ async fn a_plan_that_would_introduce_a_posture_risk_is_denied_with_the_risk_as_e
     let urn = "urn:pulumi:k8s::shop::aws:s3/bucket:Bucket::docs";
 
     // The baseline creates both: the image by tag is introduced, and no rule denies it.
+    api.put(
+        "/factory/prices",
+        json!({ "currency": "EUR", "cpuHour": 0.04, "memoryGbHour": 0.005,
+                "resourceTypes": { "aws:s3/bucket:Bucket": 0.0125 } }),
+    )
+    .await
+    .expect(200);
     declare(repo.commit(&program(false, "private"))).await;
     let id = api.plan_run("k8s", "baseline").await;
     let run = api.wait_state(&id, "AwaitingApproval").await;
+    // Its estimate prices the Deployment before it runs, by what the program's object
+    // requests (250m and 256Mi a replica: 0.01 + 0.00125), and the bucket by its type (0.0125).
+    let cost = &run["planReceipt"]["cost"];
+    assert_eq!(
+        (&cost["beforeHourly"], &cost["afterHourly"], &cost["unpriced"]),
+        (
+            &json!(0.0),
+            &json!(0.02375),
+            &Value::Null
+        ),
+        "{run}"
+    );
     let introduced = |run: &Value| -> Vec<(String, String)> {
         run["planReceipt"]["posture"]
             .as_array()

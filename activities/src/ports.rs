@@ -423,10 +423,9 @@ fn priced_types(
     let kubernetes = matches!(of.observer, ObserverTarget::Kubernetes(_));
     let mut types = std::collections::BTreeMap::new();
     for r in state {
-        if r.kind.starts_with("pulumi:") || (kubernetes && r.kind.starts_with("kubernetes:")) {
-            continue;
+        if runtime_cloud_models::cost::priced_type(&r.kind, kubernetes) {
+            *types.entry(r.kind.clone()).or_default() += 1;
         }
-        *types.entry(r.kind.clone()).or_default() += 1;
     }
     types
 }

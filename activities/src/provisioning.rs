@@ -259,7 +259,7 @@ impl ProvisioningActivitiesImpl {
             // wherever it is shown and given to the policies.
             let declared = (!req.destroy).then_some(&req.specification);
             let environment = (req.tenant_id.as_str(), req.environment_id.as_str());
-            plan.cost = crate::cost::estimate(&self.db, environment, declared, &plan)
+            plan.cost = crate::cost::estimate(&self.db, environment, declared, &plan, &resources)
                 .await
                 .map_err(activity_error)?;
             if self.posture {

@@ -209,17 +209,29 @@ impl Eq for Estimate {}
 pub struct Declared<'a> {
     pub name: &'a str,
     pub replicas: u32,
+    /// What one replica requests as the plan declares it (a Kubernetes object of a Pulumi
+    /// program); none: what the running workload of the same name requests.
+    pub requests: Option<Requests>,
+}
+
+/// Whether cost prices a runner-state resource of type `kind` by its type: not the runner's
+/// own (`pulumi:providers:aws`, which hold no cloud object), and not a Kubernetes object of a
+/// namespace the Kubernetes observer reads (`kubernetes_observed`: its workloads are priced by
+/// what they request).
+pub fn priced_type(kind: &str, kubernetes_observed: bool) -> bool {
+    !(kind.starts_with("pulumi:") || (kubernetes_observed && kind.starts_with("kubernetes:")))
 }
 
 /// What a plan leaves running, from what runs now (`before`): the `declared` workloads at their
-/// declared replicas, each requesting per replica what the workload of the same name requests
-/// now (a workload not running yet requests what nothing says: unpriced); the runner state's
-/// resource types with the plan's added ones (`pkg:module:Type` kinds) counted in and its
-/// deleted ones out.
+/// declared replicas, each requesting per replica what the plan declares, else what the
+/// workload of the same name requests now (neither: unpriced); the runner state's resource
+/// types with the plan's added ones (`pkg:module:Type` kinds, those [`priced_type`]) counted in
+/// and its deleted ones out.
 pub fn planned(
     before: &Usage,
     declared: &[Declared<'_>],
     plan: &crate::plan::PlanChanges,
+    kubernetes_observed: bool,
 ) -> Usage {
     let requests: BTreeMap<&str, Option<Requests>> = before
         .workloads
@@ -231,13 +243,13 @@ pub fn planned(
         .map(|d| WorkloadUsage {
             name: d.name.to_owned(),
             replicas: d.replicas,
-            requests: requests.get(d.name).copied().flatten(),
+            requests: d.requests.or(requests.get(d.name).copied().flatten()),
         })
         .collect();
     let mut resource_types = before.resource_types.clone();
     // A Pulumi type names its package and module (`aws:s3/bucket:Bucket`); a workload kind
     // (`deployment`) does not, and is counted with the workloads.
-    let typed = |kind: &str| kind.contains(':');
+    let typed = |kind: &str| kind.contains(':') && priced_type(kind, kubernetes_observed);
     for add in plan.adds.iter().filter(|a| typed(&a.kind)) {
         *resource_types.entry(add.kind.clone()).or_default() += 1;
     }
@@ -419,13 +431,15 @@ mod tests {
             Declared {
                 name: "api",
                 replicas: 6,
+                requests: None,
             },
             Declared {
                 name: "cron",
                 replicas: 1,
+                requests: None,
             },
         ];
-        let after = planned(&before, &declared, &plan);
+        let after = planned(&before, &declared, &plan, false);
         assert_eq!(after.workloads[0].replicas, 6);
         assert_eq!(after.workloads[0].requests, before.workloads[0].requests);
         assert_eq!(after.workloads[1].requests, None, "not running yet");
@@ -439,6 +453,45 @@ mod tests {
         assert_eq!(e.delta_hourly, 0.0775);
         assert_eq!(e.delta_percent, Some(88.571429));
         assert_eq!(e.unpriced, ["workload/cron"]);
+    }
+
+    #[test]
+    fn what_a_plan_declares_a_replica_requests_prices_it_and_observed_kubernetes_objects_are_not_types()
+     {
+        let before = usage();
+        let plan = crate::plan::PlanChanges {
+            adds: vec![crate::plan::WorkloadChange {
+                name: "cron".into(),
+                kind: "kubernetes:apps/v1:Deployment".into(),
+                fields: vec![],
+            }],
+            changes: vec![],
+            deletes: vec![],
+        };
+        let quarter = Requests {
+            cpu_millis: 250,
+            memory_bytes: GB as u64 / 4,
+        };
+        let declared = [
+            Declared {
+                name: "api",
+                replicas: 3,
+                requests: Some(quarter),
+            },
+            Declared {
+                name: "cron",
+                replicas: 2,
+                requests: Some(quarter),
+            },
+        ];
+        let after = planned(&before, &declared, &plan, true);
+        assert_eq!(after.workloads[0].requests, Some(quarter), "the plan's, not the running one's");
+        assert_eq!(after.workloads[1].requests, Some(quarter), "priced before it runs");
+        assert_eq!(after.resource_types, before.resource_types, "a workload, not a type");
+        let outside = planned(&before, &declared, &plan, false);
+        assert_eq!(outside.resource_types["kubernetes:apps/v1:Deployment"], 1);
+        assert!(!priced_type("pulumi:providers:aws", false));
+        assert!(priced_type("aws:s3/bucket:Bucket", true));
     }
 
     #[test]

@@ -228,6 +228,31 @@ pub fn requests(pod: &PodSpec) -> Option<Requests> {
     sum
 }
 
+/// What one replica of each workload among `objects` requests, by name (those that request).
+pub fn workload_requests(objects: &Objects) -> BTreeMap<String, Requests> {
+    let pods = objects
+        .deployments
+        .iter()
+        .map(|d| (&d.metadata, d.spec.as_ref().map(|s| &s.template)))
+        .chain(
+            objects
+                .stateful_sets
+                .iter()
+                .map(|s| (&s.metadata, s.spec.as_ref().map(|s| &s.template))),
+        )
+        .chain(
+            objects
+                .daemon_sets
+                .iter()
+                .map(|d| (&d.metadata, d.spec.as_ref().map(|s| &s.template))),
+        );
+    pods.filter_map(|(meta, template)| {
+        let pod = template?.spec.as_ref()?;
+        Some((meta.name.clone()?, requests(pod)?))
+    })
+    .collect()
+}
+
 /// The security posture rules the namespace's workloads (each as `{kind}/{name}`, as its
 /// findings name it) and its Services, Ingresses and `network_policies` break.
 pub fn posture(
