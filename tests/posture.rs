@@ -428,7 +428,10 @@ async fn a_plan_that_would_introduce_a_posture_risk_is_denied_with_the_risk_as_e
             "RUNTIME_CLOUD_POLICY_DIR".to_owned(),
             policies.path().display().to_string(),
         ),
-        ("RUNTIME_CLOUD_KUBERNETES_WATCH".to_owned(), "false".to_owned()),
+        (
+            "RUNTIME_CLOUD_KUBERNETES_WATCH".to_owned(),
+            "false".to_owned(),
+        ),
     ]);
     let stack = Stack::with(opts).await;
     let cluster = KubeStandIn::start().await;
@@ -497,12 +500,12 @@ async fn a_plan_that_would_introduce_a_posture_risk_is_denied_with_the_risk_as_e
     // requests (250m and 256Mi a replica: 0.01 + 0.00125), and the bucket by its type (0.0125).
     let cost = &run["planReceipt"]["cost"];
     assert_eq!(
-        (&cost["beforeHourly"], &cost["afterHourly"], &cost["unpriced"]),
         (
-            &json!(0.0),
-            &json!(0.02375),
-            &Value::Null
+            &cost["beforeHourly"],
+            &cost["afterHourly"],
+            &cost["unpriced"]
         ),
+        (&json!(0.0), &json!(0.02375), &Value::Null),
         "{run}"
     );
     let introduced = |run: &Value| -> Vec<(String, String)> {

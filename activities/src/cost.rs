@@ -29,10 +29,11 @@ pub async fn estimate(
     let region = environment
         .as_ref()
         .and_then(|e| e.labels.get("region").cloned());
-    let kubernetes_observed = environment
-        .is_some_and(|e| matches!(e.target.observer, ObserverTarget::Kubernetes(_)));
-    let requested =
-        mapping::workload_requests(&mapping::planned_objects(resources.iter().map(|r| &r.after)));
+    let kubernetes_observed =
+        environment.is_some_and(|e| matches!(e.target.observer, ObserverTarget::Kubernetes(_)));
+    let requested = mapping::workload_requests(&mapping::planned_objects(
+        resources.iter().map(|r| &r.after),
+    ));
     let before = match inventory::find(db, tenant_id, environment_id).await? {
         Some(i) => Usage {
             workloads: i.workloads.iter().map(ObservedWorkload::usage).collect(),

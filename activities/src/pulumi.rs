@@ -1254,7 +1254,12 @@ mod tests {
         // The stack (a same), the delete and the replace without states are not planned.
         let urns: Vec<(&str, Option<&str>)> = planned
             .iter()
-            .map(|p| (p.after.urn.as_str(), p.before.as_ref().map(|b| b.urn.as_str())))
+            .map(|p| {
+                (
+                    p.after.urn.as_str(),
+                    p.before.as_ref().map(|b| b.urn.as_str()),
+                )
+            })
             .collect();
         assert_eq!(
             urns,
@@ -1268,7 +1273,10 @@ mod tests {
         );
         assert_eq!(planned[1].after.kind, "aws:s3/bucket:Bucket");
         assert_eq!(planned[1].after.inputs["tags"]["env"], "dev");
-        assert_eq!(planned[1].before.as_ref().unwrap().id.as_deref(), Some("docs-1a2b"));
+        assert_eq!(
+            planned[1].before.as_ref().unwrap().id.as_deref(),
+            Some("docs-1a2b")
+        );
     }
 }
 

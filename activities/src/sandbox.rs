@@ -482,7 +482,7 @@ mod tests {
                 .plan(&target(), &spec("1.0"), &StepLog::default())
                 .await
                 .unwrap()
-            .receipt
+                .receipt
                 .changes
                 .is_empty()
         );

@@ -485,9 +485,20 @@ mod tests {
             },
         ];
         let after = planned(&before, &declared, &plan, true);
-        assert_eq!(after.workloads[0].requests, Some(quarter), "the plan's, not the running one's");
-        assert_eq!(after.workloads[1].requests, Some(quarter), "priced before it runs");
-        assert_eq!(after.resource_types, before.resource_types, "a workload, not a type");
+        assert_eq!(
+            after.workloads[0].requests,
+            Some(quarter),
+            "the plan's, not the running one's"
+        );
+        assert_eq!(
+            after.workloads[1].requests,
+            Some(quarter),
+            "priced before it runs"
+        );
+        assert_eq!(
+            after.resource_types, before.resource_types,
+            "a workload, not a type"
+        );
         let outside = planned(&before, &declared, &plan, false);
         assert_eq!(outside.resource_types["kubernetes:apps/v1:Deployment"], 1);
         assert!(!priced_type("pulumi:providers:aws", false));

@@ -85,6 +85,22 @@ pub async fn classes_and_projects(
         .collect())
 }
 
+/// The tenant's environments `filter` selects by column (its labels are matched after
+/// reading: they are one JSON column).
+fn columns_selected(tenant_id: &str, filter: &InstanceFilter) -> sea_orm::Select<env_rows::Entity> {
+    let mut select = env_rows::Entity::find().filter(env_rows::Column::TenantId.eq(tenant_id));
+    if let Some(project) = &filter.project_id {
+        select = select.filter(env_rows::Column::ProjectId.eq(project.as_str()));
+    }
+    if let Some(class) = filter.class {
+        select = select.filter(env_rows::Column::Class.eq(class.as_str()));
+    }
+    if let Some(customer) = &filter.customer_tenant_id {
+        select = select.filter(env_rows::Column::CustomerTenantId.eq(customer.as_str()));
+    }
+    select
+}
+
 /// A page of the tenant's instances that `filter` selects, by environment id: at most
 /// `page.rows` of them, after `page.after`. The product and the class narrow the query; labels
 /// (a JSON column) are matched here, reading the environments in batches until the page is
@@ -102,16 +118,7 @@ pub async fn page(
             after: after.clone(),
             rows: SELECTION_BATCH.max(page.rows - selected.len() as u64),
         };
-        let mut select = env_rows::Entity::find().filter(env_rows::Column::TenantId.eq(tenant_id));
-        if let Some(project) = &filter.project_id {
-            select = select.filter(env_rows::Column::ProjectId.eq(project.as_str()));
-        }
-        if let Some(class) = filter.class {
-            select = select.filter(env_rows::Column::Class.eq(class.as_str()));
-        }
-        if let Some(customer) = &filter.customer_tenant_id {
-            select = select.filter(env_rows::Column::CustomerTenantId.eq(customer.as_str()));
-        }
+        let select = columns_selected(tenant_id, filter);
         let rows = batch
             .ascending(select, env_rows::Column::EnvironmentId)
             .all(db)
@@ -228,19 +235,10 @@ pub async fn cost_totals(
     tenant_id: &str,
     filter: &InstanceFilter,
 ) -> Result<CostTotals, Error> {
-    let mut envs = env_rows::Entity::find()
-        .filter(env_rows::Column::TenantId.eq(tenant_id))
-        .filter(env_rows::Column::State.eq(EnvironmentState::Active.as_str()));
-    if let Some(project) = &filter.project_id {
-        envs = envs.filter(env_rows::Column::ProjectId.eq(project.as_str()));
-    }
-    if let Some(class) = filter.class {
-        envs = envs.filter(env_rows::Column::Class.eq(class.as_str()));
-    }
-    if let Some(customer) = &filter.customer_tenant_id {
-        envs = envs.filter(env_rows::Column::CustomerTenantId.eq(customer.as_str()));
-    }
-    let envs = envs.all(db).await?;
+    let envs = columns_selected(tenant_id, filter)
+        .filter(env_rows::Column::State.eq(EnvironmentState::Active.as_str()))
+        .all(db)
+        .await?;
     let hourly: Vec<(String, Option<f64>)> = inv::Entity::find()
         .select_only()
         .column(inv::Column::EnvironmentId)

@@ -11,7 +11,7 @@ use crate::{AppState, Error};
 use axum::extract::State;
 use runtime_cloud_models::EnvironmentClass;
 use runtime_cloud_models::cost::{Cost, PriceTable};
-use runtime_cloud_store::fleet::{self, InstanceFilter};
+use runtime_cloud_store::fleet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
@@ -141,20 +141,12 @@ async fn costs(
     Query(q): Query<CostFilter>,
 ) -> Result<axum::Json<FleetCosts>, Error> {
     let tenant = auth.tenant();
-    let class = crate::query::optional::<EnvironmentClass>(q.class.as_deref())?;
-    let labels = q
-        .label_selector
-        .as_deref()
-        .map(runtime_cloud_models::environments::parse_selector)
-        .transpose()
-        .map_err(Error::BadRequest)?
-        .unwrap_or_default();
-    let filter = InstanceFilter {
-        project_id: q.product_id,
-        class,
-        labels,
-        customer_tenant_id: q.customer_tenant_id,
-    };
+    let filter = super::fleet::selection(
+        q.product_id,
+        q.class.as_deref(),
+        q.label_selector.as_deref(),
+        q.customer_tenant_id,
+    )?;
     let (rows, limit) = Page {
         cursor: q.cursor,
         limit: q.limit,

@@ -127,6 +127,28 @@ struct InstanceFilter {
     limit: Option<u64>,
 }
 
+/// The instances a fleet query selects: by product, class (`production`, `non-production`),
+/// label selector (`region=eu,tier=gold`) and customer tenant; 400 for a class or selector
+/// that does not read.
+pub(crate) fn selection(
+    product_id: Option<String>,
+    class: Option<&str>,
+    label_selector: Option<&str>,
+    customer_tenant_id: Option<String>,
+) -> Result<runtime_cloud_store::fleet::InstanceFilter, Error> {
+    let labels = label_selector
+        .map(runtime_cloud_models::environments::parse_selector)
+        .transpose()
+        .map_err(Error::BadRequest)?
+        .unwrap_or_default();
+    Ok(runtime_cloud_store::fleet::InstanceFilter {
+        project_id: product_id,
+        class: crate::query::optional::<EnvironmentClass>(class)?,
+        labels,
+        customer_tenant_id,
+    })
+}
+
 /// The tenant's instances with what their last observation shows, by environment id, a page
 /// at a time.
 #[utoipa::path(operation_id = "listFleetInstances", get, path = "/fleet/instances", tag = "fleet",
@@ -141,20 +163,12 @@ async fn instances(
     auth: Scoped<MetaRead>,
     Query(q): Query<InstanceFilter>,
 ) -> Result<axum::Json<Paged<Instance>>, Error> {
-    let class = crate::query::optional::<EnvironmentClass>(q.class.as_deref())?;
-    let labels = q
-        .label_selector
-        .as_deref()
-        .map(runtime_cloud_models::environments::parse_selector)
-        .transpose()
-        .map_err(Error::BadRequest)?
-        .unwrap_or_default();
-    let filter = runtime_cloud_store::fleet::InstanceFilter {
-        project_id: q.product_id,
-        class,
-        labels,
-        customer_tenant_id: None,
-    };
+    let filter = selection(
+        q.product_id,
+        q.class.as_deref(),
+        q.label_selector.as_deref(),
+        None,
+    )?;
     let page = Page {
         cursor: q.cursor,
         limit: q.limit,
