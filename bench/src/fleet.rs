@@ -758,10 +758,27 @@ fn report_kubernetes(args: &Args, sandbox: &Measured, [without, with]: &[(Measur
         format!("{with_calls:.2}"),
         verdict(with_calls <= 6.0),
     ]);
+    // The first sweep with posture raises a finding per rule the fleet's objects break (and
+    // its event); the second, with nothing new, is what posture and cost cost a sweep.
+    let raised = with.written.map_or(0, |w| w.findings);
     v.row(vec![
-        "sweep with posture and cost at most 1.2 x without".into(),
+        format!(
+            "first sweep with posture and cost at most 1.2 x without ({raised} findings raised)"
+        ),
         format!("{} x", ratio_cell(overhead)),
         verdict(overhead <= 1.2),
     ]);
+    if let (Some(with_again), Some(without_again)) = (with.again, without.again) {
+        let steady = ratio(with_again.as_secs_f64(), without_again.as_secs_f64());
+        v.row(vec![
+            format!(
+                "second sweep with posture and cost at most 1.2 x without ({:.1} s / {:.1} s)",
+                with_again.as_secs_f64(),
+                without_again.as_secs_f64()
+            ),
+            format!("{} x", ratio_cell(steady)),
+            verdict(steady <= 1.2),
+        ]);
+    }
     v.print();
 }
