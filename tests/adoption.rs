@@ -69,17 +69,7 @@ async fn managed_api(
     repo.git(&["add", "."]);
     repo.git(&["commit", "--quiet", "-m", "program"]);
     let commit = repo.git(&["rev-parse", "HEAD"]);
-    api.post(
-        "/factory/environments",
-        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
-                "target": {
-                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
-                                "backendUrl": format!("file://{}", state.display()) },
-                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
-                                  "namespace": "shop" } } }),
-    )
-    .await
-    .expect(201);
+    crate::kubernetes::register_pulumi_run(&api, "non-production", &state, &kubeconfig_ref).await;
     declare(api, &repo, &commit, &kubeconfig_ref).await;
     let run = api.plan_run("k8s", "baseline").await;
     api.wait_state(&run, "Applied").await;

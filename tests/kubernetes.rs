@@ -357,6 +357,28 @@ pub(crate) async fn observe_namespace(
     .expect(201);
 }
 
+/// Registers environment `k8s` of project `shop`, of `class`: run by the Pulumi stack
+/// `acme/shop/k8s` on the state backend in `state`, observed in namespace `shop` of the cluster
+/// at `kubeconfig` (a `file://` reference).
+pub(crate) async fn register_pulumi_run(
+    api: &Api,
+    class: &str,
+    state: &std::path::Path,
+    kubeconfig: &str,
+) {
+    api.post(
+        "/factory/environments",
+        json!({ "environmentId": "k8s", "projectId": "shop", "class": class,
+                "target": {
+                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
+                                "backendUrl": format!("file://{}", state.display()) },
+                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig,
+                                  "namespace": "shop" } } }),
+    )
+    .await
+    .expect(201);
+}
+
 /// The declared form of a workload made by [`deployment`].
 pub(crate) fn declared(name: &str, version: &str, replicas: u32) -> Value {
     json!({ "name": name, "kind": "deployment", "version": version, "replicas": replicas,

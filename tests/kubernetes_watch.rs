@@ -11,7 +11,8 @@ use runtime_cloud_models::observation::FIELD_MANAGER;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-/// The kinds a watched cluster is watched for, one watch each.
+/// The kinds a watched cluster is watched for, one watch each (and the NetworkPolicies while
+/// posture is read, which the stacks here do not unless a test says so).
 const KINDS: usize = 5;
 
 /// A captured watch stream, one event per line.
@@ -181,26 +182,28 @@ async fn the_stand_ins_watch_speaks_the_captured_protocol() {
 /// namespace `shop` as the product deployed it, and environment `k8s` observing it with `api`
 /// declared; once the cluster's five watches are open.
 async fn watched_cluster() -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
-    let (stack, cluster, api, dir) = cluster_with_environment(|_| {}).await;
-    wait_watching(&cluster).await;
+    let opts = StackOptions::proposals_wait_for_a_decision();
+    let (stack, cluster, api, dir) = cluster_with_environment(opts, |_| {}).await;
+    wait_watching(&cluster, KINDS).await;
     (stack, cluster, api, dir)
 }
 
-/// Until the cluster's five watches are open.
-async fn wait_watching(cluster: &KubeStandIn) {
-    eventually(60, "the cluster's five watches to be open", || {
-        let open = cluster.watching() == KINDS;
+/// Until the cluster's `kinds` watches are open.
+async fn wait_watching(cluster: &KubeStandIn, kinds: usize) {
+    eventually(60, "the cluster's watches to be open", || {
+        let open = cluster.watching() == kinds;
         async move { open.then_some(()) }
     })
     .await;
 }
 
-/// [`watched_cluster`]'s stack, cluster and environment, `prepare` done to the cluster before
-/// the environment names it.
+/// [`watched_cluster`]'s stack (of `opts`), cluster and environment, `prepare` done to the
+/// cluster before the environment names it.
 async fn cluster_with_environment(
+    opts: StackOptions,
     prepare: impl FnOnce(&KubeStandIn),
 ) -> (Stack, KubeStandIn, Api, tempfile::TempDir) {
-    let stack = Stack::with(StackOptions::proposals_wait_for_a_decision()).await;
+    let stack = Stack::with(opts).await;
     let cluster = KubeStandIn::start().await;
     prepare(&cluster);
     cluster.create(
@@ -219,6 +222,28 @@ async fn cluster_with_environment(
     )
     .await;
     (stack, cluster, api, dir)
+}
+
+/// A NetworkPolicy created in a watched namespace is observed within seconds, like any other
+/// change: the namespace's `no-network-policy` finding resolves without `POST …/observe` (posture
+/// is read, so the NetworkPolicies are watched too, and the sweep's trust in the watches covers
+/// them).
+#[tokio::test]
+async fn a_network_policy_added_to_a_watched_namespace_resolves_its_finding_without_asking() {
+    let mut opts = StackOptions::proposals_wait_for_a_decision();
+    opts.posture_findings = true;
+    let (stack, cluster, api, _dir) = cluster_with_environment(opts, |_| {}).await;
+    wait_watching(&cluster, KINDS + 1).await;
+    api.observe(&stack, "k8s").await;
+    let unguarded = |open: &[Value]| open.iter().any(|f| f["rule"] == "no-network-policy");
+    let open = api.drift("k8s", Some("open")).await;
+    assert!(unguarded(&open), "{open:?}");
+    cluster.put("shop", crate::posture::network_policy());
+    eventually(30, "the no-network-policy finding to resolve", || async {
+        let open = api.drift("k8s", Some("open")).await;
+        (!unguarded(&open)).then_some(())
+    })
+    .await;
 }
 
 /// `kubectl edit` scaling `api` to 5.
@@ -309,7 +334,7 @@ async fn a_killed_workers_watch_is_taken_over_and_the_next_change_found() {
     })
     .await;
     stack.start_worker();
-    wait_watching(&cluster).await;
+    wait_watching(&cluster, KINDS).await;
     edit_replicas(&cluster, 4);
     replica_drift_found(&api).await;
     assert_eq!(observations(&cluster), 1);
@@ -379,7 +404,7 @@ async fn a_watch_answered_gone_lists_again_and_finds_what_it_missed_once() {
     cluster.hold_watches(false);
     cluster.drop_watches();
     replica_drift_found(&api).await;
-    wait_watching(&cluster).await;
+    wait_watching(&cluster, KINDS).await;
     assert_eq!(
         lists(&cluster),
         2,
@@ -402,7 +427,10 @@ async fn a_watch_answered_gone_lists_again_and_finds_what_it_missed_once() {
 #[tokio::test]
 async fn a_refused_watch_leaves_the_environment_to_the_sweep() {
     let (stack, cluster, api, _dir) =
-        cluster_with_environment(|c| c.forbid_cluster_scope(true)).await;
+        cluster_with_environment(StackOptions::proposals_wait_for_a_decision(), |c| {
+            c.forbid_cluster_scope(true)
+        })
+        .await;
     eventually(30, "the watch to be tried", || {
         let tried = cluster
             .requests()

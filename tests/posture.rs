@@ -45,7 +45,7 @@ fn service(name: &str, kind: &str) -> Value {
             "spec": { "type": kind, "selector": { "app": name }, "ports": [{ "port": 80 }] } })
 }
 
-fn network_policy() -> Value {
+pub(crate) fn network_policy() -> Value {
     json!({ "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": { "name": "default-deny" },
             "spec": { "podSelector": {}, "policyTypes": ["Ingress"] } })
@@ -456,17 +456,7 @@ async fn a_plan_that_would_introduce_a_posture_risk_is_denied_with_the_risk_as_e
                     "docs": { "type": "aws:s3/bucket:Bucket", "properties": { "acl": acl } } } })
     };
     let repo = Repository::new();
-    api.post(
-        "/factory/environments",
-        json!({ "environmentId": "k8s", "projectId": "shop", "class": "production",
-                "target": {
-                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
-                                "backendUrl": format!("file://{}", state.display()) },
-                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
-                                  "namespace": "shop" } } }),
-    )
-    .await
-    .expect(201);
+    crate::kubernetes::register_pulumi_run(&api, "production", &state, &kubeconfig_ref).await;
     let declare = |commit: String| {
         let api = &api;
         let (program_ref, kubeconfig_ref) = (repo.program_ref(), kubeconfig_ref.clone());

@@ -889,17 +889,7 @@ async fn kubernetes_drift_of_every_kind_is_reconciled_by_a_pulumi_run() {
     let repo = Repository::new();
     let commit = repo.commit(&json!({ "name": "shop", "runtime": "yaml",
                                       "resources": resources, "outputs": {} }));
-    api.post(
-        "/factory/environments",
-        json!({ "environmentId": "k8s", "projectId": "shop", "class": "non-production",
-                "target": {
-                    "runner": { "kind": "pulumi", "stack": "acme/shop/k8s",
-                                "backendUrl": format!("file://{}", state.display()) },
-                    "observer": { "kind": "kubernetes", "kubeconfigRef": kubeconfig_ref,
-                                  "namespace": "shop" } } }),
-    )
-    .await
-    .expect(201);
+    crate::kubernetes::register_pulumi_run(&api, "non-production", &state, &kubeconfig_ref).await;
     let declare = |workloads: Vec<Value>| {
         let api = api.clone();
         let (program_ref, commit, kubeconfig_ref) =

@@ -43,7 +43,7 @@ pub struct Kubernetes {
     clusters: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     /// Whether observations read the security posture (`models::posture`): the pod templates'
     /// facts, the Services and Ingresses, and one more list call for the NetworkPolicies.
-    posture: bool,
+    pub(crate) posture: bool,
 }
 
 impl Kubernetes {

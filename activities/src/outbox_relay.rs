@@ -14,11 +14,10 @@ use crate::Error;
 use chrono::Utc;
 use runtime_cloud_nats::NatsOptions;
 use runtime_cloud_store::entities::outbox_events as outbox;
-use sea_orm::sea_query::LockBehavior;
+use sea_orm::sea_query::{Expr, LockBehavior};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend,
-    DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
-    sea_query::LockType,
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, TransactionTrait, sea_query::LockType,
 };
 use std::future::Future;
 use std::time::Duration;
@@ -69,7 +68,13 @@ pub async fn connect(nats: &NatsOptions) -> Result<async_nats::jetstream::Contex
 }
 
 /// Publishes one batch of unpublished rows in `seq` order; returns how many were published.
-/// Rows acknowledged before an error are still marked.
+/// Every row JetStream acknowledged is marked, even when another of the batch failed.
+///
+/// The batch's messages are all sent before any acknowledgement is awaited (JetStream stores a
+/// connection's messages in the order they arrive), and the acknowledged rows are marked with
+/// one statement: a round trip per row each way was the relay's cost when a sweep writes a
+/// fleet's posture findings at once. A message refused while later ones of its batch were
+/// stored is published again after them: order holds except across such a failure.
 pub async fn publish_batch(
     db: &DatabaseConnection,
     js: &async_nats::jetstream::Context,
@@ -83,23 +88,17 @@ pub async fn publish_batch(
         select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
     }
     let rows = select.all(&txn).await?;
-    let mut published = 0;
     let mut failure = None;
-    for row in rows {
+    let mut sent = Vec::with_capacity(rows.len());
+    for row in &rows {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", row.event_id.as_str());
-        let body = bytes::Bytes::from(cloud_event(&row).to_string());
-        let ack = match js
+        let body = bytes::Bytes::from(cloud_event(row).to_string());
+        match js
             .publish_with_headers(row.topic.clone(), headers, body)
             .await
         {
-            Ok(ack) => ack.await,
-            Err(e) => Err(async_nats::jetstream::context::PublishError::with_source(
-                async_nats::jetstream::context::PublishErrorKind::Other,
-                e,
-            )),
-        };
-        match ack {
+            Ok(ack) => sent.push((row, ack)),
             Err(e) => {
                 failure = Some(Error::Nats {
                     doing: format!("publishing {}", row.event_id),
@@ -107,23 +106,39 @@ pub async fn publish_batch(
                 });
                 break;
             }
+        }
+    }
+    let mut acked = Vec::with_capacity(sent.len());
+    for (row, ack) in sent {
+        match ack.await {
+            Err(e) => {
+                failure.get_or_insert(Error::Nats {
+                    doing: format!("publishing {}", row.event_id),
+                    source: e.into(),
+                });
+            }
             // Expected only after a relay died between the ack and marking the row; seen
             // otherwise, two relays published one row.
             Ok(ack) if ack.duplicate => {
                 tracing::warn!(event_id = %row.event_id, "event was already in JetStream; the re-publish was deduplicated");
+                acked.push(row.seq);
             }
-            Ok(_) => {}
+            Ok(_) => acked.push(row.seq),
         }
-        let mut done: outbox::ActiveModel = row.into();
-        done.published_at = Set(Some(Utc::now()));
-        done.updated_at = Set(Utc::now());
-        done.update(&txn).await?;
-        published += 1;
+    }
+    if !acked.is_empty() {
+        let now = Utc::now();
+        outbox::Entity::update_many()
+            .col_expr(outbox::Column::PublishedAt, Expr::value(Some(now)))
+            .col_expr(outbox::Column::UpdatedAt, Expr::value(now))
+            .filter(outbox::Column::Seq.is_in(acked.iter().copied()))
+            .exec(&txn)
+            .await?;
     }
     txn.commit().await?;
     match failure {
         Some(e) => Err(e),
-        None => Ok(published),
+        None => Ok(acked.len()),
     }
 }
 

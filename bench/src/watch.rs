@@ -65,8 +65,9 @@ pub struct Args {
 
 /// The sweep's schedule period.
 const SWEEP_EVERY: Duration = Duration::from_secs(300);
-/// The kinds a cluster is watched for, a watch connection each.
-const KINDS: usize = 5;
+/// The kinds a cluster is watched for, a watch connection each (posture is read: its
+/// NetworkPolicies too).
+const KINDS: usize = 6;
 
 /// What one stack measured.
 struct Measured {

@@ -312,12 +312,18 @@ async fn record_known(
         now,
     );
     row.observed_at = Set(Some(read_at));
-    row.posture = Set(to_json(posture)?);
-    row.resource_types = Set(to_json(resource_types)?);
+    // Written only when they changed: a namespace's posture is kilobytes of JSON a sweep
+    // would otherwise write back unchanged for every environment.
+    row.posture.set_if_not_equals(to_json(posture)?);
+    row.resource_types
+        .set_if_not_equals(to_json(resource_types)?);
     let cost = prices.map(|p| priced(&env, workloads, resource_types, &p));
-    row.hourly_cost = Set(cost.as_ref().map(|c| c.hourly));
-    row.cost = Set(cost.as_ref().map(to_json).transpose()?);
-    row.specification_version = Set(applied.map(|a| a.specification_version));
+    row.hourly_cost
+        .set_if_not_equals(cost.as_ref().map(|c| c.hourly));
+    row.cost
+        .set_if_not_equals(cost.as_ref().map(to_json).transpose()?);
+    row.specification_version
+        .set_if_not_equals(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
     let unchanged = existing
         .as_ref()

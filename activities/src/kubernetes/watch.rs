@@ -1,6 +1,7 @@
 //! Watched clusters: one watch stream per cluster and kind (Deployments, StatefulSets,
-//! DaemonSets, Services, Ingresses), shared by every namespace the product observes there, and
-//! a change to an object of an environment observes that environment within seconds.
+//! DaemonSets, Services, Ingresses, and NetworkPolicies when posture is read), shared by every
+//! namespace the product observes there, and a change to an object of an environment observes
+//! that environment within seconds.
 //!
 //! The watches are `kube`'s watcher: a list, then a watch resumed from the last
 //! `resourceVersion` it saw (bookmarks keep that current while nothing changes), and a fresh
@@ -25,7 +26,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -95,8 +96,8 @@ enum Seen {
 }
 
 /// The kinds a cluster is watched for: Deployments, StatefulSets, DaemonSets, Services,
-/// Ingresses.
-const KINDS: usize = 5;
+/// Ingresses, NetworkPolicies.
+const KINDS: usize = 6;
 
 /// Every event of `K` in the cluster, as what it says.
 fn events<K>(client: &kube::Client, selector: Option<&str>) -> BoxStream<'static, Seen>
@@ -133,6 +134,13 @@ where
                 Seen::Failed
             }
         })
+        .boxed()
+}
+
+/// A kind not watched: listed at once, and nothing ever changes.
+fn followed() -> BoxStream<'static, Seen> {
+    futures::stream::once(async { Seen::Listed { again: false } })
+        .chain(futures::stream::pending())
         .boxed()
 }
 
@@ -318,6 +326,13 @@ impl WatchActivitiesImpl {
                 events::<DaemonSet>(&client, selector.as_deref()),
                 events::<Service>(&client, None),
                 events::<Ingress>(&client, None),
+                // A namespace's NetworkPolicies are what its `no-network-policy` finding says:
+                // the sweep trusts the watches for them too. Without posture there is nothing
+                // of them to follow.
+                match self.kubernetes.posture {
+                    true => events::<NetworkPolicy>(&client, None),
+                    false => followed(),
+                },
             ];
             let tagged = streams
                 .into_iter()
