@@ -41,6 +41,8 @@ pub struct Kubernetes {
     /// floods its API server.
     calls_per_cluster: usize,
     clusters: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// The clients made, by what they were made from ([`Self::client`]).
+    clients: Arc<Mutex<HashMap<String, Made>>>,
     /// Whether observations read the security posture (`models::posture`): the pod templates'
     /// facts, the Services and Ingresses, and one more list call for the NetworkPolicies.
     pub(crate) posture: bool,
@@ -58,6 +60,7 @@ impl Kubernetes {
             secrets,
             calls_per_cluster: calls_per_cluster.max(1),
             clusters: Default::default(),
+            clients: Default::default(),
             posture,
         }
     }
@@ -90,58 +93,143 @@ impl Kubernetes {
     }
 
     /// A client of the namespace's cluster, and the permits of calls to it.
+    ///
+    /// A client made from the same kubeconfig (the same text, context and reference) in the
+    /// last [`CLIENT_FOR`] is used again: it keeps its connections to the API server open
+    /// from one observation to the next, where a client per observation loaded the trusted
+    /// roots, connected and shook hands again for each of its six lists. A kubeconfig that
+    /// changes (a rotated secret) makes a new one at once; certificate files it names by path
+    /// are read again after [`CLIENT_FOR`].
     async fn client(
         &self,
         ns: &KubernetesNamespace,
     ) -> Result<(kube::Client, Arc<Semaphore>), Error> {
-        let mut config = self.config(&ns.cluster()).await?;
+        let cluster = ns.cluster();
+        let source = self.source(&cluster).await?;
+        let now = std::time::Instant::now();
+        let key = source.key(&cluster);
+        {
+            let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(made) = clients.get(&key).filter(|m| now < m.until) {
+                return Ok((made.client.clone(), made.permits.clone()));
+            }
+        }
+        let mut config = self.config_of(&cluster, source).await?;
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         let permits = self.permits(&config.cluster_url.to_string());
         let client = kube::Client::try_from(config)
             .map_err(|e| Error::Unreachable(format!("the cluster's client: {e}")))?;
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain(|_, m| now < m.until);
+        let made = Made {
+            client: client.clone(),
+            permits: permits.clone(),
+            until: now + CLIENT_FOR,
+        };
+        clients.insert(key, made);
         Ok((client, permits))
+    }
+
+    /// What `cluster`'s kubeconfig is made from: the file it names (read now), the text its
+    /// reference resolves to, or the worker pod's service account.
+    async fn source(&self, cluster: &KubernetesCluster) -> Result<Source, Error> {
+        let Some(reference) = &cluster.kubeconfig_ref else {
+            return Ok(Source::InCluster);
+        };
+        match kubeconfig_file(reference) {
+            Some(path) => {
+                let text = tokio::fs::read_to_string(&path).await.map_err(|e| {
+                    Error::Unreachable(format!("the cluster's kubeconfig does not read: {e}"))
+                })?;
+                Ok(Source::File(path, text))
+            }
+            None => {
+                let text = self.secrets.resolve(reference).await.map_err(|e| match e {
+                    Error::PlanInvalid(why) => Error::Unreachable(format!("kubeconfigRef: {why}")),
+                    other => other,
+                })?;
+                Ok(Source::Text(text))
+            }
+        }
     }
 
     /// How to reach `cluster`: its kubeconfig (resolved through the secrets port unless it is
     /// a file) or the worker pod's service account.
     pub(crate) async fn config(&self, cluster: &KubernetesCluster) -> Result<kube::Config, Error> {
+        let source = self.source(cluster).await?;
+        self.config_of(cluster, source).await
+    }
+
+    /// [`Self::config`] from its `source`, read already.
+    async fn config_of(
+        &self,
+        cluster: &KubernetesCluster,
+        source: Source,
+    ) -> Result<kube::Config, Error> {
         let unreachable = |what: &str, e: &dyn std::fmt::Display| {
             Error::Unreachable(format!("the cluster's {what}: {e}"))
         };
-        let ns = cluster;
-        let config = match &ns.kubeconfig_ref {
-            Some(reference) => {
-                let kubeconfig = match kubeconfig_file(reference) {
-                    // Read as a file, the kubeconfig's relative certificate, key and token
-                    // paths name files beside it (as kubectl reads them), not in the
-                    // worker's working directory.
-                    Some(path) => kube::config::Kubeconfig::read_from(path)
-                        .map_err(|e| unreachable("kubeconfig does not read", &e))?,
-                    None => {
-                        let text = self.secrets.resolve(reference).await.map_err(|e| match e {
-                            Error::PlanInvalid(why) => {
-                                Error::Unreachable(format!("kubeconfigRef: {why}"))
-                            }
-                            other => other,
-                        })?;
-                        kube::config::Kubeconfig::from_yaml(text.expose())
-                            .map_err(|e| unreachable("kubeconfig does not read", &e))?
-                    }
-                };
-                let options = kube::config::KubeConfigOptions {
-                    context: ns.context.clone(),
-                    ..Default::default()
-                };
-                kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                    .await
-                    .map_err(|e| unreachable("kubeconfig", &e))?
+        let kubeconfig = match source {
+            Source::InCluster => {
+                return kube::Config::incluster()
+                    .map_err(|e| unreachable("in-cluster credentials", &e));
             }
-            None => {
-                kube::Config::incluster().map_err(|e| unreachable("in-cluster credentials", &e))?
-            }
+            // Read as a file, the kubeconfig's relative certificate, key and token paths name
+            // files beside it (as kubectl reads them), not in the worker's working directory.
+            Source::File(path, _) => kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| unreachable("kubeconfig does not read", &e))?,
+            Source::Text(text) => kube::config::Kubeconfig::from_yaml(text.expose())
+                .map_err(|e| unreachable("kubeconfig does not read", &e))?,
         };
-        Ok(config)
+        let options = kube::config::KubeConfigOptions {
+            context: cluster.context.clone(),
+            ..Default::default()
+        };
+        kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| unreachable("kubeconfig", &e))
+    }
+}
+
+/// How long a client made is used again ([`Kubernetes::client`]).
+const CLIENT_FOR: Duration = Duration::from_secs(300);
+
+/// A client made, the permits of calls to its cluster, and until when it is used again.
+struct Made {
+    client: kube::Client,
+    permits: Arc<Semaphore>,
+    until: std::time::Instant,
+}
+
+/// What a cluster's kubeconfig is made from.
+enum Source {
+    InCluster,
+    /// A file, and its text as read.
+    File(std::path::PathBuf, String),
+    /// The text a reference resolved to.
+    Text(crate::references::Resolved),
+}
+
+impl Source {
+    /// What a client made from this for `cluster` is known by: a digest, so no kubeconfig's
+    /// credentials are kept beyond the client itself.
+    fn key(&self, cluster: &KubernetesCluster) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        // The reference and the context.
+        hash.update(cluster.id().as_bytes());
+        hash.update(b"\0");
+        match self {
+            Self::InCluster => hash.update(b"in-cluster"),
+            Self::File(path, text) => {
+                hash.update(path.as_os_str().as_encoded_bytes());
+                hash.update(b"\0");
+                hash.update(text.as_bytes());
+            }
+            Self::Text(text) => hash.update(text.expose().as_bytes()),
+        }
+        hex::encode(hash.finalize())
     }
 }
 
@@ -286,6 +374,45 @@ impl Observer for Kubernetes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One client per kubeconfig: a second observation of the cluster uses the client made
+    /// for the first (its connections), and a kubeconfig that changed makes a new one.
+    #[tokio::test]
+    async fn a_clusters_client_is_made_once_until_its_kubeconfig_changes() {
+        let tmp = tempfile::tempdir().expect("dir");
+        let path = std::path::absolute(tmp.path().join("kubeconfig")).expect("absolute");
+        let kubeconfig = |server: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+                 clusters: [{{name: k, cluster: {{server: '{server}'}}}}]\n\
+                 users: [{{name: u, user: {{token: t}}}}]\n\
+                 contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n"
+            )
+        };
+        std::fs::write(&path, kubeconfig("http://127.0.0.1:1")).expect("kubeconfig");
+        let db = sea_orm::Database::connect("sqlite::memory:")
+            .await
+            .expect("db");
+        let k = Kubernetes::new(db, Arc::new(crate::references::LocalReferences), 8, true);
+        let ns = KubernetesNamespace {
+            kubeconfig_ref: Some(format!("file://{}", path.display())),
+            context: None,
+            in_cluster: false,
+            namespace: "shop".into(),
+            label_selector: None,
+        };
+        let made = |k: &Kubernetes| k.clients.lock().expect("clients").len();
+        let (_, first) = k.client(&ns).await.expect("a client");
+        let (_, again) = k.client(&ns).await.expect("the same client");
+        assert_eq!(made(&k), 1);
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "one cluster, one set of permits"
+        );
+        std::fs::write(&path, kubeconfig("http://127.0.0.1:2")).expect("kubeconfig");
+        k.client(&ns).await.expect("a new client");
+        assert_eq!(made(&k), 2, "the changed kubeconfig made its own");
+    }
 
     /// A kubeconfig named as a file reads its relative certificate and key paths beside it,
     /// wherever the worker runs; one named with `#key` is a value, not a file.
