@@ -103,13 +103,29 @@ pub enum Status {
     Resolved,
 }
 
-/// The open findings (suppressed ones too) of the environments `keys`, in one query.
+/// The open findings (suppressed ones too) of the environments `keys`, in one query, without
+/// what was declared and observed (`declared` and `observed` none): an observation's record
+/// compares findings by identity and never reads them, and a namespace's posture findings made
+/// them most of what a sweep read.
 pub async fn open_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<Finding>, Error> {
     use crate::scope::of_environments;
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{Iterable, QuerySelect};
+    let unread = |c: &rows::Column| matches!(c, rows::Column::Declared | rows::Column::Observed);
     rows::Entity::find()
+        .select_only()
+        .columns(rows::Column::iter().filter(|c| !unread(c)))
+        .column_as(
+            Expr::value(sea_orm::Value::Json(None)),
+            rows::Column::Declared,
+        )
+        .column_as(
+            Expr::value(sea_orm::Value::Json(None)),
+            rows::Column::Observed,
+        )
         .filter(of_environments(
             rows::Column::TenantId,
             rows::Column::EnvironmentId,

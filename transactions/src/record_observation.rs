@@ -313,8 +313,11 @@ async fn record_known(
     );
     row.observed_at = Set(Some(read_at));
     // Written only when they changed: a namespace's posture is kilobytes of JSON a sweep
-    // would otherwise write back unchanged for every environment.
-    row.posture.set_if_not_equals(to_json(posture)?);
+    // would otherwise write back unchanged for every environment. (The comparison's key
+    // covers the posture: the same key, the same posture.)
+    if existing.as_ref().and_then(|i| i.compared_with.as_deref()) != Some(key.as_str()) {
+        row.posture.set_if_not_equals(to_json(posture)?);
+    }
     row.resource_types
         .set_if_not_equals(to_json(resource_types)?);
     let cost = prices.map(|p| priced(&env, workloads, resource_types, &p));
@@ -434,9 +437,12 @@ fn comparison_key(
         hash.update(b"\0resource:");
         hash.update(serde_json::to_string(r).unwrap_or_default().as_bytes());
     }
+    // A namespace's violations are tens: hashed field by field, not serialized.
     for v in posture {
-        hash.update(b"\0posture:");
-        hash.update(serde_json::to_string(v).unwrap_or_default().as_bytes());
+        for field in [&v.rule, &v.resource, &v.detail] {
+            hash.update(b"\0posture:");
+            hash.update(field.as_bytes());
+        }
     }
     hex::encode(hash.finalize())
 }
