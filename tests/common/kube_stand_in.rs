@@ -784,11 +784,24 @@ fn serve_list(
         );
     };
     let selector = Selector::of(query);
-    let matching: Vec<Value> = cluster
-        .objects
-        .iter()
-        .filter(|((n, p), _)| p == plural && ns.is_none_or(|ns| ns == n))
-        .flat_map(|(_, o)| o.values())
+    // One namespace's list looks its objects up, as the API server's storage does by key
+    // prefix: walking every namespace's made each list cost as much as the whole fleet.
+    let in_namespace;
+    let kept: Box<dyn Iterator<Item = &BTreeMap<String, Value>>> = match ns {
+        Some(ns) => {
+            in_namespace = cluster.objects.get(&(ns.to_owned(), plural.to_owned()));
+            Box::new(in_namespace.into_iter())
+        }
+        None => Box::new(
+            cluster
+                .objects
+                .iter()
+                .filter(|((_, p), _)| p == plural)
+                .map(|(_, o)| o),
+        ),
+    };
+    let matching: Vec<Value> = kept
+        .flat_map(|o| o.values())
         .filter(|o| selector.matches(o))
         .cloned()
         .collect();
