@@ -69,7 +69,7 @@ async fn managed_api(
     repo.git(&["add", "."]);
     repo.git(&["commit", "--quiet", "-m", "program"]);
     let commit = repo.git(&["rev-parse", "HEAD"]);
-    crate::kubernetes::register_pulumi_run(&api, "non-production", &state, &kubeconfig_ref).await;
+    crate::kubernetes::register_pulumi_run(api, "non-production", state, &kubeconfig_ref).await;
     declare(api, &repo, &commit, &kubeconfig_ref).await;
     let run = api.plan_run("k8s", "baseline").await;
     api.wait_state(&run, "Applied").await;
