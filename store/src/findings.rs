@@ -106,10 +106,13 @@ pub enum Status {
 /// The open findings (suppressed ones too) of the environments `keys`, in one query, without
 /// what was declared and observed (`declared` and `observed` none): an observation's record
 /// compares findings by identity and never reads them, and a namespace's posture findings made
-/// them most of what a sweep read.
+/// them most of what a sweep read. Of a kind never proposed (posture), only those of the
+/// environments `compared` (of `keys`): a record that does not compare leaves the others
+/// standing, and no proposal covers them.
 pub async fn open_of(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
+    compared: &[crate::scope::EnvKey],
 ) -> Result<Vec<Finding>, Error> {
     use crate::scope::of_environments;
     use sea_orm::sea_query::Expr;
@@ -132,6 +135,17 @@ pub async fn open_of(
             keys,
         ))
         .filter(rows::Column::ResolvedAt.is_null())
+        .filter(
+            sea_orm::Condition::any()
+                .add(rows::Column::Kind.ne(DriftKind::Posture.as_str()))
+                .add_option((!compared.is_empty()).then(|| {
+                    of_environments(
+                        rows::Column::TenantId,
+                        rows::Column::EnvironmentId,
+                        compared,
+                    )
+                })),
+        )
         .all(db)
         .await?
         .into_iter()
@@ -452,6 +466,53 @@ pub async fn open_kinds(
 mod tests {
     use super::*;
     use crate::fixtures;
+    use crate::scope::EnvKey;
+
+    /// A record that compares reads every open finding of its environment; one that does not
+    /// reads those a proposal may cover, not the posture findings (they stand as recorded).
+    #[tokio::test]
+    async fn posture_findings_are_read_only_for_an_environment_compared() {
+        let db = fixtures::sqlite().await;
+        let found = |kind, rule: Option<&str>| drift::Finding {
+            kind,
+            resource: "deployment/api".into(),
+            declared: None,
+            observed: None,
+            rule: rule.map(str::to_owned),
+            changed_by: None,
+        };
+        let found = [
+            found(DriftKind::Version, None),
+            found(DriftKind::Posture, Some("privileged-container")),
+        ];
+        for env in ["dev", "qa"] {
+            sync(&db, "acme", env, Vec::new(), &found, &[], Utc::now())
+                .await
+                .unwrap();
+        }
+        let keys = [
+            ("acme".to_owned(), "dev".to_owned()),
+            ("acme".to_owned(), "qa".to_owned()),
+        ];
+        let read = |compared: Vec<EnvKey>| {
+            let (db, keys) = (&db, &keys);
+            async move {
+                let mut read: Vec<String> = open_of(db, keys, &compared)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|f| format!("{} {}", f.environment_id, f.kind))
+                    .collect();
+                read.sort();
+                read
+            }
+        };
+        assert_eq!(read(Vec::new()).await, ["dev version", "qa version"]);
+        assert_eq!(
+            read(vec![keys[1].clone()]).await,
+            ["dev version", "qa posture", "qa version"]
+        );
+    }
 
     #[tokio::test]
     async fn an_unknown_kind_in_a_row_is_an_error_not_a_default() {
@@ -484,11 +545,8 @@ mod tests {
             "{err:?}"
         );
         // Nor is a bad row silently treated as another kind when an observation compares.
-        assert!(
-            open_of(&db, &[("acme".into(), "dev".into())])
-                .await
-                .is_err()
-        );
+        let dev = [("acme".to_owned(), "dev".to_owned())];
+        assert!(open_of(&db, &dev, &dev).await.is_err());
         assert!(open_kinds(&db).await.is_err());
     }
 

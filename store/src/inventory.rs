@@ -80,13 +80,21 @@ pub(crate) async fn find_row(
         .await?)
 }
 
-/// The inventory rows of those of the environments `keys` that have one, in one query.
-pub async fn find_rows(
+/// The inventory rows of those of the environments `keys` that have one, in one query,
+/// without their posture (`posture` an empty list): an observation's record writes it and
+/// never reads it (its comparison key covers it), and a namespace's is kilobytes of JSON.
+pub async fn find_rows_to_record(
     db: &impl ConnectionTrait,
     keys: &[crate::scope::EnvKey],
 ) -> Result<Vec<rows::Model>, Error> {
     use crate::scope::of_environments;
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{Iterable, QuerySelect};
+    let unread = serde_json::json!([]);
     Ok(rows::Entity::find()
+        .select_only()
+        .columns(rows::Column::iter().filter(|c| !matches!(c, rows::Column::Posture)))
+        .column_as(Expr::value(unread), rows::Column::Posture)
         .filter(of_environments(
             rows::Column::TenantId,
             rows::Column::EnvironmentId,

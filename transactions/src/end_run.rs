@@ -307,7 +307,8 @@ mod tests {
         );
         assert_eq!(ends[1], None, "the second run's observation is given up");
         assert_eq!(fixtures::events(&db, "ProvisioningApplied").await.len(), 2);
-        let open = runtime_cloud_store::findings::open_of(&db, &[("acme".into(), "dev".into())])
+        let dev = [("acme".to_owned(), "dev".to_owned())];
+        let open = runtime_cloud_store::findings::open_of(&db, &dev, &dev)
             .await
             .unwrap();
         assert_eq!(open.len(), 1, "the given-up record wrote nothing: {open:?}");

@@ -2,6 +2,7 @@
 //! the declared specification raises or resolves, and the proposal they group into
 //! ([`crate::raise_findings`]), in one transaction.
 
+mod comparison;
 mod known;
 
 use crate::raise_findings::{Standing, raise_findings};
@@ -9,13 +10,10 @@ use chrono::{DateTime, Utc};
 use known::Known;
 use runtime_cloud_models::cost::{self, Cost, PriceTable, Usage};
 use runtime_cloud_models::drift::{compare, posture_findings, resource_findings};
-use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
-use runtime_cloud_models::observation::DriftedResource;
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
-use runtime_cloud_models::posture::Violation;
-use runtime_cloud_store::decode::{At, to_json};
+use runtime_cloud_store::decode::to_json;
 use runtime_cloud_store::entities::{
     observed_workloads as workload_rows, runtime_inventories as rows,
 };
@@ -62,9 +60,10 @@ pub async fn record_observation_in(
     req: &RecordRequest,
     acceptance: Acceptance,
 ) -> Result<RecordOutcome, Error> {
-    let known = Known::of_one(txn, req).await?;
+    let now = Utc::now();
+    let known = Known::of_one(txn, req, now).await?;
     let mut new_rows = NewRows::default();
-    let outcome = record_in(txn, req, acceptance, known, &mut new_rows).await?;
+    let outcome = record_in(txn, req, acceptance, known, now, &mut new_rows).await?;
     new_rows.insert(txn).await?;
     Ok(outcome)
 }
@@ -91,17 +90,18 @@ pub async fn record_observations(
         .collect();
     let mut outcomes = Vec::with_capacity(reqs.len());
     let mut new_rows = NewRows::default();
+    let now = Utc::now();
     if distinct.len() == reqs.len() {
         let only: Vec<&RecordRequest> = reqs.iter().map(|(r, _)| r).collect();
-        let known = Known::of_batch(&txn, &only).await?;
+        let known = Known::of_batch(&txn, &only, now).await?;
         for ((req, acceptance), known) in reqs.iter().zip(known) {
-            outcomes.push(record_in(&txn, req, *acceptance, known, &mut new_rows).await?);
+            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut new_rows).await?);
         }
     } else {
         // Each record reads what the one before wrote: nothing waits for the end.
         for (req, acceptance) in reqs {
-            let known = Known::of_one(&txn, req).await?;
-            outcomes.push(record_in(&txn, req, *acceptance, known, &mut new_rows).await?);
+            let known = Known::of_one(&txn, req, now).await?;
+            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut new_rows).await?);
             std::mem::take(&mut new_rows).insert(&txn).await?;
         }
     }
@@ -178,20 +178,21 @@ where
     Ok(())
 }
 
-/// One observation's writes, in the caller's transaction, from what it read (`known`); its
-/// new rows go into `new_rows`, for the caller to insert before it commits.
+/// One observation's writes at `now`, in the caller's transaction, from what it read
+/// (`known`); its new rows go into `new_rows`, for the caller to insert before it commits.
 async fn record_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,
     mut known: Known,
+    now: DateTime<Utc>,
     new_rows: &mut NewRows,
 ) -> Result<RecordOutcome, Error> {
     // Proposals superseded earlier whose workflows were not told yet (the record that
     // superseded them committed, and whoever was to tell them did not): every record of the
     // environment names them again until they are (`proposals::mark_told`).
     let untold = std::mem::take(&mut known.untold);
-    let mut outcome = record_known(txn, req, acceptance, known, new_rows).await?;
+    let mut outcome = record_known(txn, req, acceptance, known, now, new_rows).await?;
     outcome.superseded.extend(untold);
     Ok(outcome)
 }
@@ -202,6 +203,7 @@ async fn record_known(
     req: &RecordRequest,
     acceptance: Acceptance,
     known: Known,
+    now: DateTime<Utc>,
     new_rows: &mut NewRows,
 ) -> Result<RecordOutcome, Error> {
     let Known {
@@ -210,6 +212,7 @@ async fn record_known(
         spec,
         rules,
         applied,
+        comparison,
         open,
         recorded,
         active,
@@ -220,7 +223,6 @@ async fn record_known(
         // The environment was removed since the observation started: nothing to record.
         return Ok(RecordOutcome::default());
     };
-    let now = Utc::now();
     // Observations of one environment run concurrently (the sweep's, an operator's, a run's
     // after its apply) and may be recorded out of order: one read before the last recorded
     // one is older news, and recording it would undo what the newer one found.
@@ -296,27 +298,22 @@ async fn record_known(
     };
     let (workloads, resources, posture, resource_types) = workloads;
 
-    let previous: Vec<ObservedWorkload> = match &existing {
-        Some(i) => At {
-            table: TABLE,
-            row: &i.id,
-        }
-        .json("workloads", &i.workloads)?,
-        None => Vec::new(),
-    };
-    let key = comparison_key(
-        spec.as_ref().map(|s| s.specification_id.as_str()),
-        &rules,
-        resources,
-        posture,
-        now,
-    );
+    // Read with the open findings it needed (`Known::of_batch`), never made up here: without
+    // it those findings are not known to be open.
+    let comparison::Comparison {
+        key,
+        previous,
+        unchanged,
+    } = comparison.ok_or_else(|| Error::Missing {
+        what: "comparison of the observation of",
+        id: req.environment_id.clone(),
+    })?;
     row.observed_at = Set(Some(read_at));
     // Written only when they changed: a namespace's posture is kilobytes of JSON a sweep
-    // would otherwise write back unchanged for every environment. (The comparison's key
-    // covers the posture: the same key, the same posture.)
+    // would otherwise write back unchanged for every environment (and is not read: the
+    // comparison's key covers it, the same key the same posture).
     if existing.as_ref().and_then(|i| i.compared_with.as_deref()) != Some(key.as_str()) {
-        row.posture.set_if_not_equals(to_json(posture)?);
+        row.posture = Set(to_json(posture)?);
     }
     row.resource_types
         .set_if_not_equals(to_json(resource_types)?);
@@ -328,10 +325,6 @@ async fn record_known(
     row.specification_version
         .set_if_not_equals(applied.map(|a| a.specification_version));
     row.updated_at = Set(now);
-    let unchanged = existing
-        .as_ref()
-        .is_some_and(|i| !was_stale && i.compared_with.as_deref() == Some(key.as_str()))
-        && same_objects(&previous, workloads);
     let (changed, found) = if unchanged {
         // The same objects against the same inputs: the same findings, already recorded.
         runtime_cloud_store::put(txn, row, false).await?;
@@ -414,53 +407,6 @@ pub fn priced(
         resource_types: resource_types.clone(),
     };
     cost::price(&usage, prices, env.labels.get("region").map(String::as_str))
-}
-
-/// What a comparison compares against, besides the observed workloads: the specification, the
-/// drift rules active at `now`, the runner state's drift and the posture violations (a
-/// NetworkPolicy is none of the workloads' objects).
-fn comparison_key(
-    specification_id: Option<&str>,
-    rules: &[DriftRule],
-    resources: &[DriftedResource],
-    posture: &[Violation],
-    now: DateTime<Utc>,
-) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    hash.update(specification_id.unwrap_or("-").as_bytes());
-    for rule in rules.iter().filter(|r| r.active(now)) {
-        hash.update(b"\0rule:");
-        hash.update(rule.rule_id.as_bytes());
-    }
-    for r in resources {
-        hash.update(b"\0resource:");
-        hash.update(serde_json::to_string(r).unwrap_or_default().as_bytes());
-    }
-    // A namespace's violations are tens: hashed field by field, not serialized.
-    for v in posture {
-        for field in [&v.rule, &v.resource, &v.detail] {
-            hash.update(b"\0posture:");
-            hash.update(field.as_bytes());
-        }
-    }
-    hex::encode(hash.finalize())
-}
-
-/// Whether two observations read the same objects: each workload's source version is the
-/// same (objects with the same `resourceVersion` are the same objects) and so is who manages
-/// them (a stack that took an object over does not change it), or, where the target gives
-/// none, the workloads are equal.
-fn same_objects(before: &[ObservedWorkload], after: &[ObservedWorkload]) -> bool {
-    before.len() == after.len()
-        && before.iter().zip(after).all(|(a, b)| {
-            a.name == b.name
-                && a.managed_by == b.managed_by
-                && match (&a.source_version, &b.source_version) {
-                    (Some(x), Some(y)) => x == y,
-                    _ => a == b,
-                }
-        })
 }
 
 /// The row of one observed workload.
@@ -1152,6 +1098,54 @@ mod tests {
             .unwrap();
         assert_eq!(open.len(), 1);
         assert_eq!(open[0].finding_id, suppressed[0].finding_id);
+        assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
+    }
+
+    /// A posture finding stands while the namespace is observed the same (those records read
+    /// no posture finding: they do not compare), and is resolved by the first observation
+    /// that no longer shows its violation.
+    #[tokio::test]
+    async fn a_posture_finding_stands_until_an_observation_no_longer_shows_it() {
+        use runtime_cloud_models::posture::Violation;
+        let db = fixtures::sqlite().await;
+        let (api, _) = dev_declaring_api(&db).await;
+        let with_posture = |proposal_id: &str, posture: Vec<Violation>| {
+            let mut req = observation("dev", proposal_id, vec![observed(&api)]);
+            if let Observation::Observed { posture: p, .. } = &mut req.observation {
+                *p = posture;
+            }
+            req
+        };
+        let privileged = Violation {
+            rule: "privileged-container".into(),
+            resource: "deployment/api".into(),
+            detail: "api".into(),
+        };
+        let open = || async {
+            findings::list(&db, "acme", "dev", Some(Status::Open), None, &everything())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| (f.kind, f.rule))
+                .collect::<Vec<_>>()
+        };
+        let first = record_observation(&db, &with_posture("p1", vec![privileged.clone()]), ALLOWED)
+            .await
+            .unwrap();
+        assert_eq!((first.new_findings, first.new_proposal), (1, None));
+        let posture = vec![(DriftKind::Posture, Some("privileged-container".to_owned()))];
+        assert_eq!(open().await, posture);
+        for (i, proposal_id) in ["p2", "p3"].into_iter().enumerate() {
+            let again = with_posture(proposal_id, vec![privileged.clone()]);
+            let outcome = record_observation(&db, &again, ALLOWED).await.unwrap();
+            assert_eq!(outcome, RecordOutcome::default(), "record {i}");
+            assert_eq!(open().await, posture, "record {i}");
+        }
+        let fixed = record_observation(&db, &with_posture("p4", Vec::new()), ALLOWED)
+            .await
+            .unwrap();
+        assert_eq!((fixed.resolved_findings, fixed.new_proposal), (1, None));
+        assert_eq!(open().await, []);
         assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
     }
 

@@ -1,11 +1,13 @@
 //! What recording an observation reads before it writes: the environment, its inventory row,
-//! its latest specification, the drift rules and the run that applied last, its open findings
-//! and its proposals (and the superseded ones whose workflows were not told yet), its tenant's
-//! prices. A sweep's
-//! batch reads each table once for all its environments ([`runtime_cloud_store::scope::of_environments`]),
-//! in the batch's transaction, instead of ten queries per environment; one environment is a
-//! batch of one.
+//! its latest specification, the drift rules and the run that applied last, whether the
+//! observation is compared ([`Comparison`]), the open findings its record needs and its
+//! proposals (and the superseded ones whose workflows were not told yet), its tenant's prices.
+//! A sweep's batch reads each table once for all its environments
+//! ([`runtime_cloud_store::scope::of_environments`]), in the batch's transaction, instead of ten
+//! queries per environment; one environment is a batch of one.
 
+use super::comparison::Comparison;
+use chrono::{DateTime, Utc};
 use runtime_cloud_models::cost::PriceTable;
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::inventory::RecordRequest;
@@ -30,7 +32,11 @@ pub(super) struct Known {
     /// The environment's own rules and its tenant's defaults, oldest first.
     pub rules: Vec<DriftRule>,
     pub applied: Option<Applied>,
-    /// Its open findings, suppressed ones too.
+    /// The observation's comparison with the inventory (none: the target was unreachable).
+    pub comparison: Option<Comparison>,
+    /// Its open findings, suppressed ones too; of a kind never proposed (posture) only when
+    /// the observation is compared (`comparison` not unchanged): they stand otherwise, and no
+    /// proposal covers them.
     pub open: Vec<Finding>,
     /// The proposal the request names, if a record raised it already.
     pub recorded: Option<Proposal>,
@@ -47,15 +53,20 @@ impl Known {
     pub(super) async fn of_one(
         db: &impl ConnectionTrait,
         req: &RecordRequest,
+        now: DateTime<Utc>,
     ) -> Result<Self, Error> {
-        Ok(Self::of_batch(db, &[req]).await?.pop().unwrap_or_default())
+        Ok(Self::of_batch(db, &[req], now)
+            .await?
+            .pop()
+            .unwrap_or_default())
     }
 
     /// The environments of `reqs`' (distinct environments), one query per table, in `reqs`'
-    /// order.
+    /// order, and their observations' comparisons at `now`.
     pub(super) async fn of_batch(
         db: &impl ConnectionTrait,
         reqs: &[&RecordRequest],
+        now: DateTime<Utc>,
     ) -> Result<Vec<Self>, Error> {
         let keys: Vec<EnvKey> = reqs
             .iter()
@@ -77,7 +88,7 @@ impl Known {
                 k.env = Some(e);
             }
         }
-        for row in inventory::find_rows(db, &keys).await? {
+        for row in inventory::find_rows_to_record(db, &keys).await? {
             if let Some(k) = at(&mut known, &row.tenant_id, &row.environment_id) {
                 k.inventory = Some(row);
             }
@@ -94,7 +105,23 @@ impl Known {
                 k.applied.get_or_insert(applied);
             }
         }
-        for f in findings::open_of(db, &keys).await? {
+        let mut compared = Vec::new();
+        for (req, key) in reqs.iter().zip(&keys) {
+            let Some(k) = known.get_mut(key) else {
+                continue;
+            };
+            k.rules = rules
+                .iter()
+                .filter(|r| r.applies_to(&key.0, &key.1))
+                .cloned()
+                .collect();
+            let spec = k.spec.as_ref();
+            k.comparison = Comparison::of(req, k.inventory.as_ref(), spec, &k.rules, now)?;
+            if k.comparison.as_ref().is_some_and(|c| !c.unchanged) {
+                compared.push(key.clone());
+            }
+        }
+        for f in findings::open_of(db, &keys, &compared).await? {
             if let Some(k) = at(&mut known, &f.tenant_id, &f.environment_id) {
                 k.open.push(f);
             }
@@ -124,11 +151,6 @@ impl Known {
             .zip(keys)
             .map(|(req, key)| {
                 let mut k = known.remove(&key).unwrap_or_default();
-                k.rules = rules
-                    .iter()
-                    .filter(|r| r.applies_to(&key.0, &key.1))
-                    .cloned()
-                    .collect();
                 k.recorded = recorded.remove(&req.proposal_id);
                 k.prices = prices.get(&key.0).cloned();
                 k
