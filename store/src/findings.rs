@@ -4,6 +4,7 @@
 //! kept and listed, never proposed, and open again once no active rule matches it.
 
 use crate::decode::At;
+use crate::deferred::Deferred;
 use crate::entities::drift_findings as rows;
 use crate::{Error, Page, outbox};
 use chrono::{DateTime, Utc};
@@ -178,9 +179,13 @@ impl Synced {
 /// `open` ones (the environment's, as [`open_of`] read them in this transaction) `found` no
 /// longer holds, on `db` (the caller's transaction). A finding an active
 /// rule of `rules` matches at `now` is recorded suppressed, without an event; one whose rule
-/// expired or went away is open again, with `RuntimeDriftDetected`.
+/// expired or went away is open again, with `RuntimeDriftDetected`. The new findings and the
+/// events are `deferred`: the caller inserts them before it commits, or writes anything that
+/// refers to them.
+#[allow(clippy::too_many_arguments)] // what the observation's record read, passed on
 pub async fn sync(
     db: &impl ConnectionTrait,
+    deferred: &mut Deferred,
     tenant_id: &str,
     environment_id: &str,
     open: Vec<Finding>,
@@ -222,7 +227,8 @@ pub async fn sync(
                 // Reopened: announced as the drift it is. (A later suppression and reopening
                 // is another event, hence the time in its id.)
                 let key = format!("{}/reopened/{}", f.finding_id, now.timestamp_micros());
-                announce(db, &f, outbox::event_id(&key, "RuntimeDriftDetected")).await?;
+                let id = outbox::event_id(&key, "RuntimeDriftDetected");
+                deferred.event(&f.tenant_id, detected(&f).into(), id);
             }
             f.suppressed_by = rule;
         }
@@ -230,15 +236,13 @@ pub async fn sync(
             still_open.push(f);
         }
     }
-    // New findings: one multi-row insert, and one for their events (a drift storm raises
-    // twenty per environment; a round trip each was the sweep's cost). Their ids are new, so
-    // no event can exist yet.
-    let mut raised_rows = Vec::new();
+    // New findings and their events, deferred: a sweep's batch inserts them all at once.
+    let mut raised = 0;
     for f in found
         .iter()
         .filter(|f| !open_keys.contains(&key(f.kind, &f.resource, f.rule.as_deref())))
     {
-        raised_rows.push(rows::Model {
+        let row = rows::Model {
             finding_id: Uuid::now_v7().to_string(),
             tenant_id: tenant_id.to_owned(),
             environment_id: environment_id.to_owned(),
@@ -258,31 +262,19 @@ pub async fn sync(
             suppressed_by: suppressing(rules, f, now).map(|r| r.rule_id.clone()),
             created_at: now,
             updated_at: now,
-        });
-    }
-    let raised = raised_rows.len() as u32;
-    if !raised_rows.is_empty() {
-        rows::Entity::insert_many(
-            raised_rows
-                .iter()
-                .map(|r| r.clone().into_active_model().reset_all()),
-        )
-        .exec(db)
-        .await?;
-    }
-    let mut events = Vec::new();
-    for row in raised_rows {
+        };
+        raised += 1;
+        deferred.finding(row.clone().into_active_model().reset_all());
         let finding = Finding::read(row)?;
         if finding.suppressed_by.is_some() {
             continue;
         }
         let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
-        events.push((detected(&finding).into(), id));
+        deferred.event(tenant_id, detected(&finding).into(), id);
         if finding.proposable() {
             still_open.push(finding);
         }
     }
-    outbox::append_new(db, tenant_id, events).await?;
     Ok(Synced {
         raised,
         resolved,
@@ -309,11 +301,6 @@ where
         .exec(db)
         .await?;
     Ok(())
-}
-
-/// `RuntimeDriftDetected` for the finding, in the caller's transaction.
-async fn announce(db: &impl ConnectionTrait, f: &Finding, event_id: String) -> Result<(), Error> {
-    outbox::append(db, &f.tenant_id, detected(f).into(), event_id).await
 }
 
 /// `RuntimeDriftDetected` of a finding.
@@ -468,6 +455,29 @@ mod tests {
     use crate::fixtures;
     use crate::scope::EnvKey;
 
+    /// `found` raised in environment `env` of `acme`, where none was open.
+    async fn raise(
+        db: &sea_orm::DatabaseConnection,
+        env: &str,
+        found: &[drift::Finding],
+    ) -> Synced {
+        let mut deferred = Deferred::default();
+        let synced = sync(
+            db,
+            &mut deferred,
+            "acme",
+            env,
+            Vec::new(),
+            found,
+            &[],
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+        deferred.insert(db).await.unwrap();
+        synced
+    }
+
     /// A record that compares reads every open finding of its environment; one that does not
     /// reads those a proposal may cover, not the posture findings (they stand as recorded).
     #[tokio::test]
@@ -486,9 +496,7 @@ mod tests {
             found(DriftKind::Posture, Some("privileged-container")),
         ];
         for env in ["dev", "qa"] {
-            sync(&db, "acme", env, Vec::new(), &found, &[], Utc::now())
-                .await
-                .unwrap();
+            raise(&db, env, &found).await;
         }
         let keys = [
             ("acme".to_owned(), "dev".to_owned()),
@@ -525,9 +533,7 @@ mod tests {
             rule: None,
             changed_by: None,
         }];
-        let synced = sync(&db, "acme", "dev", Vec::new(), &found, &[], Utc::now())
-            .await
-            .unwrap();
+        let synced = raise(&db, "dev", &found).await;
         assert_eq!((synced.raised, synced.open.len()), (1, 1));
         fixtures::execute(&db, "UPDATE drift_findings SET kind = 'vibes'").await;
         let err = list(&db, "acme", "dev", None, None, &fixtures::everything())

@@ -21,26 +21,6 @@ pub fn event_id(aggregate_id: &str, event_type: &str) -> String {
     .to_string()
 }
 
-/// Appends events whose ids are new (they name rows created in the same transaction) in one
-/// multi-row insert, in order.
-pub async fn append_new(
-    db: &impl ConnectionTrait,
-    tenant_id: &str,
-    events: Vec<(OutboxEvent, String)>,
-) -> Result<(), Error> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let now = Utc::now();
-    let rows = events
-        .into_iter()
-        .map(|(event, event_id)| row(tenant_id, event, event_id, now));
-    outbox_events::Entity::insert_many(rows)
-        .exec_without_returning(db)
-        .await?;
-    Ok(())
-}
-
 /// Appends an event to the outbox on `db` (the caller's transaction) unless an event with
 /// this id is already there (a retried projection): one statement, the unique `event_id`
 /// deciding, rather than a read and an insert.
@@ -81,7 +61,7 @@ pub async fn withdraw(
 }
 
 /// The row of an event not yet published; `seq` comes from the database.
-fn row(
+pub(crate) fn row(
     tenant_id: &str,
     event: OutboxEvent,
     event_id: String,

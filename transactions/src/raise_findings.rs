@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use runtime_cloud_models::drift::{self, ProposalPlan};
 use runtime_cloud_models::drift_rules::DriftRule;
 use runtime_cloud_models::inventory::ProposalInput;
+use runtime_cloud_store::deferred::Deferred;
 use runtime_cloud_store::environments::Environment;
 use runtime_cloud_store::findings::{self, Finding, Synced};
 use runtime_cloud_store::proposals::{self, Acceptance, Proposal};
@@ -42,11 +43,13 @@ pub struct Standing<'a> {
 /// Raises and resolves the environment's findings from what the observation `found` (`None`:
 /// it compared the same objects against the same inputs as the last one, and the open
 /// findings stand), then groups the open ones into proposal `proposal_id` when they changed,
-/// superseding the proposals it replaces, in the observation's transaction `txn`. Proposals
+/// superseding the proposals it replaces, in the observation's transaction `txn`. New findings
+/// and events are `deferred` (see [`findings::sync`]), for the caller to insert. Proposals
 /// are synced either way: an accepted proposal whose run failed since no longer covers its
 /// findings, whether or not the target moved. In `observe` mode there are none.
 pub async fn raise_findings(
     txn: &DatabaseTransaction,
+    deferred: &mut Deferred,
     standing: Standing<'_>,
     found: Option<&[drift::Finding]>,
     proposal_id: &str,
@@ -63,7 +66,7 @@ pub async fn raise_findings(
     let synced = match found {
         Some(found) => {
             let (tenant, environment) = (&env.tenant_id, &env.environment_id);
-            findings::sync(txn, tenant, environment, open, found, rules, now).await?
+            findings::sync(txn, deferred, tenant, environment, open, found, rules, now).await?
         }
         None => {
             let unsuppressed = open.into_iter().filter(|f| f.suppressed_by.is_none());
@@ -72,6 +75,11 @@ pub async fn raise_findings(
     };
     let (new_proposal, superseded) = if env.mode.proposes() {
         let open = &synced.open;
+        // A proposal is raised or superseded only with findings to cover or proposals in
+        // play; raised, it links its findings and appends its event after those deferred.
+        if !open.is_empty() || !active.is_empty() {
+            deferred.insert(txn).await?;
+        }
         proposals::sync(
             txn,
             env,

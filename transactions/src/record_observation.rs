@@ -14,6 +14,7 @@ use runtime_cloud_models::events::ObservedStateChanged;
 use runtime_cloud_models::inventory::{RecordOutcome, RecordRequest};
 use runtime_cloud_models::observation::{Observation, ObservedWorkload, changes};
 use runtime_cloud_store::decode::to_json;
+use runtime_cloud_store::deferred::Deferred;
 use runtime_cloud_store::entities::{
     observed_workloads as workload_rows, runtime_inventories as rows,
 };
@@ -62,9 +63,9 @@ pub async fn record_observation_in(
 ) -> Result<RecordOutcome, Error> {
     let now = Utc::now();
     let known = Known::of_one(txn, req, now).await?;
-    let mut new_rows = NewRows::default();
-    let outcome = record_in(txn, req, acceptance, known, now, &mut new_rows).await?;
-    new_rows.insert(txn).await?;
+    let mut deferred = Deferred::default();
+    let outcome = record_in(txn, req, acceptance, known, now, &mut deferred).await?;
+    deferred.insert(txn).await?;
     Ok(outcome)
 }
 
@@ -89,23 +90,23 @@ pub async fn record_observations(
         .map(|(r, _)| (r.tenant_id.as_str(), r.environment_id.as_str()))
         .collect();
     let mut outcomes = Vec::with_capacity(reqs.len());
-    let mut new_rows = NewRows::default();
+    let mut deferred = Deferred::default();
     let now = Utc::now();
     if distinct.len() == reqs.len() {
         let only: Vec<&RecordRequest> = reqs.iter().map(|(r, _)| r).collect();
         let known = Known::of_batch(&txn, &only, now).await?;
         for ((req, acceptance), known) in reqs.iter().zip(known) {
-            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut new_rows).await?);
+            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut deferred).await?);
         }
     } else {
         // Each record reads what the one before wrote: nothing waits for the end.
         for (req, acceptance) in reqs {
             let known = Known::of_one(&txn, req, now).await?;
-            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut new_rows).await?);
-            std::mem::take(&mut new_rows).insert(&txn).await?;
+            outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut deferred).await?);
+            deferred.insert(&txn).await?;
         }
     }
-    new_rows.insert(&txn).await?;
+    deferred.insert(&txn).await?;
     // The page starts their workflows after the commit, not durably: pending until it has.
     let raised: Vec<String> = outcomes
         .iter()
@@ -127,72 +128,37 @@ pub fn batches_at_once(db: &DatabaseConnection) -> usize {
     }
 }
 
-/// Rows the records of a transaction insert together at its end, one multi-row insert per
-/// table and batch instead of one or two statements per environment (on PostgreSQL each is a
-/// round trip, and a fleet's first sweep inserts 10,000 inventories and 200,000 workloads):
-/// new inventories and workload rows. Nothing recorded in the same transaction reads them, and
-/// neither carries an order.
-#[derive(Default)]
-struct NewRows {
-    inventories: Vec<rows::ActiveModel>,
-    workloads: Vec<workload_rows::ActiveModel>,
-}
-
-/// Rows per insert statement: well under the bind parameters either database takes (SQLite
-/// 32,766, PostgreSQL 65,535) at a workload row's 15 columns.
-const ROWS_PER_INSERT: usize = 1_000;
-
-impl NewRows {
-    /// Writes `row`: a new inventory waits for [`Self::insert`], an existing one is updated now.
-    async fn put(
-        &mut self,
-        txn: &DatabaseTransaction,
-        row: rows::ActiveModel,
-        new: bool,
-    ) -> Result<(), Error> {
-        if new {
-            self.inventories.push(row);
-            Ok(())
-        } else {
-            runtime_cloud_store::put(txn, row, false).await
-        }
+/// Writes an inventory `row`: a new one is deferred, an existing one is updated now.
+async fn put(
+    txn: &DatabaseTransaction,
+    deferred: &mut Deferred,
+    row: rows::ActiveModel,
+    new: bool,
+) -> Result<(), Error> {
+    if new {
+        deferred.inventory(row);
+        Ok(())
+    } else {
+        runtime_cloud_store::put(txn, row, false).await
     }
-
-    async fn insert(self, txn: &DatabaseTransaction) -> Result<(), Error> {
-        insert_in_chunks(txn, self.inventories).await?;
-        insert_in_chunks(txn, self.workloads).await
-    }
-}
-
-async fn insert_in_chunks<A>(txn: &DatabaseTransaction, mut rows: Vec<A>) -> Result<(), Error>
-where
-    A: sea_orm::ActiveModelTrait + Send,
-    <A::Entity as EntityTrait>::Model: sea_orm::IntoActiveModel<A>,
-{
-    while !rows.is_empty() {
-        let rest = rows.split_off(rows.len().min(ROWS_PER_INSERT));
-        A::Entity::insert_many(std::mem::replace(&mut rows, rest))
-            .exec_without_returning(txn)
-            .await?;
-    }
-    Ok(())
 }
 
 /// One observation's writes at `now`, in the caller's transaction, from what it read
-/// (`known`); its new rows go into `new_rows`, for the caller to insert before it commits.
+/// (`known`); its new rows and events are `deferred`, for the caller to insert before it
+/// commits.
 async fn record_in(
     txn: &DatabaseTransaction,
     req: &RecordRequest,
     acceptance: Acceptance,
     mut known: Known,
     now: DateTime<Utc>,
-    new_rows: &mut NewRows,
+    deferred: &mut Deferred,
 ) -> Result<RecordOutcome, Error> {
     // Proposals superseded earlier whose workflows were not told yet (the record that
     // superseded them committed, and whoever was to tell them did not): every record of the
     // environment names them again until they are (`proposals::mark_told`).
     let untold = std::mem::take(&mut known.untold);
-    let mut outcome = record_known(txn, req, acceptance, known, now, new_rows).await?;
+    let mut outcome = record_known(txn, req, acceptance, known, now, deferred).await?;
     outcome.superseded.extend(untold);
     Ok(outcome)
 }
@@ -204,7 +170,7 @@ async fn record_known(
     acceptance: Acceptance,
     known: Known,
     now: DateTime<Utc>,
-    new_rows: &mut NewRows,
+    deferred: &mut Deferred,
 ) -> Result<RecordOutcome, Error> {
     let Known {
         env,
@@ -275,12 +241,12 @@ async fn record_known(
             row.stale = Set(true);
             row.last_error = Set(Some(reason.clone()));
             row.updated_at = Set(now);
-            new_rows.put(txn, row, existing.is_none()).await?;
+            put(txn, deferred, row, existing.is_none()).await?;
             let changed = existing.is_none() || !was_stale;
             if changed {
                 let release = existing.and_then(|i| i.current_release_id);
                 let event = event(serde_json::json!([]), true, release);
-                outbox::append(txn, &req.tenant_id, event.into(), event_id).await?;
+                deferred.event(&req.tenant_id, event.into(), event_id);
             }
             return Ok(RecordOutcome {
                 changed,
@@ -340,7 +306,7 @@ async fn record_known(
         row.current_release_id = Set(release.clone());
         row.compared_with = Set(Some(key));
         let first = existing.is_none();
-        new_rows.put(txn, row, first).await?;
+        put(txn, deferred, row, first).await?;
         if !first {
             // Its workload rows are only ever written with its inventory.
             workload_rows::Entity::delete_many()
@@ -351,16 +317,11 @@ async fn record_known(
         }
         for w in workloads {
             let row = workload_row(&req.tenant_id, &req.environment_id, w, now)?;
-            new_rows.workloads.push(row);
+            deferred.workload(row);
         }
         if changed {
             let event = event(diff, false, release).into();
-            if first {
-                // Its event is only ever written with its inventory: none to look for.
-                outbox::append_new(txn, &req.tenant_id, vec![(event, event_id)]).await?;
-            } else {
-                outbox::append(txn, &req.tenant_id, event, event_id).await?;
-            }
+            deferred.event(&req.tenant_id, event, event_id);
         }
         // Compare with the declared specification, and take the runner's state's own drift;
         // without a specification there is nothing to drift from. Posture needs none.
@@ -383,7 +344,9 @@ async fn record_known(
         active,
     };
     let found = found.as_deref();
-    let raised = raise_findings(txn, standing, found, &req.proposal_id, acceptance, now).await?;
+    let proposal_id = &req.proposal_id;
+    let raised =
+        raise_findings(txn, deferred, standing, found, proposal_id, acceptance, now).await?;
     Ok(RecordOutcome {
         changed,
         stale: false,
@@ -501,11 +464,21 @@ mod tests {
         );
         let inventory = inventory::find(&db, "acme", "dev").await.unwrap().unwrap();
         assert_eq!(inventory.workloads, [drifted.clone()]);
-        assert_eq!(fixtures::events(&db, "RuntimeDriftDetected").await.len(), 1);
-        assert_eq!(
-            fixtures::events(&db, "ReconciliationProposed").await.len(),
-            1
-        );
+        // In the order they happened: what was observed, the drift found, its proposal.
+        let record = [
+            "ObservedStateChanged",
+            "RuntimeDriftDetected",
+            "ReconciliationProposed",
+        ];
+        let mut appended = Vec::new();
+        for event_type in record {
+            let events = fixtures::events(&db, event_type).await;
+            assert_eq!(events.len(), 1, "{event_type}");
+            appended.push((events[0].seq, event_type));
+        }
+        appended.sort();
+        let appended: Vec<&str> = appended.into_iter().map(|(_, t)| t).collect();
+        assert_eq!(appended, record);
 
         // A retried record answers the same and writes nothing twice.
         assert_eq!(
