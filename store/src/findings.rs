@@ -12,10 +12,7 @@ use runtime_cloud_models::drift::{self, DriftKind};
 use runtime_cloud_models::drift_rules::{DriftRule, suppressing};
 use runtime_cloud_models::events::RuntimeDriftDetected;
 use runtime_cloud_models::observation::ChangedBy;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
-    QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use std::collections::BTreeSet;
 use uuid::Uuid;
 
@@ -49,6 +46,37 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// The row of a finding raised now.
+    fn new_row(&self) -> Result<rows::ActiveModel, Error> {
+        self.clone().into_new_row()
+    }
+
+    /// [`Self::new_row`], taking the finding.
+    fn into_new_row(self) -> Result<rows::ActiveModel, Error> {
+        use sea_orm::ActiveValue::Set;
+        Ok(rows::ActiveModel {
+            changed_by: Set(self
+                .changed_by
+                .as_ref()
+                .map(crate::decode::to_json)
+                .transpose()?),
+            finding_id: Set(self.finding_id),
+            tenant_id: Set(self.tenant_id),
+            environment_id: Set(self.environment_id),
+            kind: Set(self.kind.as_str().to_owned()),
+            resource: Set(self.resource),
+            rule: Set(self.rule),
+            declared: Set(self.declared),
+            observed: Set(self.observed),
+            detected_at: Set(self.detected_at),
+            proposal_id: Set(self.proposal_id),
+            resolved_at: Set(self.resolved_at),
+            suppressed_by: Set(self.suppressed_by),
+            created_at: Set(self.detected_at),
+            updated_at: Set(self.detected_at),
+        })
+    }
+
     fn read(m: rows::Model) -> Result<Self, Error> {
         let at = At {
             table: TABLE,
@@ -242,11 +270,11 @@ pub async fn sync(
         .iter()
         .filter(|f| !open_keys.contains(&key(f.kind, &f.resource, f.rule.as_deref())))
     {
-        let row = rows::Model {
+        let finding = Finding {
             finding_id: Uuid::now_v7().to_string(),
             tenant_id: tenant_id.to_owned(),
             environment_id: environment_id.to_owned(),
-            kind: f.kind.as_str().to_owned(),
+            kind: f.kind,
             resource: f.resource.clone(),
             rule: f.rule.clone(),
             declared: f.declared.clone(),
@@ -254,25 +282,19 @@ pub async fn sync(
             detected_at: now,
             proposal_id: None,
             resolved_at: None,
-            changed_by: f
-                .changed_by
-                .as_ref()
-                .map(crate::decode::to_json)
-                .transpose()?,
+            changed_by: f.changed_by.clone(),
             suppressed_by: suppressing(rules, f, now).map(|r| r.rule_id.clone()),
-            created_at: now,
-            updated_at: now,
         };
         raised += 1;
-        deferred.finding(row.clone().into_active_model().reset_all());
-        let finding = Finding::read(row)?;
-        if finding.suppressed_by.is_some() {
-            continue;
+        if finding.suppressed_by.is_none() {
+            let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
+            deferred.event(tenant_id, detected(&finding).into(), id);
         }
-        let id = outbox::event_id(&finding.finding_id, "RuntimeDriftDetected");
-        deferred.event(tenant_id, detected(&finding).into(), id);
         if finding.proposable() {
+            deferred.finding(finding.new_row()?);
             still_open.push(finding);
+        } else {
+            deferred.finding(finding.into_new_row()?);
         }
     }
     Ok(Synced {

@@ -91,8 +91,8 @@ pub async fn record_observations(
         .collect();
     let mut outcomes = Vec::with_capacity(reqs.len());
     let mut deferred = Deferred::default();
-    let now = Utc::now();
     if distinct.len() == reqs.len() {
+        let now = Utc::now();
         let only: Vec<&RecordRequest> = reqs.iter().map(|(r, _)| r).collect();
         let known = Known::of_batch(&txn, &only, now).await?;
         for ((req, acceptance), known) in reqs.iter().zip(known) {
@@ -101,6 +101,7 @@ pub async fn record_observations(
     } else {
         // Each record reads what the one before wrote: nothing waits for the end.
         for (req, acceptance) in reqs {
+            let now = Utc::now();
             let known = Known::of_one(&txn, req, now).await?;
             outcomes.push(record_in(&txn, req, *acceptance, known, now, &mut deferred).await?);
             deferred.insert(&txn).await?;
