@@ -4,7 +4,8 @@
 //!
 //! Each environment observes a namespace of the cluster stand-in (`tests/common/
 //! kube_stand_in.rs`, which speaks the watch protocol) holding `--workloads` workloads as
-//! declared. Once the watches are open and every environment was observed (one sweep), the
+//! declared. Once the watches are open, have told every seeded namespace's change and each
+//! environment was observed after it, and every environment was observed once more (one sweep), the
 //! steady state is measured: a second sweep over a cluster where nothing changed, counting the
 //! list calls the stand-in served, and the worker's resident memory. Then `kubectl edit` scales
 //! a namespace's first Deployment, `--rate` changes a second over the namespaces in turn, while
@@ -215,10 +216,10 @@ fn namespace_workloads(n: usize) -> Arc<Vec<runtime_cloud_models::Workload>> {
     Arc::new(workloads)
 }
 
-/// Waits until the cluster's five watches are open.
+/// Waits until the cluster's watches are open, one per kind.
 async fn watches_open(cluster: &KubeStandIn) -> anyhow::Result<()> {
     poll(
-        "the cluster's five watches",
+        "the cluster's watches, one per kind",
         Duration::from_millis(50),
         Duration::from_secs(120),
         || {
@@ -239,6 +240,49 @@ async fn observations_done(
         stack.task_queue
     );
     stack::wait_none_running(client, &query).await
+}
+
+/// Waits until each of `tenant`'s `n` environments is observed after the last change its
+/// watches recorded (the seeding changed every namespace): the watches told every one of
+/// them. No observation running is not enough: the watch tells a burst of changes a few
+/// dozen at a time, and on SQLite (one writer) a thousand seeded namespaces are still being
+/// told after the first are done, each recording its change when it is told — in the middle
+/// of the sweeps that follow.
+async fn watches_caught_up(
+    db: &sea_orm::DatabaseConnection,
+    tenant: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    use runtime_cloud_store::entities::{runtime_inventories as inv, watched_changes as changes};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    poll(
+        "every environment observed after its watched change",
+        Duration::from_millis(200),
+        Duration::from_secs(600),
+        || async move {
+            let changed: BTreeMap<String, chrono::DateTime<chrono::Utc>> = changes::Entity::find()
+                .filter(changes::Column::TenantId.eq(tenant))
+                .all(db)
+                .await?
+                .into_iter()
+                .map(|c| (c.environment_id, c.changed_at))
+                .collect();
+            let observed = inv::Entity::find()
+                .filter(inv::Column::TenantId.eq(tenant))
+                .all(db)
+                .await?
+                .into_iter()
+                .filter(|i| {
+                    let changed_at = changed.get(&i.environment_id);
+                    i.observed_at
+                        .zip(changed_at)
+                        .is_some_and(|(observed, changed)| observed > *changed)
+                })
+                .count();
+            Ok((changed.len() == n && observed == n).then_some(()))
+        },
+    )
+    .await
 }
 
 /// Scales the first workload of `env` to `replicas` as `kubectl edit` does.
@@ -282,6 +326,7 @@ async fn detect(args: &Args, watch: bool) -> anyhow::Result<Measured> {
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     if watch {
         watches_open(&cluster).await?;
+        watches_caught_up(&db, &stack.tenant, envs.len()).await?;
     }
     observations_done(&client, &stack).await?;
     // Every environment observed (with the watches following, for the watched stack), then
@@ -420,6 +465,8 @@ async fn fairness(args: &Args) -> anyhow::Result<()> {
     let db = stack.db().await?;
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     watches_open(&cluster).await?;
+    watches_caught_up(&db, &stack.tenant, a_envs.len()).await?;
+    watches_caught_up(&db, &b_id, b_envs.len()).await?;
     observations_done(&client, &stack).await?;
     let replicas = i64::from(workloads[0].replicas) + 1;
     let changed_at = chrono::Utc::now();
