@@ -4,8 +4,8 @@
 //!
 //! Each environment observes a namespace of the cluster stand-in (`tests/common/
 //! kube_stand_in.rs`, which speaks the watch protocol) holding `--workloads` workloads as
-//! declared. Once the watches are open, have told every seeded namespace's change and each
-//! environment was observed after it, and every environment was observed once more (one sweep), the
+//! declared. Once the watches are open and have told every seeded namespace's change (each
+//! environment observed after it), and every environment was observed (one sweep), the
 //! steady state is measured: a second sweep over a cluster where nothing changed, counting the
 //! list calls the stand-in served, and the worker's resident memory. Then `kubectl edit` scales
 //! a namespace's first Deployment, `--rate` changes a second over the namespaces in turn, while
@@ -242,17 +242,20 @@ async fn observations_done(
     stack::wait_none_running(client, &query).await
 }
 
-/// Waits until each of `tenant`'s `n` environments is observed after the last change its
-/// watches recorded (the seeding changed every namespace): the watches told every one of
-/// them. No observation running is not enough: the watch tells a burst of changes a few
-/// dozen at a time, and on SQLite (one writer) a thousand seeded namespaces are still being
-/// told after the first are done, each recording its change when it is told — in the middle
-/// of the sweeps that follow.
+/// Waits until the watches told every change of `tenant`'s namespaces made before `quiet_since`
+/// (the seeding's), each environment observed after its change. No observation running is not
+/// enough: the watch tells a burst of changes a few dozen at a time, and on SQLite (one writer)
+/// a thousand seeded namespaces are still being told after the first are done, each recording
+/// its change when it is told — in the middle of the sweeps that follow. Every change is
+/// recorded once it has waited its longest to be told ([`RELIST_SETTLE`] after it); the
+/// namespaces seeded before the watch had listed them are not changes (the sweep observes
+/// them).
 async fn watches_caught_up(
     db: &sea_orm::DatabaseConnection,
     tenant: &str,
-    n: usize,
+    quiet_since: Instant,
 ) -> anyhow::Result<()> {
+    use runtime_cloud_activities::kubernetes::watch::RELIST_SETTLE;
     use runtime_cloud_store::entities::{runtime_inventories as inv, watched_changes as changes};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     poll(
@@ -260,6 +263,7 @@ async fn watches_caught_up(
         Duration::from_millis(200),
         Duration::from_secs(600),
         || async move {
+            let told_all = quiet_since.elapsed() > RELIST_SETTLE;
             let changed: BTreeMap<String, chrono::DateTime<chrono::Utc>> = changes::Entity::find()
                 .filter(changes::Column::TenantId.eq(tenant))
                 .all(db)
@@ -279,7 +283,7 @@ async fn watches_caught_up(
                         .is_some_and(|(observed, changed)| observed > *changed)
                 })
                 .count();
-            Ok((changed.len() == n && observed == n).then_some(()))
+            Ok((told_all && observed == changed.len()).then_some(()))
         },
     )
     .await
@@ -317,6 +321,7 @@ async fn detect(args: &Args, watch: bool) -> anyhow::Result<Measured> {
         concurrency,
     )
     .await?;
+    let seeded = Instant::now();
     println!(
         "  seeded {} namespaces in {:.1} s",
         envs.len(),
@@ -326,7 +331,7 @@ async fn detect(args: &Args, watch: bool) -> anyhow::Result<Measured> {
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     if watch {
         watches_open(&cluster).await?;
-        watches_caught_up(&db, &stack.tenant, envs.len()).await?;
+        watches_caught_up(&db, &stack.tenant, seeded).await?;
     }
     observations_done(&client, &stack).await?;
     // Every environment observed (with the watches following, for the watched stack), then
@@ -457,6 +462,7 @@ async fn fairness(args: &Args) -> anyhow::Result<()> {
         concurrency,
     )
     .await?;
+    let seeded = Instant::now();
     println!(
         "  seeded {} namespaces in {:.1} s",
         a_envs.len() + b_envs.len(),
@@ -465,8 +471,8 @@ async fn fairness(args: &Args) -> anyhow::Result<()> {
     let db = stack.db().await?;
     let client = runtime_cloud_temporal::connect(&stack::temporal_address()?, "default").await?;
     watches_open(&cluster).await?;
-    watches_caught_up(&db, &stack.tenant, a_envs.len()).await?;
-    watches_caught_up(&db, &b_id, b_envs.len()).await?;
+    watches_caught_up(&db, &stack.tenant, seeded).await?;
+    watches_caught_up(&db, &b_id, seeded).await?;
     observations_done(&client, &stack).await?;
     let replicas = i64::from(workloads[0].replicas) + 1;
     let changed_at = chrono::Utc::now();

@@ -47,7 +47,8 @@ use tokio::time::Instant;
 pub const SETTLE: Duration = Duration::from_millis(300);
 /// How long after a watch listed again its namespaces are told: the other kinds' watches,
 /// cut off by the same outage, list again meanwhile, and one observation follows them all.
-const RELIST_SETTLE: Duration = Duration::from_secs(2);
+/// The longest any change waits to be told.
+pub const RELIST_SETTLE: Duration = Duration::from_secs(2);
 /// How often the watch heartbeats (the workflow's heartbeat timeout is five times this), and
 /// looks whether a namespace has settled.
 const BEAT: Duration = Duration::from_secs(2);
