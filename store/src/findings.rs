@@ -47,11 +47,6 @@ pub struct Finding {
 
 impl Finding {
     /// The row of a finding raised now.
-    fn new_row(&self) -> Result<rows::ActiveModel, Error> {
-        self.clone().into_new_row()
-    }
-
-    /// [`Self::new_row`], taking the finding.
     fn into_new_row(self) -> Result<rows::ActiveModel, Error> {
         use sea_orm::ActiveValue::Set;
         Ok(rows::ActiveModel {
@@ -291,7 +286,7 @@ pub async fn sync(
             deferred.event(tenant_id, detected(&finding).into(), id);
         }
         if finding.proposable() {
-            deferred.finding(finding.new_row()?);
+            deferred.finding(finding.clone().into_new_row()?);
             still_open.push(finding);
         } else {
             deferred.finding(finding.into_new_row()?);

@@ -37,7 +37,7 @@
 //! - [`adoptions`]: proposals' unmanaged workloads adopted into their Pulumi program, on a branch.
 //! - [`quarantines`]: workload versions refused fleet-wide for a tenant: placed, lifted, read.
 //! - [`outbox`]: integration events, appended in the writer's transaction.
-//! - [`deferred`]: findings and events a transaction's writers insert together before it commits.
+//! - [`deferred`]: new rows and events a transaction's writers insert together before it commits.
 //! - [`page`]: one page of a newest-first list.
 //! - [`statistics`]: the planner's statistics, refreshed by the writers that grow tables fast.
 //! - [`scope`]: the conditions that select one environment's rows, or many environments'.

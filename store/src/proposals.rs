@@ -6,6 +6,7 @@
 //! one is prepared by `transactions::prepare_proposal_run`.
 
 use crate::decode::{At, to_json};
+use crate::deferred::Deferred;
 use crate::entities::reconciliation_proposals as rows;
 use crate::entities::untold_supersessions as untold_rows;
 use crate::environments::Environment;
@@ -189,11 +190,13 @@ pub fn raised(
 /// Groups an observation's open findings into a proposal `proposal_id` when they changed since
 /// the active one, and supersedes the open proposals it replaces, on `db` (the caller's
 /// transaction). `recorded` is the proposal `proposal_id` if a record raised it already, and
-/// `active` the environment's proposals in play, as this transaction read them. Returns the
+/// `active` the environment's proposals in play, as this transaction read them; what the
+/// record `deferred` is inserted before a proposal is. Returns the
 /// new proposal's input and the superseded ids (recorded as not told yet: [`untold_of`]).
 #[allow(clippy::too_many_arguments)] // what the observation's record read, passed on
 pub async fn sync(
     db: &impl ConnectionTrait,
+    deferred: &mut Deferred,
     env: &Environment,
     proposal_id: &str,
     recorded: Option<&Proposal>,
@@ -242,6 +245,9 @@ pub async fn sync(
     }
     let drift: Vec<_> = open.iter().map(Finding::as_drift).collect();
     let plan = proposal_plan(&drift);
+    // The proposal links its findings, some perhaps raised by this record, and its event
+    // follows theirs.
+    deferred.insert(db).await?;
     let row = insert(
         db,
         proposal_id,

@@ -75,13 +75,9 @@ pub async fn raise_findings(
     };
     let (new_proposal, superseded) = if env.mode.proposes() {
         let open = &synced.open;
-        // A proposal is raised or superseded only with findings to cover or proposals in
-        // play; raised, it links its findings and appends its event after those deferred.
-        if !open.is_empty() || !active.is_empty() {
-            deferred.insert(txn).await?;
-        }
         proposals::sync(
             txn,
+            deferred,
             env,
             proposal_id,
             recorded,
